@@ -1,0 +1,33 @@
+# The two commands of the README:  `make demo`  and  `make test`.
+# Both install what is missing (Debian packages, .venv), build, then run.
+# VENV and BUILD_DIR can be overridden to keep several builds apart.
+VENV      ?= .venv
+BUILD_DIR ?= build/release
+PY        := $(VENV)/bin/python
+JOBS      ?= $(shell nproc)
+
+.PHONY: deps build demo test test-cpp test-py bench clean
+
+deps:
+	VENV=$(VENV) ./scripts/install_deps.sh
+
+build: deps
+	CMAKE_BUILD_PARALLEL_LEVEL=$(JOBS) $(PY) -m pip install --no-build-isolation --no-deps -q \
+	  -Cbuild-dir=$(BUILD_DIR) -Ccmake.define.LUMINA_BUILD_TESTS=ON .
+
+demo: build
+	$(VENV)/bin/luminamoon demo
+
+test-cpp: build
+	ctest --test-dir $(BUILD_DIR) --output-on-failure -j $(JOBS)
+
+test-py: build
+	$(PY) -m pytest -q tests
+
+test: test-cpp test-py
+
+bench: build
+	$(PY) bench/run_all.py
+
+clean:
+	rm -rf build

@@ -1,0 +1,155 @@
+/* luminav.h: the full C API of the LuminaV optimizer (spec/luminav-update.md).
+ *
+ * Conventions: every function returns an int status (LUMINAV_STATUS_OK = 0);
+ * luminav_last_error_message() returns the calling thread's last message.
+ * A failed call writes nothing (no parameter, master, moment or scalar).
+ * Buffers are host pointers for the CPU backends and device pointers for GPU
+ * backends (luminav_options.device_type).
+ */
+#ifndef LUMINAV_LUMINAV_H
+#define LUMINAV_LUMINAV_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../luminav_triton_standalone.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define LUMINAV_VERSION_MAJOR 0
+#define LUMINAV_VERSION_MINOR 1
+#define LUMINAV_VERSION_PATCH 0
+const char* luminav_version(void);
+
+enum luminav_status {
+  LUMINAV_STATUS_OK = 0,
+  LUMINAV_STATUS_INVALID_ARGUMENT = 1,
+  LUMINAV_STATUS_NONFINITE_GRAD = 2,
+  LUMINAV_STATUS_BACKEND_UNAVAILABLE = 3,
+  LUMINAV_STATUS_DRIVER_ERROR = 4,
+  LUMINAV_STATUS_OUT_OF_MEMORY = 5,
+  LUMINAV_STATUS_INTERNAL = 6
+};
+const char* luminav_status_name(int status);
+/* The calling thread's last error message ("" when none). */
+const char* luminav_last_error_message(void);
+
+enum luminav_dtype { LUMINAV_DTYPE_F32 = 0, LUMINAV_DTYPE_BF16 = 1, LUMINAV_DTYPE_F16 = 2 };
+enum luminav_buffer_mode { LUMINAV_MODE_TDCLM = 1, LUMINAV_MODE_CLM = 2 };
+enum luminav_bound_mode { LUMINAV_BOUND_NONE = 0, LUMINAV_BOUND_TENSOR = 1, LUMINAV_BOUND_ELEMENT = 2 };
+enum luminav_device_type { LUMINAV_DEVICE_CPU = 0, LUMINAV_DEVICE_CUDA = 1, LUMINAV_DEVICE_ROCM = 2 };
+
+/* Hyperparameters of one step; betas in double as torch gives them. */
+typedef struct luminav_hyperparams {
+  double lr, beta1, beta2, eps, weight_decay;
+  double tau;          /* soft clip; 0 = off */
+  double lam;          /* gradient blend in [0,1] */
+  double bound_ratio;  /* > 0 when bound_mode != 0 */
+  int buffer_mode;     /* LUMINAV_MODE_CLM or LUMINAV_MODE_TDCLM */
+  int cautious;        /* 0 or 1 */
+  int bound_mode;      /* LUMINAV_BOUND_* */
+  int check_finite;    /* 1: refuse non-finite gradients (NONFINITE_GRAD) */
+  int stochastic_rounding; /* 1: bf16/f16 parameters written by SR, else RNE */
+  uint64_t step;       /* t >= 1 */
+} luminav_hyperparams;
+
+/* Fills `hp` with AdamW's defaults (lr 1e-3, betas 0.9/0.999, eps 1e-8,
+ * weight decay 0.01, CLM, check_finite 1, stochastic_rounding 1, step 1). */
+void luminav_hyperparams_init(luminav_hyperparams* hp);
+
+/* One tensor (or one shard of a logical tensor). */
+typedef struct luminav_tensor {
+  void* param;            /* N elements of param_dtype */
+  const void* grad;       /* N elements of grad_dtype */
+  float* exp_avg;         /* N */
+  float* exp_avg_sq;      /* CLM: N; TD-CLM: 1 (the scalar s) */
+  float* master;          /* optional fp32 master weights (N) or NULL */
+  size_t num_elements;    /* N of this buffer */
+  uint64_t index_offset;  /* index of element 0 in the logical tensor (shards) */
+  uint64_t seed;          /* per-tensor stochastic rounding seed */
+  int param_dtype;        /* LUMINAV_DTYPE_* */
+  int grad_dtype;         /* LUMINAV_DTYPE_* */
+} luminav_tensor;
+
+/* Where and how to run. NULL options mean: backend "auto", host buffers,
+ * engine-owned scratch. */
+typedef struct luminav_options {
+  const char* backend;    /* NULL/"auto", "scalar", "simd", "cuda", ... */
+  int device_type;        /* LUMINAV_DEVICE_* */
+  int device_index;
+  void* stream;           /* CUstream / hipStream_t, NULL = default */
+  void* scratch;          /* optional caller workspace, or NULL */
+  size_t scratch_bytes;   /* its size; >= luminav_scratch_bytes(N) */
+} luminav_options;
+
+/* Workspace a step over N elements needs (chunk partials of the reductions). */
+size_t luminav_scratch_bytes(size_t num_elements);
+
+/* Read-only partial sums of pass 1. They add element-wise across shards
+ * (all-reduce with SUM) to give the logical tensor's values. */
+typedef struct luminav_partials {
+  uint64_t nonfinite_count;  /* gradient elements that are NaN or +-Inf */
+  uint64_t agree_count;      /* K: elements with u_i * g_i > 0 */
+  double grad_sq_sum;        /* sum g_i^2 */
+  double update_sq_sum;      /* sum (lr * u_i * phi_i)^2, before the cautious scale */
+  double weight_sq_sum;      /* sum x_i^2 (x before the step) */
+} luminav_partials;
+
+/* Values every element of pass 2 needs, derived from the global partials. */
+typedef struct luminav_globals {
+  float second_moment;   /* TD-CLM: s after this step; unused in CLM */
+  float cautious_scale;  /* N / max(K, 0.001 N); 1 without cautious */
+  float bound_scale;     /* tensor bound: ratio*B/A when it binds, else 1 */
+  float reserved;
+} luminav_globals;
+
+/* One whole step of one unsharded tensor: pass 1, globals, pass 2. */
+int luminav_step(const luminav_hyperparams* hp, const luminav_tensor* tensor,
+                 const luminav_options* options);
+
+/* One step of `count` tensors sharing the hyperparameters, in one call. The
+ * finite check covers every tensor before any is written: a non-finite
+ * gradient anywhere leaves all of them untouched (the message names the
+ * tensor's position). */
+int luminav_step_multi(const luminav_hyperparams* hp, const luminav_tensor* tensors,
+                       size_t count, const luminav_options* options);
+
+/* --- The pass-1 / pass-2 split, for sharded tensors -----------------------
+ * rounds = luminav_reduction_rounds(hp) is 0, 1 or 2. For each round r:
+ *   luminav_reduce(hp, shard, r, globals_so_far, &partial) on every shard,
+ *   all-reduce the partials (SUM), then
+ *   luminav_finalize(hp, &sum, N_logical, r, s_old, &globals).
+ * Round 0 holds the finite check and sum g^2 (and, in CLM, K and the norms);
+ * round 1 (TD-CLM with cautious or a tensor bound) holds K and the norms,
+ * which need s from round 0. Then luminav_apply(hp, shard, &globals) on
+ * every shard. With 0 rounds call luminav_finalize with a zero partials
+ * struct and round 0 to obtain the globals. */
+int luminav_reduction_rounds(const luminav_hyperparams* hp);
+int luminav_reduce(const luminav_hyperparams* hp, const luminav_tensor* shard, int round,
+                   const luminav_globals* globals, luminav_partials* out,
+                   const luminav_options* options);
+int luminav_finalize(const luminav_hyperparams* hp, const luminav_partials* global_sum,
+                     uint64_t logical_num_elements, int round, float s_old,
+                     luminav_globals* inout);
+int luminav_apply(const luminav_hyperparams* hp, const luminav_tensor* shard,
+                  const luminav_globals* globals, const luminav_options* options);
+
+/* --- Introspection --------------------------------------------------------- */
+/* Backends compiled in and whether they can run here (and, if not, why). */
+int luminav_backend_count(void);
+const char* luminav_backend_name(int index);
+int luminav_backend_available(int index);
+const char* luminav_backend_unavailable_reason(int index); /* "" when available */
+/* Backend (and for simd the target, e.g. "simd:AVX3") that ran this thread's
+ * last successful step. */
+const char* luminav_last_backend(void);
+/* Comma-separated CPU features detected at run time, e.g. "sse4,avx2,avx512f". */
+const char* luminav_cpu_features(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* LUMINAV_LUMINAV_H */

@@ -1,0 +1,66 @@
+/* luminav_triton_standalone.h: the standalone C API of seed 000, for native
+ * training engines that drive LuminaV without a Python interpreter.
+ *
+ * Names, argument order and types are exactly the seed's. Rules:
+ *  - `param` is the fp32 parameter (N elements). `master_param` may be NULL:
+ *    then `param` itself is the fp32 working weight. When it is given, it is
+ *    the fp32 master copy (N elements) and `param` receives the same values.
+ *  - `grad` and `exp_avg` have N elements. In CLM (buffer_mode = 2)
+ *    `exp_avg_sq` has N elements; in TD-CLM (buffer_mode = 1) it points to the
+ *    single per-tensor scalar s.
+ *  - `scratch` may be NULL (the engine then uses its own workspace) or point to
+ *    at least luminav_scratch_bytes(num_elements) bytes (see luminav/luminav.h),
+ *    suitably aligned for double.
+ *  - The betas are float here; the bias corrections 1 - beta^t are computed in
+ *    double from these float values (spec/luminav-update.md).
+ *  - `step` is t >= 1 (the caller increments it before the call).
+ *  - Returns 0 on success, else a LUMINAV_STATUS_* code from luminav/luminav.h;
+ *    luminav_last_error_message() gives the message of the calling thread's
+ *    last failure. On failure nothing is written.
+ */
+#ifndef LUMINAV_TRITON_STANDALONE_H
+#define LUMINAV_TRITON_STANDALONE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct LuminaVTritonEngine LuminaVTritonEngine;
+
+LuminaVTritonEngine* luminav_triton_engine_create(void);
+void luminav_triton_engine_destroy(LuminaVTritonEngine* engine);
+const char* luminav_triton_get_platform(const LuminaVTritonEngine* engine);
+const char* luminav_triton_get_arch(const LuminaVTritonEngine* engine);
+
+int luminav_triton_step_f32(
+    LuminaVTritonEngine* engine,
+    float* param,
+    const float* grad,
+    float* exp_avg,
+    float* exp_avg_sq,
+    float* master_param,
+    float* scratch,
+    size_t num_elements,
+    float lr,
+    float beta1,
+    float beta2,
+    float eps,
+    float weight_decay,
+    float tau,
+    float lam,
+    int buffer_mode,
+    int cautious,
+    int bound_mode,
+    float bound_ratio,
+    uint64_t step,
+    uint32_t seed
+);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* LUMINAV_TRITON_STANDALONE_H */

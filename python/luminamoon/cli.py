@@ -1,0 +1,31 @@
+"""The `luminamoon` command: info, demo and data."""
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = argparse.ArgumentParser(prog="luminamoon", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("info", help="CPU features, backends and versions")
+    demo = sub.add_parser("demo", help="train a small model with LuminaV and AdamW")
+    demo.add_argument("--steps", type=int, default=None)
+    demo.add_argument("--seed", type=int, default=0)
+    sub.add_parser("data", help="run the data engine (see `luminamoon data --help`)", add_help=False)
+    if argv and argv[0] == "data":
+        from .data_cli import main as data_main
+        return data_main(argv[1:])
+    args = parser.parse_args(argv)
+    if args.command == "info":
+        from .info import main as info_main
+        return info_main()
+    if args.command == "demo":
+        from .demo import main as demo_main
+        return demo_main(steps=args.steps, seed=args.seed)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,2 @@
+"""Placeholder until this area of the data engine lands."""
+__all__: list[str] = []

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Installs everything the build and the tests need on a fresh Debian machine:
+# Debian packages through apt-get (only those missing) and a virtual
+# environment in .venv with pinned PyPI packages. Safe to run repeatedly.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+DEB_PACKAGES=(
+  build-essential pkg-config ninja-build
+  libhwy-dev libtbb-dev libsimdjson-dev libxxhash-dev
+  libvectorscan-dev libre2-dev libzstd-dev zlib1g-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+)
+missing=()
+for p in "${DEB_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "[install_deps] apt-get install ${missing[*]}"
+  SUDO=""
+  [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+VENV=${VENV:-.venv}
+PYTHON=${PYTHON:-python3}
+if [ ! -x "$VENV/bin/python" ]; then
+  echo "[install_deps] creating $VENV"
+  "$PYTHON" -m venv "$VENV"
+fi
+stamp="$VENV/.requirements.stamp"
+if [ ! -f "$stamp" ] || ! cmp -s requirements-dev.txt "$stamp"; then
+  echo "[install_deps] pip install -r requirements-dev.txt"
+  "$VENV/bin/pip" install -q --upgrade pip >/dev/null
+  "$VENV/bin/pip" install -q -r requirements-dev.txt
+  cp requirements-dev.txt "$stamp"
+fi

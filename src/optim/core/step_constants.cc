@@ -1,0 +1,35 @@
+// Builds the fp32 step constants from the caller's hyperparameters.
+#include "optim/core/step_constants.h"
+
+#include <cmath>
+
+#include "luminav/luminav.h"
+
+namespace luminav::core {
+
+StepConstants make_step_constants(const luminav_hyperparams& hp) {
+  StepConstants k{};
+  k.lr = static_cast<float>(hp.lr);
+  k.beta1 = static_cast<float>(hp.beta1);
+  k.beta2 = static_cast<float>(hp.beta2);
+  k.one_minus_beta1 = 1.0f - k.beta1;
+  k.one_minus_beta2 = 1.0f - k.beta2;
+  k.eps = static_cast<float>(hp.eps);
+  k.decay_factor = 1.0f - k.lr * static_cast<float>(hp.weight_decay);
+  // Bias corrections in double from the betas at the caller's precision.
+  const double t = static_cast<double>(hp.step);
+  k.bias_correction1 = static_cast<float>(1.0 - std::pow(hp.beta1, t));
+  k.bias_correction2 = static_cast<float>(1.0 - std::pow(hp.beta2, t));
+  k.lam = static_cast<float>(hp.lam);
+  k.one_minus_lam = 1.0f - k.lam;
+  k.tau = static_cast<float>(hp.tau);
+  k.bound_ratio = static_cast<float>(hp.bound_ratio);
+  k.tdclm = hp.buffer_mode == LUMINAV_MODE_TDCLM ? 1 : 0;
+  k.cautious = hp.cautious ? 1 : 0;
+  k.bound_mode = hp.bound_mode;
+  k.stochastic_rounding = hp.stochastic_rounding ? 1 : 0;
+  k.step = hp.step;
+  return k;
+}
+
+}  // namespace luminav::core

@@ -1,0 +1,43 @@
+// The per-step, per-tensor fp32 constants every backend's element math reads.
+#pragma once
+
+#include <cstdint>
+
+struct luminav_hyperparams;
+
+namespace luminav::core {
+
+// Derived once per step from the caller's hyperparameters (see
+// make_step_constants in step_constants.cc). All fp32 as the spec demands,
+// except the bias corrections, which are evaluated in double and rounded.
+struct StepConstants {
+  float lr;
+  float beta1, one_minus_beta1;
+  float beta2, one_minus_beta2;
+  float eps;
+  float decay_factor;      // 1 - lr * weight_decay (fp32)
+  float bias_correction1;  // fp32(1 - beta1^t), beta1^t in double
+  float bias_correction2;  // fp32(1 - beta2^t)
+  float lam, one_minus_lam;
+  float tau;               // 0: no soft clip
+  float bound_ratio;
+  int tdclm;               // 1: TD-CLM (tensor scalar s), 0: CLM
+  int cautious;
+  int bound_mode;          // 0 none, 1 tensor, 2 element
+  // Write-back of 16-bit parameters.
+  int stochastic_rounding; // 1: spec's SR keyed on (seed, step, index), 0: RNE
+  uint64_t step;           // t >= 1
+};
+
+// Known once the reductions of pass 1 are all-reduced.
+struct TensorGlobals {
+  float second_moment = 0.0f;  // TD-CLM: s after this step
+  float cautious_scale = 1.0f; // N / max(K, 0.001 N)
+  float bound_scale = 1.0f;    // tensor bound factor
+};
+
+// Validated hyperparameters in, fp32 constants out (spec: bias corrections
+// in double from the betas as given, then rounded to fp32).
+StepConstants make_step_constants(const luminav_hyperparams& hp);
+
+}  // namespace luminav::core

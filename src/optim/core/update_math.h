@@ -1,0 +1,86 @@
+// The LuminaV per-element update (spec/luminav-update.md), written once.
+//
+// Note [one math, many traversals]: every backend calls these templates with
+// its own arithmetic policy `Ops`: ScalarOps (float, used by the scalar
+// backend and by CUDA/HIP device code) or a Highway vector policy (simd/).
+// A policy provides, over its lane type V:
+//   splat(float) add sub mul div sqrt abs min max neg tanh
+//   keep_if_positive(a, v)   -> v where a > 0, else 0
+// Per-tensor options are uniform branches (the same for every lane).
+#pragma once
+
+#include <cmath>
+
+#include "optim/core/host_device.h"
+#include "optim/core/step_constants.h"
+
+namespace luminav::core {
+
+struct ScalarOps {
+  using V = float;
+  LUMINAV_HD V splat(float x) const { return x; }
+  LUMINAV_HD V add(V a, V b) const { return a + b; }
+  LUMINAV_HD V sub(V a, V b) const { return a - b; }
+  LUMINAV_HD V mul(V a, V b) const { return a * b; }
+  LUMINAV_HD V div(V a, V b) const { return a / b; }
+  LUMINAV_HD V sqrt(V a) const { return ::sqrtf(a); }
+  LUMINAV_HD V abs(V a) const { return ::fabsf(a); }
+  LUMINAV_HD V min(V a, V b) const { return a < b ? a : b; }
+  LUMINAV_HD V max(V a, V b) const { return a > b ? a : b; }
+  LUMINAV_HD V neg(V a) const { return -a; }
+  LUMINAV_HD V tanh(V a) const { return ::tanhf(a); }  // correctly saturating, <= 2 ulp
+  LUMINAV_HD V keep_if_positive(V a, V v) const { return a > 0.0f ? v : 0.0f; }
+};
+
+// Step 1: the new first moment.
+template <class Ops, class V = typename Ops::V>
+LUMINAV_HD V first_moment(const Ops& o, const StepConstants& k, V m_old, V g) {
+  return o.add(o.mul(o.splat(k.beta1), m_old), o.mul(o.splat(k.one_minus_beta1), g));
+}
+
+// Step 1 (CLM): the new second moment.
+template <class Ops, class V = typename Ops::V>
+LUMINAV_HD V second_moment(const Ops& o, const StepConstants& k, V v_old, V g) {
+  return o.add(o.mul(o.splat(k.beta2), v_old), o.mul(o.mul(o.splat(k.one_minus_beta2), g), g));
+}
+
+// Steps 1-2: the raw update u from the new moments; `second` is v_i (CLM) or
+// the splatted tensor scalar s (TD-CLM). Soft clip applied when tau > 0.
+template <class Ops, class V = typename Ops::V>
+LUMINAV_HD V raw_update(const Ops& o, const StepConstants& k, V m, V second, V g) {
+  V n = o.div(m, o.splat(k.bias_correction1));
+  if (k.lam != 0.0f) {
+    n = o.add(o.mul(o.splat(k.one_minus_lam), n), o.mul(o.splat(k.lam), g));
+  }
+  const V den = o.add(o.sqrt(o.div(second, o.splat(k.bias_correction2))), o.splat(k.eps));
+  V u = o.div(n, den);
+  if (k.tau > 0.0f) {
+    u = o.mul(o.splat(k.tau), o.tanh(o.div(u, o.splat(k.tau))));
+  }
+  return u;
+}
+
+// Step 3 without the global scale: u * phi (phi = 1 where u*g > 0).
+template <class Ops, class V = typename Ops::V>
+LUMINAV_HD V cautious_masked(const Ops& o, const StepConstants& k, V u, V g) {
+  return k.cautious ? o.keep_if_positive(o.mul(u, g), u) : u;
+}
+
+// Steps 3-5: the new working weight from x before the step and u.
+template <class Ops, class V = typename Ops::V>
+LUMINAV_HD V apply_update(const Ops& o, const StepConstants& k, const TensorGlobals& gl,
+                          V x, V u, V g) {
+  if (k.cautious) {
+    u = o.mul(o.keep_if_positive(o.mul(u, g), u), o.splat(gl.cautious_scale));
+  }
+  V d = o.mul(o.splat(k.lr), u);
+  if (k.bound_mode == 1) {
+    d = o.mul(d, o.splat(gl.bound_scale));
+  } else if (k.bound_mode == 2) {
+    const V b = o.mul(o.splat(k.bound_ratio), o.sqrt(o.add(o.mul(x, x), o.splat(1e-4f))));
+    d = o.min(o.max(d, o.neg(b)), b);
+  }
+  return o.sub(o.mul(x, o.splat(k.decay_factor)), d);
+}
+
+}  // namespace luminav::core

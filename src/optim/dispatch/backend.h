@@ -1,0 +1,49 @@
+// The interface every LuminaV backend implements (scalar, simd, cuda, ...).
+#pragma once
+
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "luminav/luminav.h"
+#include "optim/core/step_constants.h"
+
+namespace luminav {
+
+// Note [reduction rounds]: pass 1 is split in rounds so that sharded tensors
+// can all-reduce between them (luminav.h, "pass-1 / pass-2 split").
+//   CLM    round 0: nonfinite count, sum g^2, K, sum (lr*u*phi)^2, sum x^2
+//   TD-CLM round 0: nonfinite count, sum g^2
+//          round 1: K, sum (lr*u*phi)^2, sum x^2 (u needs s from round 0)
+// Backends fill exactly the fields of the round they are asked for and zero
+// the others. Inputs are validated before a backend sees them.
+struct ExecContext {
+  int device_index = 0;
+  void* stream = nullptr;
+  void* scratch = nullptr;       // caller workspace or nullptr
+  size_t scratch_bytes = 0;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  // Stable short name: "scalar", "simd", "cuda", "hip", "vulkan".
+  virtual std::string_view name() const = 0;
+  // Probed once, cheaply; when false, `why_not` says why in one line.
+  virtual bool available(std::string* why_not) const = 0;
+  // Extra detail for `luminamoon info` and luminav_last_backend(), e.g. the
+  // Highway target ("AVX3") or the GPU ("sm_90 NVIDIA H200"). May be empty.
+  virtual std::string detail() const { return {}; }
+  // Memory the backend's pointers live in (LUMINAV_DEVICE_*).
+  virtual int device_type() const = 0;
+
+  // Pass 1, read-only: one partials struct per tensor.
+  virtual int reduce(const core::StepConstants& k, std::span<const luminav_tensor> tensors,
+                     int round, std::span<const core::TensorGlobals> globals,
+                     std::span<luminav_partials> out, const ExecContext& ctx) = 0;
+  // Pass 2: moments, update, bound, decay, write-back of every tensor.
+  virtual int apply(const core::StepConstants& k, std::span<const luminav_tensor> tensors,
+                    std::span<const core::TensorGlobals> globals, const ExecContext& ctx) = 0;
+};
+
+}  // namespace luminav
