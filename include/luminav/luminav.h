@@ -136,6 +136,12 @@ int luminav_finalize(const luminav_hyperparams* hp, const luminav_partials* glob
 int luminav_apply(const luminav_hyperparams* hp, const luminav_tensor* shard,
                   const luminav_globals* globals, const luminav_options* options);
 
+/* --- Threads ------------------------------------------------------------------
+ * Threads of the CPU backends. 0 restores the default: LUMINAV_NUM_THREADS
+ * when set, else the number of cores. Returns the previous setting. */
+int luminav_set_num_threads(int num_threads);
+int luminav_get_num_threads(void);
+
 /* --- Introspection --------------------------------------------------------- */
 /* Backends compiled in and whether they can run here (and, if not, why). */
 int luminav_backend_count(void);
