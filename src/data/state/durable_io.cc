@@ -1,0 +1,132 @@
+// Durable file operations (see durable_io.h): every failure is a DataError
+// naming the operation, the path and the system's reason.
+#include "data/state/durable_io.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
+#include "luminamoon/data_error.h"
+
+namespace luminamoon::durable {
+namespace {
+
+[[noreturn]] void fail(const char* operation, const std::string& path) {
+  throw DataError(DataErrorKind::kOutput,
+                  std::string("[") + operation + "] " + path + ": " + std::strerror(errno));
+}
+
+void write_all(int fd, std::string_view bytes, const std::string& path) {
+  const char* p = bytes.data();
+  size_t left = bytes.size();
+  while (left > 0) {
+    ssize_t n = ::write(fd, p, left);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      fail("write", path);
+    }
+    p += n;
+    left -= static_cast<size_t>(n);
+  }
+}
+
+std::string parent_of(const std::string& path) {
+  auto parent = std::filesystem::path(path).parent_path();
+  return parent.empty() ? std::string(".") : parent.string();
+}
+
+}  // namespace
+
+void fsync_path(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) fail("open for fsync", path);
+  if (::fsync(fd) != 0) {
+    int saved = errno;
+    ::close(fd);
+    errno = saved;
+    fail("fsync", path);
+  }
+  ::close(fd);
+}
+
+void fsync_parent_dir(const std::string& path) { fsync_path(parent_of(path)); }
+
+void rename_durably(const std::string& from, const std::string& to) {
+  if (::rename(from.c_str(), to.c_str()) != 0) fail("rename", from + " -> " + to);
+  fsync_parent_dir(to);
+}
+
+void write_file(const std::string& path, std::string_view bytes) {
+  PendingFile file(path);
+  file.append(bytes);
+  file.finish();
+}
+
+std::string read_file(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    throw DataError(DataErrorKind::kInput, "[open] " + path + ": " + std::strerror(errno));
+  }
+  std::string out;
+  char buf[1 << 16];
+  for (;;) {
+    ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      int saved = errno;
+      ::close(fd);
+      throw DataError(DataErrorKind::kInput, "[read] " + path + ": " + std::strerror(saved));
+    }
+    if (n == 0) break;
+    out.append(buf, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  return out;
+}
+
+bool exists(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0;
+}
+
+void make_dirs(const std::string& path) {
+  std::error_code ec;
+  std::filesystem::create_directories(path, ec);
+  if (ec) {
+    throw DataError(DataErrorKind::kOutput, "[mkdir] " + path + ": " + ec.message());
+  }
+}
+
+PendingFile::PendingFile(std::string final_path)
+    : final_path_(std::move(final_path)), temp_path_(final_path_ + ".tmp") {
+  fd_ = ::open(temp_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd_ < 0) fail("create", temp_path_);
+}
+
+PendingFile::~PendingFile() {
+  if (fd_ >= 0) {
+    ::close(fd_);
+    ::unlink(temp_path_.c_str());
+  }
+}
+
+void PendingFile::append(std::string_view bytes) {
+  write_all(fd_, bytes, temp_path_);
+  bytes_ += bytes.size();
+}
+
+void PendingFile::finish() {
+  if (::fsync(fd_) != 0) fail("fsync", temp_path_);
+  if (::close(fd_) != 0) {
+    fd_ = -1;
+    fail("close", temp_path_);
+  }
+  fd_ = -1;
+  rename_durably(temp_path_, final_path_);
+}
+
+}  // namespace luminamoon::durable

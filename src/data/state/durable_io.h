@@ -1,0 +1,46 @@
+// Durable file operations for the commit protocol: write to a temporary name,
+// fsync, rename into place, fsync the directory.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace luminamoon::durable {
+
+// Writes `bytes` to `path` atomically: `path`.tmp, fsync, rename, fsync dir.
+void write_file(const std::string& path, std::string_view bytes);
+// Fsyncs an existing file or directory (throws DataError(kOutput) on failure).
+void fsync_path(const std::string& path);
+void fsync_parent_dir(const std::string& path);
+// Renames and then fsyncs the destination's directory.
+void rename_durably(const std::string& from, const std::string& to);
+std::string read_file(const std::string& path);
+bool exists(const std::string& path);
+void make_dirs(const std::string& path);
+
+// An output file filled by appends and published by finish(): the bytes go
+// to `final_path`.tmp and only appear under the final name once fsynced.
+class PendingFile {
+ public:
+  explicit PendingFile(std::string final_path);
+  ~PendingFile();  // an unfinished file is removed
+  PendingFile(const PendingFile&) = delete;
+  PendingFile& operator=(const PendingFile&) = delete;
+
+  void append(std::string_view bytes);
+  int fd() const { return fd_; }
+  const std::string& temp_path() const { return temp_path_; }
+  const std::string& final_path() const { return final_path_; }
+  uint64_t bytes_written() const { return bytes_; }
+  // fsync, close, rename into place, fsync the directory.
+  void finish();
+
+ private:
+  std::string final_path_;
+  std::string temp_path_;
+  int fd_ = -1;
+  uint64_t bytes_ = 0;
+};
+
+}  // namespace luminamoon::durable
