@@ -1,0 +1,81 @@
+// StreamDeduplicator: exact deduplication of a document stream by the XXH3-64
+// of each text, first occurrence kept, seen set persisted in a .dedup WAL.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "luminamoon/dedup_wal.h"
+#include "luminamoon/text_batch.h"
+
+namespace luminamoon {
+
+// Which bytes are hashed.
+enum class DedupKey : uint16_t {
+  kText = 0,            // the (cleaned) text as given
+  kNormalizedText = 1,  // normalize_for_dedup() of it (see text_normalize.h)
+};
+
+struct StreamDeduplicatorOptions {
+  DedupKey key = DedupKey::kText;
+  // Remember, per distinct document, the 64-bit ref of its first occurrence so
+  // that each drop names the document it duplicated. Costs a second 8-byte
+  // array beside the hash slots (the hash set alone stays <= 16 B/document).
+  bool track_matches = true;
+  WalOptions wal;  // wal.path empty: in memory only
+  int num_threads = 0;  // hashing threads; 0: oneTBB's default
+};
+
+// The value `matched` holds for a kept document.
+inline constexpr int64_t kNoMatch = -1;
+
+class StreamDeduplicator {
+ public:
+  explicit StreamDeduplicator(StreamDeduplicatorOptions options = {});
+  ~StreamDeduplicator();
+  StreamDeduplicator(StreamDeduplicator&&) noexcept;
+  StreamDeduplicator& operator=(StreamDeduplicator&&) noexcept;
+
+  // Decides every document of `batch` in stream order. keep[i] = 1 for a first
+  // occurrence (also within the batch), 0 for a duplicate. matched[i] (may be
+  // empty) = the ref of the first occurrence for a drop, kNoMatch when kept or
+  // when track_matches is off. refs (may be empty) = the caller's 64-bit id of
+  // each document (>= 0; e.g. a packed shard position); empty: the document's
+  // ordinal in the whole stream (documents added before it, across batches).
+  void add(const TextBatchView& batch, std::span<const int64_t> refs, std::span<uint8_t> keep,
+           std::span<int64_t> matched);
+  // Same with precomputed keys (key_of()).
+  void add_keys(std::span<const uint64_t> keys, std::span<const int64_t> refs,
+                std::span<uint8_t> keep, std::span<int64_t> matched);
+
+  // The key of one text under this deduplicator's DedupKey.
+  uint64_t key_of(std::string_view text) const;
+  static uint64_t key_of(std::string_view text, DedupKey key);
+
+  // WAL: flush() writes the hashes added since the last flush as one CRC'd
+  // block (survives a killed process); commit() flushes and, under
+  // WalSync::kFdatasync, fdatasyncs. Both are no-ops without a WAL path.
+  void flush();
+  void commit();
+  // Bytes of the WAL as of the last commit(): what a checkpoint records and
+  // later passes back as WalOptions::resume_position.
+  uint64_t committed_position() const;
+  const WalReplayStats& replay_stats() const;
+
+  bool contains_key(uint64_t key) const;
+  uint64_t distinct() const;           // distinct keys held
+  uint64_t documents_seen() const;     // documents added (replayed ones excluded)
+  uint64_t set_memory_bytes() const;   // the hash slots (the <= 16 B/document bound)
+  uint64_t memory_bytes() const;       // slots + match refs
+  std::vector<uint64_t> keys() const;  // every key held, unordered (tests, export)
+  const StreamDeduplicatorOptions& options() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace luminamoon
