@@ -43,14 +43,18 @@ LUMINAV_HD uint16_t f32_to_bf16_rne(float x) {
   return static_cast<uint16_t>(u >> 16);
 }
 
-// spec: b' = b + (r & 0xFFFF), upper half of b'. Finite values that RNE keeps
-// finite never become Inf (the sum can carry into the Inf pattern just above
-// the largest bf16; those saturate exactly as RNE does).
+// spec: b' = b + (r & 0xFFFF), upper half of b' (round toward zero of the
+// sum). Note [bf16 saturation]: values at or above the largest bf16 plus half
+// an ulp become +-Inf exactly as RNE makes them; below that the sum can carry
+// into the Inf pattern, and the spec forbids that overflow, so those values
+// keep the largest finite bf16 (which is then also RNE's answer).
 LUMINAV_HD uint16_t f32_to_bf16_stochastic(float x, uint32_t r) {
   const uint32_t u = float_bits(x);
   if ((u & 0x7f800000u) == 0x7f800000u) return f32_to_bf16_rne(x);  // NaN/Inf
+  const uint16_t nearest = f32_to_bf16_rne(x);
+  if ((nearest & 0x7fffu) == 0x7f80u) return nearest;  // beyond the range: +-Inf
   const uint16_t h = static_cast<uint16_t>((u + (r & 0xffffu)) >> 16);
-  if ((h & 0x7fffu) == 0x7f80u) return f32_to_bf16_rne(x);
+  if ((h & 0x7fffu) == 0x7f80u) return nearest;  // carry into Inf: largest finite
   return h;
 }
 
@@ -101,11 +105,12 @@ LUMINAV_HD uint16_t f32_to_f16_rne(float x) {
 
 // spec: lo = x toward zero, hi = the next f16 away from zero,
 // f = (|x| - |lo|) / (|hi| - |lo|) in fp32, result hi iff r * 2^-32 < f.
-// Note [exact threshold]: r * 2^-32 < f holds exactly iff r < ceil(f * 2^32)
-// (f * 2^32 is exact in fp32 and below 2^32), which every backend can compute
-// in integers without double precision.
-LUMINAV_HD uint32_t f16_round_up_threshold(float fraction) {
-  return static_cast<uint32_t>(::ceilf(fraction * 4294967296.0f));
+// Note [exact threshold]: r * 2^-32 < f is read in exact arithmetic (r * 2^-32
+// is exact in double but not in fp32). It holds iff r < ceil(f * 2^32), and
+// f * 2^32 is exact in fp32, so every backend can decide it with integers.
+// The threshold is 64-bit because f may round up to 1.0 (then hi always).
+LUMINAV_HD uint64_t f16_round_up_threshold(float fraction) {
+  return static_cast<uint64_t>(::ceilf(fraction * 4294967296.0f));
 }
 
 LUMINAV_HD uint16_t f32_to_f16_stochastic(float x, uint32_t r) {
@@ -121,7 +126,7 @@ LUMINAV_HD uint16_t f32_to_f16_stochastic(float x, uint32_t r) {
   const float abs_lo = f16_to_f32(static_cast<uint16_t>(lo & 0x7fffu));
   const float abs_hi = f16_to_f32(static_cast<uint16_t>(hi & 0x7fffu));
   const float fraction = (abs_x - abs_lo) / (abs_hi - abs_lo);
-  return r < f16_round_up_threshold(fraction) ? hi : lo;
+  return static_cast<uint64_t>(r) < f16_round_up_threshold(fraction) ? hi : lo;
 }
 
 }  // namespace luminav::core

@@ -12,21 +12,26 @@ StepConstants make_step_constants(const luminav_hyperparams& hp) {
   k.lr = static_cast<float>(hp.lr);
   k.beta1 = static_cast<float>(hp.beta1);
   k.beta2 = static_cast<float>(hp.beta2);
-  k.one_minus_beta1 = 1.0f - k.beta1;
-  k.one_minus_beta2 = 1.0f - k.beta2;
+  // Note [derived constants]: per-tensor constants such as 1 - beta and
+  // 1 - lr*wd are formed in double from the caller's values and rounded once
+  // to fp32 (as torch does with its Python-float hyperparameters); the
+  // per-element arithmetic that uses them is fp32.
+  k.one_minus_beta1 = static_cast<float>(1.0 - hp.beta1);
+  k.one_minus_beta2 = static_cast<float>(1.0 - hp.beta2);
   k.eps = static_cast<float>(hp.eps);
-  k.decay_factor = 1.0f - k.lr * static_cast<float>(hp.weight_decay);
+  k.decay_factor = static_cast<float>(1.0 - hp.lr * hp.weight_decay);
   // Bias corrections in double from the betas at the caller's precision.
   const double t = static_cast<double>(hp.step);
   k.bias_correction1 = static_cast<float>(1.0 - std::pow(hp.beta1, t));
   k.bias_correction2 = static_cast<float>(1.0 - std::pow(hp.beta2, t));
   k.lam = static_cast<float>(hp.lam);
-  k.one_minus_lam = 1.0f - k.lam;
+  k.one_minus_lam = static_cast<float>(1.0 - hp.lam);
   k.tau = static_cast<float>(hp.tau);
   k.bound_ratio = static_cast<float>(hp.bound_ratio);
   k.tdclm = hp.buffer_mode == LUMINAV_MODE_TDCLM ? 1 : 0;
   k.cautious = hp.cautious ? 1 : 0;
   k.bound_mode = hp.bound_mode;
+  k.check_finite = hp.check_finite ? 1 : 0;
   k.stochastic_rounding = hp.stochastic_rounding ? 1 : 0;
   k.step = hp.step;
   return k;

@@ -24,6 +24,7 @@ struct StepConstants {
   int tdclm;               // 1: TD-CLM (tensor scalar s), 0: CLM
   int cautious;
   int bound_mode;          // 0 none, 1 tensor, 2 element
+  int check_finite;        // 1: a non-finite gradient fails the step
   // Write-back of 16-bit parameters.
   int stochastic_rounding; // 1: spec's SR keyed on (seed, step, index), 0: RNE
   uint64_t step;           // t >= 1

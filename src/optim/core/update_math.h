@@ -66,6 +66,33 @@ LUMINAV_HD V cautious_masked(const Ops& o, const StepConstants& k, V u, V g) {
   return k.cautious ? o.keep_if_positive(o.mul(u, g), u) : u;
 }
 
+// Steps 1-2 of one element: the new moments and the raw update. In TD-CLM
+// `v_old` is ignored and the tensor scalar s (already updated by the
+// reduction) stands in for v.
+template <class V>
+struct ElementMoments {
+  V m;  // new first moment
+  V v;  // CLM: new second moment; TD-CLM: s
+  V u;  // raw update after the soft clip
+};
+
+template <class Ops, class V = typename Ops::V>
+LUMINAV_HD ElementMoments<V> moments_and_update(const Ops& o, const StepConstants& k,
+                                                const TensorGlobals& gl, V m_old, V v_old, V g) {
+  ElementMoments<V> r;
+  r.m = first_moment(o, k, m_old, g);
+  r.v = k.tdclm ? o.splat(gl.second_moment) : second_moment(o, k, v_old, g);
+  r.u = raw_update(o, k, r.m, r.v, g);
+  return r;
+}
+
+// The step before the cautious scale and the tensor bound, lr * u * phi:
+// what the reductions sum the squares of (luminav_partials.update_sq_sum).
+template <class Ops, class V = typename Ops::V>
+LUMINAV_HD V unscaled_step(const Ops& o, const StepConstants& k, V u, V g) {
+  return o.mul(o.splat(k.lr), cautious_masked(o, k, u, g));
+}
+
 // Steps 3-5: the new working weight from x before the step and u.
 template <class Ops, class V = typename Ops::V>
 LUMINAV_HD V apply_update(const Ops& o, const StepConstants& k, const TensorGlobals& gl,

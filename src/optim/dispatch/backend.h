@@ -16,7 +16,12 @@ namespace luminav {
 //   TD-CLM round 0: nonfinite count, sum g^2
 //          round 1: K, sum (lr*u*phi)^2, sum x^2 (u needs s from round 0)
 // Backends fill exactly the fields of the round they are asked for and zero
-// the others. Inputs are validated before a backend sees them.
+// the others (core/reduction_rounds.h says which round holds what). Inputs
+// are validated before a backend sees them (core/validate.h); reduce writes
+// nothing but `out` and the scratch; apply writes every buffer of every
+// tensor (TD-CLM: exp_avg_sq[0] = globals.second_moment). Entry points return
+// a LUMINAV_STATUS_* code; a backend that fails describes why through
+// set_backend_error (dispatch/backend_error.h) and must not throw.
 struct ExecContext {
   int device_index = 0;
   void* stream = nullptr;
@@ -36,6 +41,17 @@ class Backend {
   virtual std::string detail() const { return {}; }
   // Memory the backend's pointers live in (LUMINAV_DEVICE_*).
   virtual int device_type() const = 0;
+  // True for an accelerator backend that reads host memory in place (e.g.
+  // Vulkan on a unified-memory GPU): "auto" routing gives it host tensors of
+  // at least kOffloadMinElements (dispatch/registry.h). CPU backends: false.
+  virtual bool offload() const { return false; }
+
+  // Reads one float of the backend's memory (the TD-CLM scalar s before the
+  // step, which the host-side finalize needs). GPU backends override this.
+  virtual int load_scalar(const float* address, float* value, const ExecContext&) {
+    *value = *address;
+    return LUMINAV_STATUS_OK;
+  }
 
   // Pass 1, read-only: one partials struct per tensor.
   virtual int reduce(const core::StepConstants& k, std::span<const luminav_tensor> tensors,

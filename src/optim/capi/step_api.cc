@@ -1,0 +1,72 @@
+// luminav_step, luminav_step_multi, the sharded split and the scratch size.
+#include "luminav/luminav.h"
+#include "optim/capi/error_boundary.h"
+#include "optim/capi/export.h"
+#include "optim/core/reduction_tile.h"
+#include "optim/dispatch/step_driver.h"
+
+using luminav::capi::guarded;
+namespace dispatch = luminav::dispatch;
+
+LUMINAV_EXPORT void luminav_hyperparams_init(luminav_hyperparams* hp) {
+  if (hp == nullptr) return;
+  *hp = luminav_hyperparams{};
+  hp->lr = 1e-3;
+  hp->beta1 = 0.9;
+  hp->beta2 = 0.999;
+  hp->eps = 1e-8;
+  hp->weight_decay = 0.01;
+  hp->tau = 0.0;
+  hp->lam = 0.0;
+  hp->bound_ratio = 0.0;
+  hp->buffer_mode = LUMINAV_MODE_CLM;
+  hp->cautious = 0;
+  hp->bound_mode = LUMINAV_BOUND_NONE;
+  hp->check_finite = 1;
+  hp->stochastic_rounding = 1;
+  hp->step = 1;
+}
+
+LUMINAV_EXPORT size_t luminav_scratch_bytes(size_t num_elements) {
+  return luminav::core::scratch_bytes_for(num_elements);
+}
+
+LUMINAV_EXPORT int luminav_step(const luminav_hyperparams* hp, const luminav_tensor* tensor,
+                                const luminav_options* options) {
+  return guarded([&] {
+    if (tensor == nullptr) return luminav::core::Status::invalid("tensor must not be NULL");
+    return dispatch::run_step(hp, tensor, 1, options);
+  });
+}
+
+LUMINAV_EXPORT int luminav_step_multi(const luminav_hyperparams* hp,
+                                      const luminav_tensor* tensors, size_t count,
+                                      const luminav_options* options) {
+  return guarded([&] { return dispatch::run_step(hp, tensors, count, options); });
+}
+
+LUMINAV_EXPORT int luminav_reduction_rounds(const luminav_hyperparams* hp) {
+  int rounds = 0;
+  const int code = guarded([&] { return dispatch::run_reduction_rounds(hp, &rounds); });
+  return code == LUMINAV_STATUS_OK ? rounds : -code;
+}
+
+LUMINAV_EXPORT int luminav_reduce(const luminav_hyperparams* hp, const luminav_tensor* shard,
+                                  int round, const luminav_globals* globals,
+                                  luminav_partials* out, const luminav_options* options) {
+  return guarded([&] { return dispatch::run_reduce(hp, shard, round, globals, out, options); });
+}
+
+LUMINAV_EXPORT int luminav_finalize(const luminav_hyperparams* hp,
+                                    const luminav_partials* global_sum,
+                                    uint64_t logical_num_elements, int round, float s_old,
+                                    luminav_globals* inout) {
+  return guarded([&] {
+    return dispatch::run_finalize(hp, global_sum, logical_num_elements, round, s_old, inout);
+  });
+}
+
+LUMINAV_EXPORT int luminav_apply(const luminav_hyperparams* hp, const luminav_tensor* shard,
+                                 const luminav_globals* globals, const luminav_options* options) {
+  return guarded([&] { return dispatch::run_apply(hp, shard, globals, options); });
+}

@@ -1,0 +1,186 @@
+// The spec's error table, checked once per call.
+#include "optim/core/validate.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "optim/core/dtype.h"
+#include "optim/core/reduction_tile.h"
+
+namespace luminav::core {
+namespace {
+
+Status out_of_range(const char* name, const char* requirement, double value) {
+  return Status::invalid(std::string(name) + " must be " + requirement + " (got " +
+                         format_number(value) + ")");
+}
+
+Status check_flag(const char* name, int value) {
+  if (value == 0 || value == 1) return Status::success();
+  return Status::invalid(std::string(name) + " must be 0 or 1 (got " + std::to_string(value) + ")");
+}
+
+std::string hex_address(uintptr_t address) {
+  char buffer[32];
+  std::snprintf(buffer, sizeof buffer, "0x%llx", static_cast<unsigned long long>(address));
+  return buffer;
+}
+
+// One buffer's byte range [begin, end) and its name for messages.
+struct ByteRange {
+  uintptr_t begin;
+  uintptr_t end;
+  std::string name;
+};
+
+}  // namespace
+
+Status validate_hyperparams(const luminav_hyperparams* hp) {
+  if (hp == nullptr) return Status::invalid("hyperparams must not be NULL");
+  // NaN fails every comparison below, so each check also rejects NaN.
+  if (!(hp->lr >= 0.0) || std::isinf(hp->lr)) return out_of_range("lr", ">= 0 and finite", hp->lr);
+  if (!(hp->beta1 >= 0.0 && hp->beta1 < 1.0)) return out_of_range("beta1", "in [0, 1)", hp->beta1);
+  if (!(hp->beta2 >= 0.0 && hp->beta2 < 1.0)) return out_of_range("beta2", "in [0, 1)", hp->beta2);
+  if (!(hp->eps > 0.0) || std::isinf(hp->eps)) return out_of_range("eps", "> 0 and finite", hp->eps);
+  if (!std::isfinite(hp->weight_decay))
+    return out_of_range("weight_decay", "finite", hp->weight_decay);
+  if (!(hp->tau >= 0.0) || std::isinf(hp->tau)) return out_of_range("tau", ">= 0 and finite", hp->tau);
+  if (!(hp->lam >= 0.0 && hp->lam <= 1.0)) return out_of_range("lam", "in [0, 1]", hp->lam);
+  if (hp->buffer_mode != LUMINAV_MODE_CLM && hp->buffer_mode != LUMINAV_MODE_TDCLM) {
+    return Status::invalid("buffer_mode must be 2 (CLM) or 1 (TD-CLM) (got " +
+                           std::to_string(hp->buffer_mode) + ")");
+  }
+  if (hp->bound_mode != LUMINAV_BOUND_NONE && hp->bound_mode != LUMINAV_BOUND_TENSOR &&
+      hp->bound_mode != LUMINAV_BOUND_ELEMENT) {
+    return Status::invalid("bound_mode must be 0 (none), 1 (tensor) or 2 (element) (got " +
+                           std::to_string(hp->bound_mode) + ")");
+  }
+  if (hp->bound_mode != LUMINAV_BOUND_NONE) {
+    if (!(hp->bound_ratio > 0.0) || std::isinf(hp->bound_ratio))
+      return out_of_range("bound_ratio", "> 0 and finite when bound_mode is 1 or 2",
+                          hp->bound_ratio);
+  } else if (std::isnan(hp->bound_ratio)) {
+    return out_of_range("bound_ratio", "a number", hp->bound_ratio);
+  }
+  if (Status s = check_flag("cautious", hp->cautious); !s.ok()) return s;
+  if (Status s = check_flag("check_finite", hp->check_finite); !s.ok()) return s;
+  if (Status s = check_flag("stochastic_rounding", hp->stochastic_rounding); !s.ok()) return s;
+  if (hp->step == 0) return Status::invalid("step must be >= 1 (got 0)");
+  return Status::success();
+}
+
+size_t scratch_bytes_for_tensors(std::span<const luminav_tensor> tensors) {
+  size_t total = 0;
+  for (const luminav_tensor& t : tensors) total += core::scratch_bytes_for(t.num_elements);
+  return total == 0 ? core::scratch_bytes_for(0) : total;
+}
+
+Status validate_tensors(const luminav_hyperparams& hp, std::span<const luminav_tensor> tensors,
+                        const void* scratch, size_t scratch_bytes) {
+  const bool several = tensors.size() > 1;
+  std::vector<ByteRange> ranges;
+  ranges.reserve(tensors.size() * 5 + 1);
+  constexpr size_t kMax = std::numeric_limits<size_t>::max();
+
+  for (size_t ti = 0; ti < tensors.size(); ++ti) {
+    const luminav_tensor& t = tensors[ti];
+    const std::string prefix = several ? "tensors[" + std::to_string(ti) + "]." : std::string();
+    auto named = [&](const char* field) { return prefix + field; };
+
+    const size_t param_size = dtype_size(t.param_dtype);
+    if (param_size == 0) {
+      return Status::invalid(named("param_dtype") + " must be 0 (f32), 1 (bf16) or 2 (f16) (got " +
+                             std::to_string(t.param_dtype) + ")");
+    }
+    const size_t grad_size = dtype_size(t.grad_dtype);
+    if (grad_size == 0) {
+      return Status::invalid(named("grad_dtype") + " must be 0 (f32), 1 (bf16) or 2 (f16) (got " +
+                             std::to_string(t.grad_dtype) + ")");
+    }
+    const size_t n = t.num_elements;
+    if (n == 0) continue;  // nothing to read or write
+    if (n > kMax / 4) {
+      return Status::invalid(named("num_elements") + " is too large (got " + std::to_string(n) + ")");
+    }
+    if (t.index_offset > std::numeric_limits<uint64_t>::max() - n) {
+      return Status::invalid(named("index_offset") + " + num_elements overflows (got index_offset " +
+                             std::to_string(t.index_offset) + ")");
+    }
+
+    struct Buffer {
+      const char* field;
+      const void* pointer;
+      size_t bytes;
+      size_t alignment;
+      bool required;
+    };
+    const bool tdclm = hp.buffer_mode == LUMINAV_MODE_TDCLM;
+    const Buffer buffers[] = {
+        {"param", t.param, n * param_size, param_size, true},
+        {"grad", t.grad, n * grad_size, grad_size, true},
+        {"exp_avg", t.exp_avg, n * 4, 4, true},
+        {"exp_avg_sq", t.exp_avg_sq, (tdclm ? 1 : n) * 4, 4, true},
+        {"master", t.master, n * 4, 4, false},
+    };
+    for (const Buffer& b : buffers) {
+      if (b.pointer == nullptr) {
+        if (!b.required) continue;
+        return Status::invalid(named(b.field) + " must not be NULL" +
+                               (std::string(b.field) == "exp_avg_sq" && tdclm
+                                    ? " (in TD-CLM it points to the tensor scalar s)"
+                                    : ""));
+      }
+      const auto address = reinterpret_cast<uintptr_t>(b.pointer);
+      if (address % b.alignment != 0) {
+        return Status::invalid(named(b.field) + " must be aligned to " +
+                               std::to_string(b.alignment) + " bytes (got " +
+                               hex_address(address) + ")");
+      }
+      if (address > std::numeric_limits<uintptr_t>::max() - b.bytes) {
+        return Status::invalid(named(b.field) + " range wraps around the address space");
+      }
+      ranges.push_back({address, address + b.bytes, named(b.field)});
+    }
+  }
+
+  if (scratch != nullptr) {
+    const size_t needed = scratch_bytes_for_tensors(tensors);
+    if (scratch_bytes < needed) {
+      return Status::invalid("scratch is too small: " + std::to_string(needed) +
+                             " bytes needed (luminav_scratch_bytes), got " +
+                             std::to_string(scratch_bytes));
+    }
+    const auto address = reinterpret_cast<uintptr_t>(scratch);
+    if (address % alignof(double) != 0) {
+      return Status::invalid("scratch must be aligned to 8 bytes (got " + hex_address(address) + ")");
+    }
+    if (address > std::numeric_limits<uintptr_t>::max() - scratch_bytes) {
+      return Status::invalid("scratch range wraps around the address space");
+    }
+    ranges.push_back({address, address + scratch_bytes, "scratch"});
+  }
+
+  // Note [overlap check]: sorted by start, a range overlaps an earlier one
+  // iff it starts before the furthest end seen so far.
+  std::sort(ranges.begin(), ranges.end(),
+            [](const ByteRange& a, const ByteRange& b) { return a.begin < b.begin; });
+  size_t furthest = 0;
+  for (size_t i = 1; i < ranges.size(); ++i) {
+    if (ranges[i].begin < ranges[furthest].end) {
+      return Status::invalid("buffers overlap: " + ranges[furthest].name + " [" +
+                             hex_address(ranges[furthest].begin) + ", " +
+                             hex_address(ranges[furthest].end) + ") and " + ranges[i].name + " [" +
+                             hex_address(ranges[i].begin) + ", " + hex_address(ranges[i].end) +
+                             ")");
+    }
+    if (ranges[i].end > ranges[furthest].end) furthest = i;
+  }
+  return Status::success();
+}
+
+}  // namespace luminav::core

@@ -1,0 +1,33 @@
+// The step driver: validate once, choose a backend, run the reduction
+// rounds, finalize the per-tensor globals, apply. The C API calls these.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "luminav/luminav.h"
+#include "optim/core/status.h"
+
+namespace luminav::dispatch {
+
+// luminav_step / luminav_step_multi: all tensors' reductions (and the finite
+// check) complete before any tensor is written.
+core::Status run_step(const luminav_hyperparams* hp, const luminav_tensor* tensors, size_t count,
+                      const luminav_options* options);
+
+// The sharded split (luminav.h, "pass-1 / pass-2 split").
+core::Status run_reduction_rounds(const luminav_hyperparams* hp, int* rounds);
+core::Status run_reduce(const luminav_hyperparams* hp, const luminav_tensor* shard, int round,
+                        const luminav_globals* globals, luminav_partials* out,
+                        const luminav_options* options);
+core::Status run_finalize(const luminav_hyperparams* hp, const luminav_partials* global_sum,
+                          uint64_t logical_num_elements, int round, float s_old,
+                          luminav_globals* inout);
+core::Status run_apply(const luminav_hyperparams* hp, const luminav_tensor* shard,
+                       const luminav_globals* globals, const luminav_options* options);
+
+// "name" or "name:detail" of the backend of this thread's last successful
+// step, reduce or apply ("" before the first).
+const char* last_backend_label();
+
+}  // namespace luminav::dispatch
