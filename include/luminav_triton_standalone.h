@@ -16,7 +16,15 @@
  *  - `step` is t >= 1 (the caller increments it before the call).
  *  - Returns 0 on success, else a LUMINAV_STATUS_* code from luminav/luminav.h;
  *    luminav_last_error_message() gives the message of the calling thread's
- *    last failure. On failure nothing is written.
+ *    last failure. On failure nothing is written. The finite check is on
+ *    (a NaN/Inf gradient gives LUMINAV_STATUS_NONFINITE_GRAD).
+ *  - An engine chooses its backend once, at creation: the best CPU backend
+ *    on host memory, unless LUMINAV_FORCE_BACKEND names another backend then
+ *    (for "cuda"/"hip" every pointer is then a device pointer). create returns
+ *    NULL, with the message set, when that backend cannot run.
+ *    get_platform/get_arch say what the engine runs on: "cpu" and e.g.
+ *    "x86_64-avx512" / "x86_64-avx2" / "aarch64-neon", or the GPU platform
+ *    ("cuda", "rocm", "vulkan") and its architecture. A NULL engine gives "".
  */
 #ifndef LUMINAV_TRITON_STANDALONE_H
 #define LUMINAV_TRITON_STANDALONE_H

@@ -1,10 +1,16 @@
 /* luminav.h: the full C API of the LuminaV optimizer (spec/luminav-update.md).
  *
  * Conventions: every function returns an int status (LUMINAV_STATUS_OK = 0);
- * luminav_last_error_message() returns the calling thread's last message.
- * A failed call writes nothing (no parameter, master, moment or scalar).
- * Buffers are host pointers for the CPU backends and device pointers for GPU
- * backends (luminav_options.device_type).
+ * luminav_last_error_message() returns the message of the calling thread's
+ * last failure (kept until the next failure). A failed call writes nothing
+ * (no parameter, master, moment or scalar); the library never exits, aborts
+ * or lets a C++ exception out. Buffers are host pointers for the CPU backends
+ * and device pointers for GPU backends (luminav_options.device_type).
+ *
+ * Environment: LUMINAV_FORCE_BACKEND=name picks the backend of calls whose
+ * options do not name one; LUMINAV_NUM_THREADS sets the default thread count
+ * of the CPU backends; LUMINAV_LOG=1 prints to stderr (once) why "auto" fell
+ * back from simd to scalar.
  */
 #ifndef LUMINAV_LUMINAV_H
 #define LUMINAV_LUMINAV_H
@@ -48,18 +54,24 @@ typedef struct luminav_hyperparams {
   double lam;          /* gradient blend in [0,1] */
   double bound_ratio;  /* > 0 when bound_mode != 0 */
   int buffer_mode;     /* LUMINAV_MODE_CLM or LUMINAV_MODE_TDCLM */
-  int cautious;        /* 0 or 1 */
+  int cautious;        /* 0 or 1 (as are check_finite and stochastic_rounding) */
   int bound_mode;      /* LUMINAV_BOUND_* */
   int check_finite;    /* 1: refuse non-finite gradients (NONFINITE_GRAD) */
   int stochastic_rounding; /* 1: bf16/f16 parameters written by SR, else RNE */
   uint64_t step;       /* t >= 1 */
 } luminav_hyperparams;
+/* Invalid values give INVALID_ARGUMENT with a message naming the parameter
+ * and its value ("lr must be >= 0 and finite (got -0.1)"): lr < 0, eps <= 0,
+ * betas outside [0,1), lam outside [0,1], tau < 0, an unknown buffer_mode or
+ * bound_mode, bound_ratio <= 0 with a bound, step 0, NaN or Inf anywhere. */
 
 /* Fills `hp` with AdamW's defaults (lr 1e-3, betas 0.9/0.999, eps 1e-8,
  * weight decay 0.01, CLM, check_finite 1, stochastic_rounding 1, step 1). */
 void luminav_hyperparams_init(luminav_hyperparams* hp);
 
-/* One tensor (or one shard of a logical tensor). */
+/* One tensor (or one shard of a logical tensor). Every buffer the mode needs
+ * is non-NULL and aligned to its element size unless num_elements is 0; no
+ * two buffers overlap, within a tensor or across the tensors of one call. */
 typedef struct luminav_tensor {
   void* param;            /* N elements of param_dtype */
   const void* grad;       /* N elements of grad_dtype */
@@ -74,17 +86,25 @@ typedef struct luminav_tensor {
 } luminav_tensor;
 
 /* Where and how to run. NULL options mean: backend "auto", host buffers,
- * engine-owned scratch. */
+ * library-owned scratch. "auto" picks by device_type: host memory runs on
+ * simd when it can, else scalar (host tensors are never copied to a GPU; an
+ * accelerator reading host memory in place may take tensors of >= 16384
+ * elements); CUDA memory runs on cuda, ROCm memory on hip. Naming a backend
+ * that is unknown is INVALID_ARGUMENT (the message lists the known ones); one
+ * not compiled in or unable to run here is BACKEND_UNAVAILABLE (with the
+ * reason); one whose memory differs from device_type is INVALID_ARGUMENT. */
 typedef struct luminav_options {
   const char* backend;    /* NULL/"auto", "scalar", "simd", "cuda", ... */
   int device_type;        /* LUMINAV_DEVICE_* */
   int device_index;
   void* stream;           /* CUstream / hipStream_t, NULL = default */
   void* scratch;          /* optional caller workspace, or NULL */
-  size_t scratch_bytes;   /* its size; >= luminav_scratch_bytes(N) */
+  size_t scratch_bytes;   /* its size: >= luminav_scratch_bytes(N), summed over
+                             the tensors of a multi-tensor call; 8-byte aligned */
 } luminav_options;
 
-/* Workspace a step over N elements needs (chunk partials of the reductions). */
+/* Workspace a step over N elements needs: one 64-byte partial per tile of
+ * 65536 elements, at least one tile: max(1, ceil(N/65536)) * 64. */
 size_t luminav_scratch_bytes(size_t num_elements);
 
 /* Read-only partial sums of pass 1. They add element-wise across shards
@@ -105,7 +125,8 @@ typedef struct luminav_globals {
   float reserved;
 } luminav_globals;
 
-/* One whole step of one unsharded tensor: pass 1, globals, pass 2. */
+/* One whole step of one unsharded tensor: pass 1, globals, pass 2.
+ * N = 0 succeeds and touches nothing. */
 int luminav_step(const luminav_hyperparams* hp, const luminav_tensor* tensor,
                  const luminav_options* options);
 
@@ -126,6 +147,9 @@ int luminav_step_multi(const luminav_hyperparams* hp, const luminav_tensor* tens
  * which need s from round 0. Then luminav_apply(hp, shard, &globals) on
  * every shard. With 0 rounds call luminav_finalize with a zero partials
  * struct and round 0 to obtain the globals. */
+/* Returns the rounds, or -status (negative) when hp is invalid. Round 0 of
+ * luminav_finalize fails with NONFINITE_GRAD when check_finite is on and the
+ * summed nonfinite_count is not 0. luminav_reduce writes nothing but *out. */
 int luminav_reduction_rounds(const luminav_hyperparams* hp);
 int luminav_reduce(const luminav_hyperparams* hp, const luminav_tensor* shard, int round,
                    const luminav_globals* globals, luminav_partials* out,
@@ -138,12 +162,15 @@ int luminav_apply(const luminav_hyperparams* hp, const luminav_tensor* shard,
 
 /* --- Threads ------------------------------------------------------------------
  * Threads of the CPU backends. 0 restores the default: LUMINAV_NUM_THREADS
- * when set, else the number of cores. Returns the previous setting. */
+ * when set, else the number of cores. Returns the previous setting (0 when it
+ * was the default); a negative argument changes nothing and returns
+ * -LUMINAV_STATUS_INVALID_ARGUMENT. get returns the count in effect (>= 1). */
 int luminav_set_num_threads(int num_threads);
 int luminav_get_num_threads(void);
 
 /* --- Introspection --------------------------------------------------------- */
-/* Backends compiled in and whether they can run here (and, if not, why). */
+/* Backends compiled in and whether they can run here (and, if not, why, in
+ * one line). Availability is probed once, on first use. */
 int luminav_backend_count(void);
 const char* luminav_backend_name(int index);
 int luminav_backend_available(int index);
