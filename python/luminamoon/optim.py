@@ -1,0 +1,314 @@
+"""LuminaV from Python: one fused step over NumPy arrays or torch tensors, in place and zero-copy.
+
+``step`` updates one parameter and its state through the C API
+(``luminav_step_multi``) after checking every buffer here: dtype, contiguity,
+length, device and overlap. Hyperparameter ranges are checked by the C
+library, whose message (naming the parameter and its value) becomes the
+``ValueError``. ``LuminaV`` (the ``torch.optim.Optimizer``) lives in
+``luminamoon.optim_torch`` and is imported from here lazily, so that NumPy
+users never import torch.
+
+Errors:
+  * ``ValueError``: a bad buffer or hyperparameter (C status INVALID_ARGUMENT).
+  * ``NonFiniteGradientError`` (a subclass of ``ArithmeticError``, not of
+    ``ValueError``, so that code catching configuration errors does not swallow
+    it): a NaN or Inf gradient with ``check_finite``; nothing was written.
+  * ``BackendUnavailableError`` (a ``RuntimeError``): the requested backend
+    cannot run here (the message says why).
+In every error case no buffer is modified.
+"""
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from . import _native
+
+__all__ = [
+    "step",
+    "LuminaV",
+    "NonFiniteGradientError",
+    "BackendUnavailableError",
+    "LuminaVError",
+    "backends",
+    "last_backend",
+]
+
+DTYPE_F32 = _native.DTYPE_F32
+DTYPE_BF16 = _native.DTYPE_BF16
+DTYPE_F16 = _native.DTYPE_F16
+_DTYPE_NAMES = {DTYPE_F32: "float32", DTYPE_BF16: "bfloat16", DTYPE_F16: "float16"}
+_FLOAT_DTYPES = frozenset(_DTYPE_NAMES)
+_UINT64_LIMIT = 1 << 64
+
+
+class LuminaVError(RuntimeError):
+    """An error status of the C library other than a bad argument or a non-finite gradient."""
+
+    def __init__(self, message: str, status: int):
+        super().__init__(message)
+        self.status = status
+
+
+class NonFiniteGradientError(ArithmeticError):
+    """A gradient holds NaN or +-Inf (``check_finite``); no parameter or state was modified.
+
+    ``parameter`` names the offending parameter where the caller knows it
+    (the optimizer sets it), else it is None.
+    """
+
+    def __init__(self, message: str, parameter: str | None = None):
+        super().__init__(message)
+        self.parameter = parameter
+
+
+class BackendUnavailableError(LuminaVError):
+    """The requested backend cannot run on this machine."""
+
+
+def raise_for_status(status: int, message: str) -> None:
+    """Turns a C status and message into the matching Python exception."""
+    if status == _native.STATUS_OK:
+        return
+    name = _native.status_name(status)
+    text = message or name
+    if status == _native.STATUS_INVALID_ARGUMENT:
+        raise ValueError(text)
+    if status == _native.STATUS_NONFINITE_GRAD:
+        raise NonFiniteGradientError(text)
+    if status == _native.STATUS_BACKEND_UNAVAILABLE:
+        raise BackendUnavailableError(text, status)
+    raise LuminaVError(f"{name}: {text}", status)
+
+
+# ---- buffers -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Buffer:
+    """A validated view of one array: where it lives and what it holds."""
+
+    name: str
+    ptr: int
+    numel: int
+    nbytes: int
+    dtype: int          # DTYPE_*
+    device_type: int    # _native.DEVICE_*
+    device_index: int
+    device_label: str   # "cpu", "cuda:0", for messages
+
+    def overlaps(self, other: "Buffer") -> bool:
+        if self.nbytes == 0 or other.nbytes == 0 or self.device_label != other.device_label:
+            return False
+        return self.ptr < other.ptr + other.nbytes and other.ptr < self.ptr + self.nbytes
+
+
+def _torch_module():
+    return sys.modules.get("torch")
+
+
+def _device_of_torch(tensor, name: str) -> tuple[int, int, str]:
+    device = tensor.device
+    if device.type == "cpu":
+        return _native.DEVICE_CPU, 0, "cpu"
+    index = device.index if device.index is not None else 0
+    if device.type == "cuda":
+        torch = _torch_module()
+        kind = _native.DEVICE_ROCM if getattr(torch.version, "hip", None) else _native.DEVICE_CUDA
+        return kind, index, f"cuda:{index}"
+    raise ValueError(
+        f"{name} is on device '{device}', which no LuminaV backend serves "
+        "(supported: cpu, cuda)")
+
+
+def _torch_dtype_code(tensor) -> int | None:
+    torch = _torch_module()
+    return {torch.float32: DTYPE_F32, torch.bfloat16: DTYPE_BF16, torch.float16: DTYPE_F16}.get(tensor.dtype)
+
+
+def _numpy_dtype_code(array: np.ndarray) -> int | None:
+    dtype = array.dtype
+    if not dtype.isnative:
+        return None
+    if dtype == np.float32:
+        return DTYPE_F32
+    if dtype == np.float16:
+        return DTYPE_F16
+    # bf16 from NumPy: raw bit patterns in uint16, or ml_dtypes.bfloat16.
+    if dtype == np.uint16 or dtype.name == "bfloat16":
+        return DTYPE_BF16
+    return None
+
+
+def describe_buffer(obj: Any, name: str, allowed: frozenset[int], *, writable: bool) -> Buffer:
+    """Checks one array (layout, dtype, device, writability) and returns its raw view."""
+    torch = _torch_module()
+    if torch is not None and isinstance(obj, torch.Tensor):
+        if obj.layout != torch.strided:
+            raise ValueError(f"{name}: {obj.layout} tensors are not supported (dense tensors only)")
+        if obj.is_complex():
+            raise ValueError(f"{name}: complex tensors are not supported (dtype {obj.dtype})")
+        code = _torch_dtype_code(obj)
+        if code is None or code not in allowed:
+            raise ValueError(f"{name}: dtype {obj.dtype} is not supported here "
+                             f"(expected {_allowed_names(allowed)})")
+        if not obj.is_contiguous():
+            raise ValueError(f"{name}: the tensor is not contiguous (shape {tuple(obj.shape)}, "
+                             f"strides {obj.stride()}); pass .contiguous() or a dense tensor")
+        device_type, device_index, label = _device_of_torch(obj, name)
+        numel = obj.numel()
+        return Buffer(name, obj.data_ptr() if numel else 0, numel, numel * obj.element_size(),
+                      code, device_type, device_index, label)
+    if isinstance(obj, np.ndarray):
+        code = _numpy_dtype_code(obj)
+        if code is None or code not in allowed:
+            raise ValueError(f"{name}: dtype {obj.dtype} is not supported here "
+                             f"(expected {_allowed_names(allowed)}; bf16 as uint16 bits or ml_dtypes.bfloat16)")
+        if not obj.flags.c_contiguous:
+            raise ValueError(f"{name}: the array is not C-contiguous (strides {obj.strides})")
+        if writable and not obj.flags.writeable:
+            raise ValueError(f"{name}: the array is read-only but is updated in place")
+        numel = obj.size
+        return Buffer(name, obj.__array_interface__["data"][0] if numel else 0, numel, obj.nbytes,
+                      code, _native.DEVICE_CPU, 0, "cpu")
+    raise TypeError(f"{name}: expected a NumPy array or a torch tensor, got {type(obj).__name__}")
+
+
+def _allowed_names(allowed: frozenset[int]) -> str:
+    return "/".join(_DTYPE_NAMES[c] for c in sorted(allowed))
+
+
+def check_no_overlap(buffers: list[Buffer], written: set[str]) -> None:
+    """Refuses aliasing: no written buffer may share a byte with any other buffer."""
+    for i, a in enumerate(buffers):
+        for b in buffers[i + 1:]:
+            if (a.name in written or b.name in written) and a.overlaps(b):
+                raise ValueError(f"{a.name} and {b.name} overlap in memory (aliasing); "
+                                 "every buffer that is written must be separate")
+
+
+def make_hyperparams(*, lr, beta1, beta2, eps, weight_decay, tau, lam, buffer_mode, cautious,
+                     bound_mode, bound_ratio, step, check_finite, stochastic_rounding):
+    """The C struct from Python values (ranges are checked by the C library)."""
+    step_int = int(step)
+    if step_int < 0 or step_int >= _UINT64_LIMIT:
+        raise ValueError(f"step = {step}: the step number t must be >= 1")
+    hp = _native.Hyperparams()
+    hp.lr = float(lr)
+    hp.beta1 = float(beta1)
+    hp.beta2 = float(beta2)
+    hp.eps = float(eps)
+    hp.weight_decay = float(weight_decay)
+    hp.tau = float(tau)
+    hp.lam = float(lam)
+    hp.bound_ratio = float(bound_ratio)
+    hp.buffer_mode = int(buffer_mode)
+    hp.cautious = 1 if cautious else 0
+    hp.bound_mode = int(bound_mode)
+    hp.check_finite = 1 if check_finite else 0
+    hp.stochastic_rounding = 1 if stochastic_rounding else 0
+    hp.step = step_int
+    return hp
+
+
+def run_options(device_type: int, device_index: int, backend: str, stream: int = 0):
+    """Where to run; CUDA tensors route to the cuda backend when `backend` is "auto"."""
+    if not isinstance(backend, str):
+        raise TypeError(f"backend must be a string, got {type(backend).__name__}")
+    if device_type == _native.DEVICE_CUDA and backend == "auto":
+        backend = "cuda"
+    return _native.RunOptions(backend, device_type, device_index, stream)
+
+
+def cuda_stream_handle(device_index: int) -> int:
+    """The current torch CUDA stream of a device, as a raw handle (0: default stream)."""
+    torch = _torch_module()
+    return int(torch.cuda.current_stream(device_index).cuda_stream)
+
+
+# ---- the one-tensor step ---------------------------------------------------------
+
+
+def step(param, grad, exp_avg, exp_avg_sq=None, master=None, *, lr: float, beta1: float,
+         beta2: float, eps: float, weight_decay: float, tau: float = 0.0, lam: float = 0.0,
+         buffer_mode: int = 2, cautious: bool = False, bound_mode: int = 0,
+         bound_ratio: float = 0.0, step: int, seed: int = 0, check_finite: bool = True,
+         stochastic_rounding: bool = True, backend: str = "auto") -> None:
+    """One LuminaV step of one tensor, in place (spec/luminav-update.md).
+
+    param: float32/bfloat16/float16 (NumPy bf16 as uint16 bit patterns or
+    ml_dtypes.bfloat16); grad: the same dtypes; exp_avg: float32, N elements;
+    exp_avg_sq: float32, N elements (CLM, buffer_mode=2) or 1 element, the
+    tensor scalar s (TD-CLM, buffer_mode=1); master: optional float32 working
+    weights (N). `step` is t >= 1, incremented by the caller before the call.
+    16-bit parameters are written by stochastic rounding keyed on
+    (seed, step, index) when `stochastic_rounding`, else round-to-nearest-even.
+    """
+    p = describe_buffer(param, "param", _FLOAT_DTYPES, writable=True)
+    g = describe_buffer(grad, "grad", _FLOAT_DTYPES, writable=False)
+    m = describe_buffer(exp_avg, "exp_avg", frozenset({DTYPE_F32}), writable=True)
+    buffers = [p, g, m]
+    for b in (g, m):
+        if b.numel != p.numel:
+            raise ValueError(f"{b.name} has {b.numel} elements but param has {p.numel}")
+    v = None
+    if exp_avg_sq is None:
+        if buffer_mode in (1, 2):
+            raise ValueError(f"exp_avg_sq is required (buffer_mode = {buffer_mode}: "
+                             f"{'N elements' if buffer_mode == 2 else 'the 1-element tensor scalar s'})")
+    else:
+        v = describe_buffer(exp_avg_sq, "exp_avg_sq", frozenset({DTYPE_F32}), writable=True)
+        expected = p.numel if buffer_mode == 2 else 1 if buffer_mode == 1 else v.numel
+        if v.numel != expected:
+            what = "the N elements of CLM" if buffer_mode == 2 else "1 element (the TD-CLM scalar s)"
+            raise ValueError(f"exp_avg_sq has {v.numel} elements but buffer_mode = {buffer_mode} "
+                             f"needs {what} ({expected})")
+        buffers.append(v)
+    w = None
+    if master is not None:
+        w = describe_buffer(master, "master", frozenset({DTYPE_F32}), writable=True)
+        if w.numel != p.numel:
+            raise ValueError(f"master has {w.numel} elements but param has {p.numel}")
+        buffers.append(w)
+    devices = {b.device_label for b in buffers}
+    if len(devices) > 1:
+        raise ValueError("all buffers must be on one device, got "
+                         + ", ".join(f"{b.name} on {b.device_label}" for b in buffers))
+    check_no_overlap(buffers, {"param", "exp_avg", "exp_avg_sq", "master"})
+    seed_int = int(seed)
+    if not 0 <= seed_int < _UINT64_LIMIT:
+        raise ValueError(f"seed = {seed}: must be in [0, 2**64)")
+    hp = make_hyperparams(lr=lr, beta1=beta1, beta2=beta2, eps=eps, weight_decay=weight_decay,
+                          tau=tau, lam=lam, buffer_mode=buffer_mode, cautious=cautious,
+                          bound_mode=bound_mode, bound_ratio=bound_ratio, step=step,
+                          check_finite=check_finite, stochastic_rounding=stochastic_rounding)
+    desc = _native.TensorDesc(p.ptr, g.ptr, m.ptr, v.ptr if v else 0, w.ptr if w else 0, p.numel,
+                              0, seed_int, p.dtype, g.dtype)
+    stream = cuda_stream_handle(p.device_index) if p.device_type == _native.DEVICE_CUDA else 0
+    options = run_options(p.device_type, p.device_index, backend, stream)
+    status, message = _native.step_multi(hp, [desc], options)
+    raise_for_status(status, message)
+
+
+# ---- introspection --------------------------------------------------------------
+
+
+def backends() -> list[tuple[str, bool, str]]:
+    """[(name, available, why not)] for every backend compiled into libluminav."""
+    return [tuple(b) for b in _native.backends()]
+
+
+def last_backend() -> str:
+    """The backend (and SIMD target) that ran this thread's last successful step."""
+    return _native.last_backend()
+
+
+def __getattr__(name: str):
+    # The torch optimizer is imported on first use: NumPy users never load torch.
+    if name == "LuminaV":
+        from .optim_torch import LuminaV
+        return LuminaV
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
