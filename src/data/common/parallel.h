@@ -1,0 +1,90 @@
+// Parallel map over the documents of a batch into a new flat batch (oneTBB),
+// in chunks of documents so that 10^6 tiny documents cost no per-document task.
+#pragma once
+
+#include <tbb/blocked_range.h>
+#include <tbb/parallel_for.h>
+#include <tbb/task_arena.h>
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "luminamoon/data_threads.h"
+#include "luminamoon/text_batch.h"
+
+namespace luminamoon::detail {
+
+// Runs body() in an arena of data_num_threads() threads.
+template <class Body>
+void run_in_arena(Body&& body) {
+  tbb::task_arena arena(data_num_threads());
+  arena.execute(body);
+}
+
+// Splits [0, n) documents into chunks of about `target_bytes` input bytes.
+inline std::vector<size_t> chunk_bounds(const TextBatchView& batch, size_t target_bytes = 1 << 18) {
+  std::vector<size_t> bounds{0};
+  size_t start_byte = batch.size ? static_cast<size_t>(batch.offsets[0]) : 0;
+  for (size_t i = 0; i < batch.size; ++i) {
+    const size_t end_byte = static_cast<size_t>(batch.offsets[i + 1]);
+    if (end_byte - start_byte >= target_bytes || i + 1 - bounds.back() >= 65536) {
+      bounds.push_back(i + 1);
+      start_byte = end_byte;
+    }
+  }
+  if (bounds.back() != batch.size) bounds.push_back(batch.size);
+  return bounds;
+}
+
+// fn(size_t doc, std::string_view in, std::string& out) appends document
+// doc's output to out. Returns the outputs as one flat batch.
+template <class Fn>
+TextBatch transform_documents(const TextBatchView& batch, Fn&& fn) {
+  const std::vector<size_t> bounds = chunk_bounds(batch);
+  const size_t chunks = bounds.size() - 1;
+  std::vector<std::string> chunk_out(chunks);
+  TextBatch result;
+  result.offsets.assign(batch.size + 1, 0);
+  run_in_arena([&] {
+    tbb::parallel_for(tbb::blocked_range<size_t>(0, chunks, 1), [&](const tbb::blocked_range<size_t>& r) {
+      for (size_t c = r.begin(); c != r.end(); ++c) {
+        std::string& out = chunk_out[c];
+        const size_t first = bounds[c], last = bounds[c + 1];
+        out.reserve(static_cast<size_t>(batch.offsets[last] - batch.offsets[first]));
+        for (size_t i = first; i < last; ++i) {
+          fn(i, batch[i], out);
+          result.offsets[i + 1] = static_cast<int64_t>(out.size());  // chunk-relative for now
+        }
+      }
+    });
+    std::vector<int64_t> chunk_base(chunks + 1, 0);
+    for (size_t c = 0; c < chunks; ++c) chunk_base[c + 1] = chunk_base[c] + static_cast<int64_t>(chunk_out[c].size());
+    result.data.resize(static_cast<size_t>(chunk_base[chunks]));
+    tbb::parallel_for(tbb::blocked_range<size_t>(0, chunks, 1), [&](const tbb::blocked_range<size_t>& r) {
+      for (size_t c = r.begin(); c != r.end(); ++c) {
+        if (!chunk_out[c].empty())
+          std::memcpy(result.data.data() + chunk_base[c], chunk_out[c].data(), chunk_out[c].size());
+        for (size_t i = bounds[c]; i < bounds[c + 1]; ++i) result.offsets[i + 1] += chunk_base[c];
+        std::string().swap(chunk_out[c]);
+      }
+    });
+  });
+  return result;
+}
+
+// fn(size_t doc, std::string_view in) for every document, in parallel chunks.
+template <class Fn>
+void for_each_document(const TextBatchView& batch, Fn&& fn) {
+  const std::vector<size_t> bounds = chunk_bounds(batch, 1 << 16);
+  run_in_arena([&] {
+    tbb::parallel_for(tbb::blocked_range<size_t>(0, bounds.size() - 1, 1), [&](const tbb::blocked_range<size_t>& r) {
+      for (size_t c = r.begin(); c != r.end(); ++c)
+        for (size_t i = bounds[c]; i < bounds[c + 1]; ++i) fn(i, batch[i]);
+    });
+  });
+}
+
+}  // namespace luminamoon::detail
