@@ -188,25 +188,30 @@ def reference_step(hp: Hyper, x, m, v, g, t: int) -> StepResult:
     """One step in float64 from fp32 state, exactly as the spec writes it."""
     x, m, v, g = (np.asarray(a, dtype=np.float64) for a in (x, m, v, g))
     n_elem = g.size
-    # fp32 constants; bias corrections in double from the betas as given, then fp32.
+    # The step's constants are fp32 values. Those derived from the caller's
+    # numbers (1 - beta, 1 - lam, 1 - lr*wd, the bias corrections 1 - beta^t)
+    # are formed in double from the values as given and rounded once, as torch
+    # does with its Python-float hyperparameters; the rest is float64 here.
     lr, b1, b2, eps = _f32(hp.lr), _f32(hp.beta1), _f32(hp.beta2), _f32(hp.eps)
-    lam, tau, ratio = _f32(hp.lam), _f32(hp.tau), _f32(hp.bound_ratio)
-    decay = _f32(1.0 - lr * _f32(hp.weight_decay))
+    one_minus_b1, one_minus_b2 = _f32(1.0 - hp.beta1), _f32(1.0 - hp.beta2)
+    lam, one_minus_lam = _f32(hp.lam), _f32(1.0 - hp.lam)
+    tau, ratio = _f32(hp.tau), _f32(hp.bound_ratio)
+    decay = _f32(1.0 - hp.lr * hp.weight_decay)
     bc1 = _f32(1.0 - hp.beta1 ** t)
     bc2 = _f32(1.0 - hp.beta2 ** t)
 
-    m_new = b1 * m + (1 - b1) * g
-    scale_m = b1 * np.abs(m) + (1 - b1) * np.abs(g)
+    m_new = b1 * m + one_minus_b1 * g
+    scale_m = b1 * np.abs(m) + one_minus_b1 * np.abs(g)
     if hp.buffer_mode == 2:
-        v_new = b2 * v + (1 - b2) * g * g
+        v_new = b2 * v + one_minus_b2 * g * g
         scale_v = v_new.copy()
         second = v_new
     else:
         q = float(np.mean(g * g)) if n_elem else 0.0
-        v_new = b2 * v + (1 - b2) * q
+        v_new = b2 * v + one_minus_b2 * q
         scale_v = v_new.copy()
         second = float(v_new[0])
-    n = (1 - lam) * m_new / bc1 + lam * g
+    n = one_minus_lam * m_new / bc1 + lam * g
     den = np.sqrt(second / bc2) + eps
     u = n / den
     if tau > 0:
@@ -229,7 +234,7 @@ def reference_step(hp: Hyper, x, m, v, g, t: int) -> StepResult:
         binds = bool(np.any(np.abs(d) > b))
         d = np.clip(d, -b, b)
     x_new = x * decay - d
-    scale_x = np.abs(x) * decay + lr * c * ((1 - lam) * scale_m / bc1 + lam * np.abs(g)) / den
+    scale_x = np.abs(x) * decay + lr * c * (one_minus_lam * scale_m / bc1 + lam * np.abs(g)) / den
     return StepResult(x_new, m_new, v_new, scale_x, scale_m, scale_v, binds, agree)
 
 
