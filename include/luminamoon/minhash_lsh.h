@@ -40,6 +40,8 @@ enum class MinHashKernel {
   kScalar,  // the reference: unsigned __int128 products, one permutation at a time
 };
 
+struct PermutationLanes;  // the vector kernel's layout (src/data/minhash)
+
 class MinHasher {
  public:
   explicit MinHasher(MinHashParams params = {});
@@ -61,6 +63,7 @@ class MinHasher {
  private:
   MinHashParams params_;
   MinHashPermutations perms_;
+  std::shared_ptr<const PermutationLanes> lanes_;
 };
 
 // Fraction of equal positions of two signatures (estimates Jaccard similarity).

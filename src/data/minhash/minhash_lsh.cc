@@ -1,0 +1,205 @@
+// MinHashLSH: band keys of each signature looked up in per-band tables of the
+// documents kept so far; candidates verified by estimated Jaccard.
+#include "luminamoon/minhash_lsh.h"
+
+#include <xxhash.h>
+
+#include <bit>
+#include <optional>
+#include <string>
+
+#include "data/dedup/append_log.h"
+#include "data/dedup/hash_key_set.h"
+#include "luminamoon/data_error.h"
+
+namespace luminamoon {
+namespace {
+
+static_assert(std::endian::native == std::endian::little,
+              "band keys hash the signature's bytes as stored; a big-endian port must swap");
+
+constexpr uint32_t kEndOfChain = UINT32_MAX;
+
+// .lsh record: the kept document's ref, then its signature.
+AppendLogFormat index_format(const MinHashLSHOptions& o) {
+  AppendLogFormat f;
+  f.magic = {'L', 'M', 'M', 'H', 'L', 'S', 'H', '1'};
+  f.record_size = 8 + 8 * static_cast<uint32_t>(o.params.num_perm);
+  f.params = {static_cast<uint64_t>(o.params.num_perm), static_cast<uint64_t>(o.params.ngram),
+              o.params.seed, static_cast<uint64_t>(o.bands), static_cast<uint64_t>(o.rows)};
+  f.what = "LSH index";
+  return f;
+}
+
+void validate(const MinHashLSHOptions& o) {
+  if (o.bands < 1 || o.rows < 1 ||
+      static_cast<int64_t>(o.bands) * o.rows > o.params.num_perm) {
+    throw DataError(DataErrorKind::kUsage,
+                    "MinHashLSH: need bands >= 1, rows >= 1 and bands * rows <= num_perm (got " +
+                        std::to_string(o.bands) + " x " + std::to_string(o.rows) + " for " +
+                        std::to_string(o.params.num_perm) + " permutations)");
+  }
+  if (!(o.threshold >= 0.0 && o.threshold <= 1.0)) {
+    throw DataError(DataErrorKind::kUsage, "MinHashLSH: threshold must be in [0, 1]");
+  }
+}
+
+}  // namespace
+
+struct MinHashLSH::Impl {
+  MinHashLSHOptions options;
+  MinHasher hasher;
+  size_t width;  // num_perm
+  std::vector<HashKeySet> bands;  // band key -> first kept document with it
+  std::vector<uint32_t> next;     // kept * bands: the chain of documents sharing a key
+  std::vector<uint64_t> signatures;  // kept * width
+  std::vector<int64_t> refs;
+  std::optional<AppendLog> log;
+  WalReplayStats no_log_stats;
+  uint64_t seen = 0;
+
+  explicit Impl(MinHashLSHOptions o)
+      : options((validate(o), std::move(o))),
+        hasher(options.params),
+        width(static_cast<size_t>(options.params.num_perm)) {
+    bands.reserve(options.bands);
+    for (int b = 0; b < options.bands; ++b) bands.emplace_back(/*with_refs=*/true);
+    if (!options.index.path.empty()) {
+      log.emplace(options.index, index_format(options), [this](const uint8_t* r, size_t count) {
+        std::vector<uint64_t> sig(width);
+        for (size_t i = 0; i < count; ++i, r += 8 + 8 * width) {
+          for (size_t k = 0; k < width; ++k) sig[k] = load_le64(r + 8 + 8 * k);
+          insert(sig.data(), static_cast<int64_t>(load_le64(r)));
+        }
+      });
+    }
+  }
+
+  uint64_t band_key(const uint64_t* sig, int band) const {
+    const size_t rows = static_cast<size_t>(options.rows);
+    return XXH3_64bits_withSeed(sig + band * rows, rows * sizeof(uint64_t),
+                                static_cast<uint64_t>(band));
+  }
+
+  void insert(const uint64_t* sig, int64_t ref) {
+    const size_t id = refs.size();
+    if (id >= kEndOfChain) {
+      throw DataError(DataErrorKind::kUsage, "MinHashLSH: more than 2^32-1 kept documents");
+    }
+    signatures.insert(signatures.end(), sig, sig + width);
+    refs.push_back(ref);
+    for (int b = 0; b < options.bands; ++b) {
+      int64_t head;
+      next.push_back(kEndOfChain);
+      if (!bands[b].insert(band_key(sig, b), static_cast<int64_t>(id), &head)) {
+        // Link after the head: the table never needs updating.
+        next.back() = next[static_cast<size_t>(head) * options.bands + b];
+        next[static_cast<size_t>(head) * options.bands + b] = static_cast<uint32_t>(id);
+      }
+    }
+  }
+
+  // The most similar kept document at or above the threshold (earliest on a tie).
+  NearDupMatch best_match(const uint64_t* sig, uint32_t* best_id) const {
+    NearDupMatch best;
+    uint32_t best_doc = kEndOfChain;
+    double best_similarity = -1.0;
+    for (int b = 0; b < options.bands; ++b) {
+      int64_t head;
+      if (!bands[b].find(band_key(sig, b), &head)) continue;
+      for (uint32_t c = static_cast<uint32_t>(head); c != kEndOfChain;
+           c = next[static_cast<size_t>(c) * options.bands + b]) {
+        double sim = estimated_jaccard({sig, width}, {signatures.data() + c * width, width});
+        if (sim >= options.threshold &&
+            (sim > best_similarity || (sim == best_similarity && c < best_doc))) {
+          best_similarity = sim;
+          best_doc = c;
+        }
+      }
+    }
+    if (best_doc != kEndOfChain) {
+      best.matched_ref = refs[best_doc];
+      best.similarity = best_similarity;
+    }
+    *best_id = best_doc;
+    return best;
+  }
+};
+
+MinHashLSH::MinHashLSH(MinHashLSHOptions options)
+    : impl_(std::make_unique<Impl>(std::move(options))) {}
+MinHashLSH::~MinHashLSH() = default;
+MinHashLSH::MinHashLSH(MinHashLSH&&) noexcept = default;
+MinHashLSH& MinHashLSH::operator=(MinHashLSH&&) noexcept = default;
+
+void MinHashLSH::add(const TextBatchView& batch, std::span<const int64_t> refs,
+                     std::span<uint8_t> keep, std::span<int64_t> matched,
+                     std::span<double> similarity) {
+  std::vector<uint64_t> sigs(batch.size * impl_->width);
+  impl_->hasher.signatures(batch, sigs, impl_->options.num_threads);
+  add_signatures(sigs, refs, keep, matched, similarity);
+}
+
+void MinHashLSH::add_signatures(std::span<const uint64_t> signatures,
+                                std::span<const int64_t> refs, std::span<uint8_t> keep,
+                                std::span<int64_t> matched, std::span<double> similarity) {
+  Impl& s = *impl_;
+  if (signatures.size() % s.width != 0) {
+    throw DataError(DataErrorKind::kUsage, "MinHashLSH: signatures must be n x num_perm");
+  }
+  const size_t n = signatures.size() / s.width;
+  if (keep.size() != n || (!refs.empty() && refs.size() != n) ||
+      (!matched.empty() && matched.size() != n) ||
+      (!similarity.empty() && similarity.size() != n)) {
+    throw DataError(DataErrorKind::kUsage,
+                    "MinHashLSH.add: keep/refs/matched must have one entry per document");
+  }
+  for (int64_t r : refs) {
+    if (r < 0) throw DataError(DataErrorKind::kUsage, "MinHashLSH.add: refs must be >= 0");
+  }
+  std::vector<uint8_t> record(8 + 8 * s.width);
+  for (size_t i = 0; i < n; ++i) {
+    const uint64_t* sig = signatures.data() + i * s.width;
+    const int64_t ref = refs.empty() ? static_cast<int64_t>(s.seen + i) : refs[i];
+    uint32_t best_id;
+    NearDupMatch m = s.best_match(sig, &best_id);
+    const bool fresh = best_id == kEndOfChain;
+    keep[i] = fresh ? 1 : 0;
+    if (!matched.empty()) matched[i] = m.matched_ref;
+    if (!similarity.empty()) similarity[i] = m.similarity;
+    if (fresh) {
+      s.insert(sig, ref);
+      if (s.log) {
+        store_le64(record.data(), static_cast<uint64_t>(ref));
+        for (size_t k = 0; k < s.width; ++k) store_le64(record.data() + 8 + 8 * k, sig[k]);
+        s.log->append(record.data(), 1);
+      }
+    }
+  }
+  s.seen += n;
+}
+
+void MinHashLSH::flush() {
+  if (impl_->log) impl_->log->flush();
+}
+void MinHashLSH::commit() {
+  if (impl_->log) impl_->log->commit();
+}
+uint64_t MinHashLSH::committed_position() const {
+  return impl_->log ? impl_->log->committed_position() : 0;
+}
+const WalReplayStats& MinHashLSH::replay_stats() const {
+  return impl_->log ? impl_->log->replay_stats() : impl_->no_log_stats;
+}
+const MinHasher& MinHashLSH::hasher() const { return impl_->hasher; }
+const MinHashLSHOptions& MinHashLSH::options() const { return impl_->options; }
+uint64_t MinHashLSH::kept() const { return impl_->refs.size(); }
+uint64_t MinHashLSH::documents_seen() const { return impl_->seen; }
+uint64_t MinHashLSH::memory_bytes() const {
+  uint64_t bytes = impl_->signatures.capacity() * 8 + impl_->refs.capacity() * 8 +
+                   impl_->next.capacity() * 4;
+  for (const auto& b : impl_->bands) bytes += b.memory_bytes();
+  return bytes;
+}
+
+}  // namespace luminamoon

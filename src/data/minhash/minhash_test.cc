@@ -1,0 +1,139 @@
+// MinHash: the vector kernel equals the __int128 reference on every compiled
+// Highway target; shingling; LSH streaming decisions and index reload.
+#include "luminamoon/minhash_lsh.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <random>
+#include <string>
+
+#include "data/minhash/minhash_kernel.h"
+
+#ifdef LUMINA_MINHASH_WITH_HWY
+#include <hwy/targets.h>
+#endif
+
+namespace luminamoon {
+namespace {
+
+std::string random_text(std::mt19937_64& rng, int words) {
+  static const char* vocab[] = {"alpha", "beta", "Gamma", "delta,", "eps", "zeta.", "eta",
+                                "theta", "iota", "kappa", "LAMBDA", "mu", "nu", "xi"};
+  std::string t;
+  for (int i = 0; i < words; ++i) {
+    if (i) t += (rng() % 7 == 0) ? "  \n" : " ";
+    t += vocab[rng() % 14];
+    t += std::to_string(rng() % 50);
+  }
+  return t;
+}
+
+TEST(MinHashKernel, VectorEqualsScalarReferenceOnEveryTarget) {
+  std::mt19937_64 rng(3);
+#ifdef LUMINA_MINHASH_WITH_HWY
+  for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
+    std::printf("compiled and supported target: %s\n", hwy::TargetName(target));
+  }
+#endif
+  for (int num_perm : {1, 7, 64, 100, 128}) {
+    MinHashPermutations perms = MinHashPermutations::generate(num_perm, 99);
+    PermutationLanes lanes(perms);
+    for (size_t n : {1, 2, 5, 333}) {
+      std::vector<uint64_t> raw(n);
+      for (auto& x : raw) x = rng();
+      raw[0] = ~uint64_t{0};  // the extremes of the unreduced range
+      if (n > 1) raw[1] = kMinHashPrime;
+      std::vector<uint64_t> expect(num_perm);
+      minhash_min_scalar(raw.data(), n, perms, expect.data());
+      std::vector<uint64_t> reduced = raw;
+      for (auto& x : reduced) x = reduce_mod_mersenne61(x);
+#ifdef LUMINA_MINHASH_WITH_HWY
+      for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
+        hwy::SetSupportedTargetsForTest(target);
+#endif
+        std::vector<uint64_t> got(lanes.padded);
+        minhash_min_simd(reduced.data(), n, lanes, got.data());
+        got.resize(num_perm);
+        ASSERT_EQ(got, expect) << minhash_simd_target() << " num_perm " << num_perm;
+#ifdef LUMINA_MINHASH_WITH_HWY
+      }
+      hwy::SetSupportedTargetsForTest(0);
+#endif
+    }
+  }
+}
+
+TEST(MinHasher, ShinglesAreWordNgramsOfTheNormalizedText) {
+  MinHasher h({.num_perm = 4, .ngram = 2});
+  auto s = h.shingle_hashes("A b, C");
+  ASSERT_EQ(s.size(), 2u);
+  EXPECT_EQ(s, MinHasher({.num_perm = 4, .ngram = 2}).shingle_hashes("a b c"));
+  EXPECT_EQ(h.shingle_hashes("one").size(), 1u);
+  EXPECT_EQ(h.shingle_hashes("").size(), 1u);
+}
+
+TEST(MinHasher, BatchSignaturesDoNotDependOnThreadsOrKernel) {
+  std::mt19937_64 rng(5);
+  TextBatch batch;
+  for (int i = 0; i < 300; ++i) batch.push_back(random_text(rng, 1 + i % 80));
+  MinHasher h;
+  std::vector<uint64_t> a(300 * 64), b(300 * 64), c(300 * 64);
+  h.signatures(batch.view(), a, 1);
+  h.signatures(batch.view(), b, 2);
+  h.signatures(batch.view(), c, 2, MinHashKernel::kScalar);
+  EXPECT_EQ(a, b);
+  EXPECT_EQ(a, c);
+}
+
+TEST(MinHashLSH, DropsNearDuplicatesOfKeptDocumentsAndReloads) {
+  std::mt19937_64 rng(9);
+  std::string base = random_text(rng, 400);
+  std::string near = base + " tail1 tail2";  // a few shingles differ
+  std::string other = random_text(rng, 400);
+  TextBatch batch;
+  for (const auto& t : {base, other, near}) batch.push_back(t);
+  auto dir = std::filesystem::temp_directory_path() / ("lm_lsh_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  MinHashLSHOptions o;
+  o.index.path = (dir / "x.lsh").string();
+  std::vector<uint8_t> keep(3);
+  std::vector<int64_t> matched(3);
+  std::vector<double> sim(3);
+  {
+    MinHashLSH lsh(o);
+    lsh.add(batch.view(), std::vector<int64_t>{10, 11, 12}, keep, matched, sim);
+    EXPECT_EQ(keep, (std::vector<uint8_t>{1, 1, 0}));
+    EXPECT_EQ(matched, (std::vector<int64_t>{-1, -1, 10}));
+    EXPECT_GE(sim[2], 0.8);
+    lsh.commit();
+  }
+  MinHashLSH reloaded(o);
+  EXPECT_EQ(reloaded.kept(), 2u);
+  TextBatch again;
+  again.push_back(near);
+  keep.resize(1);
+  matched.resize(1);
+  reloaded.add(again.view(), {}, keep, matched);
+  EXPECT_EQ(keep[0], 0);
+  EXPECT_EQ(matched[0], 10);
+  MinHashLSHOptions other_params = o;
+  other_params.bands = 4;
+  EXPECT_ANY_THROW(MinHashLSH{other_params});
+  std::filesystem::remove_all(dir);
+}
+
+TEST(MinHashLSH, RejectsBadParameters) {
+  MinHashLSHOptions o;
+  o.bands = 9;  // 9 * 8 > 64
+  EXPECT_ANY_THROW(MinHashLSH{o});
+  o.bands = 8;
+  o.threshold = 1.5;
+  EXPECT_ANY_THROW(MinHashLSH{o});
+  EXPECT_ANY_THROW(MinHasher({.num_perm = 0}));
+}
+
+}  // namespace
+}  // namespace luminamoon

@@ -1,0 +1,108 @@
+// MinHasher: normalized word n-gram shingles hashed with XXH3-64, then the
+// permutation minima (vector kernel or the scalar reference).
+#include <tbb/blocked_range.h>
+#include <tbb/parallel_for.h>
+#include <tbb/task_arena.h>
+#include <xxhash.h>
+
+#include <string>
+
+#include "data/dedup/text_normalize.h"
+#include "data/minhash/minhash_kernel.h"
+#include "luminamoon/data_error.h"
+#include "luminamoon/minhash_lsh.h"
+
+namespace luminamoon {
+namespace {
+
+void shingle_hashes_into(std::string_view text, int ngram, std::string& normalized,
+                         std::vector<uint32_t>& bounds, std::vector<uint64_t>& out) {
+  normalize_words(text, normalized, bounds);
+  out.clear();
+  const size_t words = bounds.size() / 2;
+  const size_t n = static_cast<size_t>(ngram);
+  if (words < n) {  // the whole (possibly empty) normalized text is one shingle
+    out.push_back(XXH3_64bits_withSeed(normalized.data(), normalized.size(), kShingleHashSeed));
+    return;
+  }
+  out.resize(words - n + 1);
+  for (size_t i = 0; i + n <= words; ++i) {
+    const uint32_t begin = bounds[2 * i], end = bounds[2 * (i + n - 1) + 1];
+    out[i] = XXH3_64bits_withSeed(normalized.data() + begin, end - begin, kShingleHashSeed);
+  }
+}
+
+}  // namespace
+
+MinHasher::MinHasher(MinHashParams params) : params_(params) {
+  if (params_.num_perm < 1 || params_.num_perm > 4096) {
+    throw DataError(DataErrorKind::kUsage, "MinHash: num_perm must be in [1, 4096], got " +
+                                               std::to_string(params_.num_perm));
+  }
+  if (params_.ngram < 1 || params_.ngram > 1024) {
+    throw DataError(DataErrorKind::kUsage,
+                    "MinHash: ngram must be in [1, 1024], got " + std::to_string(params_.ngram));
+  }
+  perms_ = MinHashPermutations::generate(params_.num_perm, params_.seed);
+  lanes_ = std::make_shared<const PermutationLanes>(perms_);
+}
+
+std::vector<uint64_t> MinHasher::shingle_hashes(std::string_view text) const {
+  std::string normalized;
+  std::vector<uint32_t> bounds;
+  std::vector<uint64_t> out;
+  shingle_hashes_into(text, params_.ngram, normalized, bounds, out);
+  return out;
+}
+
+void MinHasher::signature(std::string_view text, std::span<uint64_t> out,
+                          MinHashKernel kernel) const {
+  if (out.size() != static_cast<size_t>(params_.num_perm)) {
+    throw DataError(DataErrorKind::kUsage, "MinHash: signature buffer must hold num_perm values");
+  }
+  thread_local std::string normalized;
+  thread_local std::vector<uint32_t> bounds;
+  thread_local std::vector<uint64_t> shingles;
+  thread_local std::vector<uint64_t> padded_out;
+  shingle_hashes_into(text, params_.ngram, normalized, bounds, shingles);
+  if (kernel == MinHashKernel::kScalar) {
+    minhash_min_scalar(shingles.data(), shingles.size(), perms_, out.data());
+    return;
+  }
+  for (uint64_t& x : shingles) x = reduce_mod_mersenne61(x);
+  padded_out.resize(lanes_->padded);
+  minhash_min_simd(shingles.data(), shingles.size(), *lanes_, padded_out.data());
+  std::copy_n(padded_out.begin(), out.size(), out.begin());
+}
+
+void MinHasher::signatures(const TextBatchView& batch, std::span<uint64_t> out, int num_threads,
+                           MinHashKernel kernel) const {
+  const size_t width = static_cast<size_t>(params_.num_perm);
+  if (out.size() != batch.size * width) {
+    throw DataError(DataErrorKind::kUsage, "MinHash: output must hold n * num_perm values");
+  }
+  auto sign_range = [&](const tbb::blocked_range<size_t>& r) {
+    for (size_t i = r.begin(); i < r.end(); ++i) {
+      signature(batch[i], out.subspan(i * width, width), kernel);
+    }
+  };
+  if (num_threads == 1 || batch.size < 2) {
+    sign_range(tbb::blocked_range<size_t>(0, batch.size));
+    return;
+  }
+  tbb::task_arena arena(num_threads > 0 ? num_threads : tbb::task_arena::automatic);
+  arena.execute([&] { tbb::parallel_for(tbb::blocked_range<size_t>(0, batch.size, 16), sign_range); });
+}
+
+std::string MinHasher::kernel_target() { return minhash_simd_target(); }
+
+double estimated_jaccard(std::span<const uint64_t> a, std::span<const uint64_t> b) {
+  if (a.size() != b.size() || a.empty()) {
+    throw DataError(DataErrorKind::kUsage, "estimated_jaccard: signatures of different lengths");
+  }
+  size_t equal = 0;
+  for (size_t k = 0; k < a.size(); ++k) equal += a[k] == b[k];
+  return static_cast<double>(equal) / static_cast<double>(a.size());
+}
+
+}  // namespace luminamoon
