@@ -1,0 +1,306 @@
+"""libluminav's C API as C users see it: through ctypes, and from a program compiled as C
+against luminamoon.include_dir() and linked to luminamoon.c_library_path()."""
+from __future__ import annotations
+
+import ctypes as C
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import luminamoon
+from luminav_reference import Hyper, assert_within_forward_error, reference_step
+
+
+class Hyperparams(C.Structure):
+    _fields_ = [("lr", C.c_double), ("beta1", C.c_double), ("beta2", C.c_double), ("eps", C.c_double),
+                ("weight_decay", C.c_double), ("tau", C.c_double), ("lam", C.c_double),
+                ("bound_ratio", C.c_double), ("buffer_mode", C.c_int), ("cautious", C.c_int),
+                ("bound_mode", C.c_int), ("check_finite", C.c_int), ("stochastic_rounding", C.c_int),
+                ("step", C.c_uint64)]
+
+
+class Tensor(C.Structure):
+    _fields_ = [("param", C.c_void_p), ("grad", C.c_void_p), ("exp_avg", C.c_void_p),
+                ("exp_avg_sq", C.c_void_p), ("master", C.c_void_p), ("num_elements", C.c_size_t),
+                ("index_offset", C.c_uint64), ("seed", C.c_uint64), ("param_dtype", C.c_int),
+                ("grad_dtype", C.c_int)]
+
+
+class Options(C.Structure):
+    _fields_ = [("backend", C.c_char_p), ("device_type", C.c_int), ("device_index", C.c_int),
+                ("stream", C.c_void_p), ("scratch", C.c_void_p), ("scratch_bytes", C.c_size_t)]
+
+
+class Partials(C.Structure):
+    _fields_ = [("nonfinite_count", C.c_uint64), ("agree_count", C.c_uint64),
+                ("grad_sq_sum", C.c_double), ("update_sq_sum", C.c_double), ("weight_sq_sum", C.c_double)]
+
+
+class Globals(C.Structure):
+    _fields_ = [("second_moment", C.c_float), ("cautious_scale", C.c_float),
+                ("bound_scale", C.c_float), ("reserved", C.c_float)]
+
+
+@pytest.fixture(scope="module")
+def lib():
+    lib = C.CDLL(luminamoon.c_library_path())
+    lib.luminav_version.restype = C.c_char_p
+    lib.luminav_last_error_message.restype = C.c_char_p
+    lib.luminav_status_name.restype = C.c_char_p
+    lib.luminav_scratch_bytes.restype = C.c_size_t
+    lib.luminav_scratch_bytes.argtypes = [C.c_size_t]
+    lib.luminav_cpu_features.restype = C.c_char_p
+    lib.luminav_last_backend.restype = C.c_char_p
+    lib.luminav_backend_name.restype = C.c_char_p
+    lib.luminav_backend_unavailable_reason.restype = C.c_char_p
+    lib.luminav_triton_engine_create.restype = C.c_void_p
+    lib.luminav_triton_engine_destroy.argtypes = [C.c_void_p]
+    lib.luminav_triton_get_platform.restype = C.c_char_p
+    lib.luminav_triton_get_platform.argtypes = [C.c_void_p]
+    lib.luminav_triton_get_arch.restype = C.c_char_p
+    lib.luminav_triton_get_arch.argtypes = [C.c_void_p]
+    f, i, p = C.c_float, C.c_int, C.c_void_p
+    lib.luminav_triton_step_f32.argtypes = [p, p, p, p, p, p, p, C.c_size_t, f, f, f, f, f, f, f,
+                                            i, i, i, f, C.c_uint64, C.c_uint32]
+    return lib
+
+
+def ptr(a: np.ndarray | None) -> int | None:
+    return None if a is None else a.ctypes.data
+
+
+def state(rng, n, mode=2):
+    x = (rng.standard_normal(n) * 0.5).astype(np.float32)
+    g = (rng.standard_normal(n) * 0.01).astype(np.float32)
+    m = (rng.standard_normal(n) * 0.01).astype(np.float32)
+    v = ((rng.random(n) + 0.05) * 1e-4).astype(np.float32) if mode == 2 else np.array([4e-5], np.float32)
+    return x, g, m, v
+
+
+def hyperparams(lib, **changes) -> Hyperparams:
+    hp = Hyperparams()
+    lib.luminav_hyperparams_init(C.byref(hp))
+    for k, val in changes.items():
+        setattr(hp, k, val)
+    return hp
+
+
+def as_hyper(hp: Hyperparams) -> Hyper:
+    return Hyper(lr=hp.lr, beta1=hp.beta1, beta2=hp.beta2, eps=hp.eps, weight_decay=hp.weight_decay,
+                 tau=hp.tau, lam=hp.lam, buffer_mode=hp.buffer_mode, cautious=bool(hp.cautious),
+                 bound_mode=hp.bound_mode, bound_ratio=hp.bound_ratio)
+
+
+def tensor(x, g, m, v, master=None, offset=0, seed=0) -> Tensor:
+    return Tensor(ptr(x), ptr(g), ptr(m), ptr(v), ptr(master), x.size, offset, seed, 0, 0)
+
+
+def scalar_options(**kw) -> Options:
+    return Options(backend=b"scalar", **kw)
+
+
+def test_library_and_headers_are_installed():
+    path = Path(luminamoon.c_library_path())
+    assert path.is_file() and path.name.startswith("libluminav")
+    include = Path(luminamoon.include_dir())
+    assert (include / "luminav" / "luminav.h").is_file()
+    assert (include / "luminav_triton_standalone.h").is_file()
+
+
+def test_version_defaults_and_introspection(lib):
+    assert lib.luminav_version().decode() == "%d.%d.%d" % (0, 1, 0)
+    hp = hyperparams(lib)
+    assert (hp.lr, hp.beta1, hp.beta2, hp.eps, hp.weight_decay) == (1e-3, 0.9, 0.999, 1e-8, 0.01)
+    assert (hp.buffer_mode, hp.check_finite, hp.stochastic_rounding, hp.step) == (2, 1, 1, 1)
+    names = [lib.luminav_backend_name(i).decode() for i in range(lib.luminav_backend_count())]
+    assert "scalar" in names
+    assert lib.luminav_backend_available(names.index("scalar")) == 1
+    assert lib.luminav_status_name(2).decode().upper().find("NONFINITE") >= 0
+
+
+@pytest.mark.parametrize("mode,cautious,bound", [(2, 0, 0), (2, 1, 1), (1, 1, 2), (1, 0, 1)])
+def test_luminav_step_matches_the_reference(lib, rng, mode, cautious, bound):
+    x, g, m, v = state(rng, 301, mode)
+    hp = hyperparams(lib, lr=1e-2, buffer_mode=mode, cautious=cautious, bound_mode=bound,
+                     bound_ratio=0.002 if bound else 0.0, step=5)
+    ref = reference_step(as_hyper(hp), x, m, v, g, 5)
+    t = tensor(x, g, m, v)
+    assert lib.luminav_step(C.byref(hp), C.byref(t), C.byref(scalar_options())) == 0
+    assert lib.luminav_last_backend().decode() == "scalar"
+    assert_within_forward_error("m", m, ref.m, ref.scale_m)
+    assert_within_forward_error("v", v, ref.v, ref.scale_v)
+    assert_within_forward_error("x", x, ref.x, ref.scale_x)
+
+
+def test_step_multi_is_each_tensor_stepped_and_all_or_nothing(lib, rng):
+    a, b = state(rng, 100), state(rng, 37)
+    hp = hyperparams(lib, step=2)
+    refs = [reference_step(as_hyper(hp), *s[:1], s[2], s[3], s[1], 2) for s in (a, b)]
+    arr = (Tensor * 2)(tensor(*a), tensor(*b))
+    assert lib.luminav_step_multi(C.byref(hp), arr, 2, C.byref(scalar_options())) == 0
+    for s, ref in zip((a, b), refs):
+        assert_within_forward_error("x", s[0], ref.x, ref.scale_x)
+    # A NaN in the second tensor: neither is written; the message names its position.
+    b[1][5] = np.nan
+    before = [bytes(t.tobytes()) for s in (a, b) for t in s]
+    hp.step = 3
+    assert lib.luminav_step_multi(C.byref(hp), arr, 2, C.byref(scalar_options())) == 2
+    assert "tensors[1]" in lib.luminav_last_error_message().decode()
+    assert [bytes(t.tobytes()) for s in (a, b) for t in s] == before
+
+
+def test_error_rows_through_ctypes(lib, rng):
+    x, g, m, v = state(rng, 50)
+    before = [bytes(t.tobytes()) for t in (x, g, m, v)]
+    opts = C.byref(scalar_options())
+    # NULL buffer the mode needs
+    t = tensor(x, g, m, v)
+    t.exp_avg = None
+    assert lib.luminav_step(C.byref(hyperparams(lib)), C.byref(t), opts) == 1
+    assert "exp_avg" in lib.luminav_last_error_message().decode()
+    # aliasing
+    t = tensor(x, g, x, v)
+    assert lib.luminav_step(C.byref(hyperparams(lib)), C.byref(t), opts) == 1
+    assert "overlap" in lib.luminav_last_error_message().decode()
+    # a parameter out of range, named with its value
+    assert lib.luminav_step(C.byref(hyperparams(lib, eps=-1.0)), C.byref(tensor(x, g, m, v)), opts) == 1
+    msg = lib.luminav_last_error_message().decode()
+    assert "eps" in msg and "-1" in msg
+    # scratch too small names the size needed
+    needed = lib.luminav_scratch_bytes(x.size)
+    scratch = np.zeros(needed // 8 + 1, np.float64)
+    small = scalar_options(scratch=scratch.ctypes.data, scratch_bytes=needed - 1)
+    assert lib.luminav_step(C.byref(hyperparams(lib)), C.byref(tensor(x, g, m, v)), C.byref(small)) == 1
+    assert str(needed) in lib.luminav_last_error_message().decode()
+    assert [bytes(t.tobytes()) for t in (x, g, m, v)] == before
+    # a large enough caller scratch works
+    enough = scalar_options(scratch=scratch.ctypes.data, scratch_bytes=needed)
+    assert lib.luminav_step(C.byref(hyperparams(lib)), C.byref(tensor(x, g, m, v)), C.byref(enough)) == 0
+
+
+@pytest.mark.parametrize("mode,cautious,bound", [(1, 1, 1), (2, 1, 1), (1, 0, 0), (2, 0, 2)])
+def test_pass_split_over_two_shards_equals_the_whole_step(lib, rng, mode, cautious, bound):
+    n = 203
+    x, g, m, v = state(rng, n, mode)
+    hp = hyperparams(lib, lr=1e-2, buffer_mode=mode, cautious=cautious, bound_mode=bound,
+                     bound_ratio=0.002 if bound else 0.0, step=4)
+    ref = reference_step(as_hyper(hp), x, m, v, g, 4)
+    cut = 90
+    shards = [(x[:cut], g[:cut], m[:cut], v[:cut] if mode == 2 else v.copy(), 0),
+              (x[cut:], g[cut:], m[cut:], v[cut:] if mode == 2 else v.copy(), cut)]
+    descs = [tensor(sx, sg, sm, sv, offset=off) for sx, sg, sm, sv, off in shards]
+    opts = C.byref(scalar_options())
+    rounds = lib.luminav_reduction_rounds(C.byref(hp))
+    assert rounds == (2 if mode == 1 and (cautious or bound == 1) else 1)
+    globals_ = [Globals(0, 1, 1, 0), Globals(0, 1, 1, 0)]
+    for r in range(rounds):
+        parts = [Partials(), Partials()]
+        for d, gl, p in zip(descs, globals_, parts):
+            assert lib.luminav_reduce(C.byref(hp), C.byref(d), r, C.byref(gl), C.byref(p), opts) == 0
+        total = Partials(*(getattr(parts[0], f) + getattr(parts[1], f) for f, _ in Partials._fields_))
+        s_old = C.c_float(float(v[0]) if mode == 1 else 0.0)
+        for gl in globals_:
+            assert lib.luminav_finalize(C.byref(hp), C.byref(total), n, r, s_old, C.byref(gl)) == 0
+    for d, gl in zip(descs, globals_):
+        assert lib.luminav_apply(C.byref(hp), C.byref(d), C.byref(gl), opts) == 0
+    assert_within_forward_error("x", x, ref.x, ref.scale_x)
+    assert_within_forward_error("m", m, ref.m, ref.scale_m)
+    if mode == 2:
+        assert_within_forward_error("v", v, ref.v, ref.scale_v)
+    else:
+        for shard in shards:
+            assert_within_forward_error("s", shard[3], ref.v, ref.scale_v)
+
+
+@pytest.mark.parametrize("use_master,mode", [(False, 2), (True, 2), (False, 1)])
+def test_standalone_triton_api(lib, rng, use_master, mode):
+    engine = lib.luminav_triton_engine_create()
+    assert engine
+    try:
+        assert lib.luminav_triton_get_platform(engine).decode() == "cpu"
+        arch = lib.luminav_triton_get_arch(engine).decode()
+        assert arch.startswith(os.uname().machine), arch
+        x, g, m, v = state(rng, 129, mode)
+        master = x.copy() if use_master else None
+        beta2 = 0.999
+        # The standalone API takes float betas: the bias corrections use float(beta).
+        hp = Hyper(lr=1e-2, beta1=float(np.float32(0.9)), beta2=float(np.float32(beta2)),
+                   eps=float(np.float32(1e-8)), weight_decay=float(np.float32(0.01)), buffer_mode=mode)
+        ref = reference_step(hp, x, m, v, g, 7)
+        status = lib.luminav_triton_step_f32(engine, ptr(x), ptr(g), ptr(m), ptr(v), ptr(master), None,
+                                             x.size, 1e-2, 0.9, beta2, 1e-8, 0.01, 0.0, 0.0, mode, 0, 0,
+                                             0.0, 7, 42)
+        assert status == 0, lib.luminav_last_error_message()
+        assert_within_forward_error("x", master if use_master else x, ref.x, ref.scale_x)
+        if use_master:
+            np.testing.assert_array_equal(x, master)
+        assert_within_forward_error("m", m, ref.m, ref.scale_m)
+        assert_within_forward_error("v", v, ref.v, ref.scale_v)
+        assert lib.luminav_triton_step_f32(engine, ptr(x), ptr(g), ptr(m), ptr(v), None, None, x.size,
+                                           -1.0, 0.9, beta2, 1e-8, 0.01, 0.0, 0.0, mode, 0, 0, 0.0, 8, 42) == 1
+        assert "lr" in lib.luminav_last_error_message().decode()
+    finally:
+        lib.luminav_triton_engine_destroy(engine)
+
+
+C_PROGRAM = r"""
+/* Compiled as C99: one CLM step through each header's API. */
+#include <stdio.h>
+#include <luminav/luminav.h>
+#include <luminav_triton_standalone.h>
+
+int main(void) {
+  float x[3] = {0.5f, -1.0f, 2.0f}, g[3] = {0.1f, -0.2f, 0.3f}, m[3] = {0}, v[3] = {0};
+  float x2[3] = {0.5f, -1.0f, 2.0f}, m2[3] = {0}, v2[3] = {0};
+  luminav_hyperparams hp;
+  luminav_tensor t = {0};
+  LuminaVTritonEngine* engine;
+  int status, i;
+  luminav_hyperparams_init(&hp);
+  t.param = x; t.grad = g; t.exp_avg = m; t.exp_avg_sq = v; t.num_elements = 3;
+  t.param_dtype = LUMINAV_DTYPE_F32; t.grad_dtype = LUMINAV_DTYPE_F32;
+  status = luminav_step(&hp, &t, NULL);
+  if (status != LUMINAV_STATUS_OK) { printf("error %s\n", luminav_last_error_message()); return 1; }
+  engine = luminav_triton_engine_create();
+  status = luminav_triton_step_f32(engine, x2, g, m2, v2, NULL, NULL, 3, 1e-3f, 0.9f, 0.999f, 1e-8f,
+                                   0.01f, 0.0f, 0.0f, 2, 0, 0, 0.0f, 1, 0);
+  if (status != 0) return 2;
+  printf("%s %s %s\n", luminav_version(), luminav_triton_get_platform(engine),
+         luminav_triton_get_arch(engine));
+  for (i = 0; i < 3; ++i) printf("%.9g %.9g %.9g %.9g\n", x[i], m[i], v[i], x2[i]);
+  hp.eps = -1.0;
+  status = luminav_step(&hp, &t, NULL);
+  printf("%d %s\n", status, luminav_last_error_message());
+  luminav_triton_engine_destroy(engine);
+  return 0;
+}
+"""
+
+
+@pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler")
+def test_c_program_compiled_as_c_against_the_installed_headers(tmp_path):
+    source = tmp_path / "step.c"
+    source.write_text(C_PROGRAM)
+    lib_path = Path(luminamoon.c_library_path())
+    exe = tmp_path / "step"
+    subprocess.run(["cc", "-std=c99", "-pedantic", "-Wall", "-Werror", "-I", luminamoon.include_dir(),
+                    str(source), "-o", str(exe), str(lib_path), f"-Wl,-rpath,{lib_path.parent}"],
+                   check=True, capture_output=True, text=True)
+    out = subprocess.run([str(exe)], check=True, capture_output=True, text=True).stdout.splitlines()
+    version, platform, arch = out[0].split()
+    assert version == "0.1.0" and platform == "cpu" and arch
+    values = np.array([[float(f) for f in line.split()] for line in out[1:4]])
+    x0 = np.array([0.5, -1.0, 2.0], np.float32)
+    g = np.array([0.1, -0.2, 0.3], np.float32)
+    ref = reference_step(Hyper(), x0, np.zeros(3), np.zeros(3), g, 1)
+    assert_within_forward_error("x", values[:, 0], ref.x, ref.scale_x)
+    assert_within_forward_error("m", values[:, 1], ref.m, ref.scale_m)
+    assert_within_forward_error("v", values[:, 2], ref.v, ref.scale_v)
+    # the seed API (float betas) agrees with the double API within the bound at t = 1
+    assert_within_forward_error("x (standalone)", values[:, 3], ref.x, ref.scale_x)
+    status, message = out[4].split(" ", 1)
+    assert status == "1" and "eps" in message
