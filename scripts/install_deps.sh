@@ -10,6 +10,7 @@ DEB_PACKAGES=(
   libhwy-dev libtbb-dev libsimdjson-dev libxxhash-dev
   libvectorscan-dev libre2-dev libzstd-dev zlib1g-dev
   libgtest-dev libgmock-dev libbenchmark-dev
+  libssl-dev
 )
 missing=()
 for p in "${DEB_PACKAGES[@]}"; do
