@@ -1,0 +1,538 @@
+// The CUDA backend: per-context module cache, workspaces and kernel launches.
+#include "optim/cuda/cuda_backend.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <vector>
+
+#include "optim/core/reduction_rounds.h"
+#include "optim/cuda/cuda_driver.h"
+#include "optim/cuda/embedded_files.h"
+#include "optim/cuda/launch_params.h"
+#include "optim/cuda/triton_abi.h"
+#include "optim/dispatch/backend_error.h"
+
+namespace luminav {
+namespace cuda {
+
+const ArtifactStore& active_artifact_store() {
+  static const std::unique_ptr<ArtifactStore> from_env = []() -> std::unique_ptr<ArtifactStore> {
+    const char* dir = std::getenv("LUMINAV_CUDA_KERNEL_DIR");
+    if (dir == nullptr || *dir == '\0') return nullptr;
+    return std::make_unique<DirectoryArtifactStore>(dir);
+  }();
+  return from_env ? *from_env : embedded_cuda_artifacts();
+}
+
+namespace {
+
+using drv::CUcontext;
+using drv::CUdeviceptr;
+using drv::CUfunction;
+using drv::CUresult;
+using drv::CUstream;
+
+// The parsed manifest of the active store, once per process.
+struct LoadedManifest {
+  bool ok = false;
+  std::string why_not;
+  KernelManifest manifest;
+};
+
+const LoadedManifest& loaded_manifest() {
+  static const LoadedManifest loaded = [] {
+    LoadedManifest l;
+    const ArtifactStore& store = active_artifact_store();
+    std::string json, why;
+    if (!store.manifest_json(&json, &why)) {
+      l.why_not = "no kernels: " + why;
+      return l;
+    }
+    if (!parse_kernel_manifest(json, &l.manifest, &why)) {
+      l.why_not = store.describe() + ": " + why;
+      return l;
+    }
+    if (l.manifest.platform != "cuda") {
+      l.why_not = store.describe() + ": manifest platform is " + l.manifest.platform + ", not cuda";
+      return l;
+    }
+    for (const KernelEntry& k : l.manifest.kernels) {
+      if (k.signature != kLaunchAbi || k.block_size != kBlockSize) {
+        l.why_not = store.describe() + ": kernel " + k.name + " has signature \"" + k.signature +
+                    "\" and block size " + std::to_string(k.block_size) + ", this library expects \"" +
+                    kLaunchAbi + "\" and " + std::to_string(kBlockSize) + " (stale artifacts?)";
+        return l;
+      }
+    }
+    l.ok = true;
+    return l;
+  }();
+  return loaded;
+}
+
+// Kernel names: apply/reduce per (param, grad) dtype, as kernels.cu names them.
+std::string kernel_name(const char* what, int param_dtype, int grad_dtype) {
+  static const char* kNames[] = {"f32", "bf16", "f16"};
+  return std::string("luminav_") + what + "_p" + kNames[param_dtype] + "_g" + kNames[grad_dtype];
+}
+
+struct Kernel {
+  CUfunction function = nullptr;
+  int trailing_scratch_ptrs = 0;
+};
+
+// Note [per-context state]: modules belong to a context, so they are loaded
+// once per context (the primary context of each device) and cached with the
+// workspaces used there. The mutex is held for a whole reduce (which ends
+// with a stream synchronisation) so that the shared scratch is never used by
+// two streams at once.
+struct ContextState {
+  std::mutex mutex;
+  bool ready = false;
+  std::string why_not;
+  std::string arch;  // the artifact loaded, e.g. "sm_90" or "compute_75 (PTX)"
+  drv::CUmodule module = nullptr;
+  std::map<std::string, Kernel> kernels;
+  CUdeviceptr scratch = 0;  // own tile partials when the caller gives none
+  size_t scratch_bytes = 0;
+  CUdeviceptr results = 0;  // per-tensor partials, device side
+  size_t results_bytes = 0;
+  void* host_results = nullptr;  // pinned copy of them
+  size_t host_results_bytes = 0;
+};
+
+class CudaBackend final : public Backend {
+ public:
+  std::string_view name() const override { return "cuda"; }
+  int device_type() const override { return LUMINAV_DEVICE_CUDA; }
+
+  bool available(std::string* why_not) const override {
+    const CudaDriver& d = CudaDriver::instance();
+    if (!d.usable()) {
+      *why_not = d.why_not();
+      return false;
+    }
+    const LoadedManifest& m = loaded_manifest();
+    if (!m.ok) {
+      *why_not = m.why_not;
+      return false;
+    }
+    DeviceInfo info;
+    std::string why;
+    if (!d.device_info(0, &info, &why)) {
+      *why_not = why;
+      return false;
+    }
+    // Loading the module on device 0 proves a matching cubin or PTX works.
+    ContextState* state = nullptr;
+    if (!const_cast<CudaBackend*>(this)->context_state(0, &state, &why)) {
+      *why_not = why;
+      return false;
+    }
+    return true;
+  }
+
+  std::string detail() const override {
+    DeviceInfo info;
+    std::string why;
+    if (!CudaDriver::instance().device_info(0, &info, &why)) return {};
+    return info.arch();
+  }
+
+  int load_scalar(const float* address, float* value, const ExecContext& ctx) override {
+    ContextState* state = nullptr;
+    std::string why;
+    if (!context_state(ctx.device_index, &state, &why)) return fail(LUMINAV_STATUS_BACKEND_UNAVAILABLE, why);
+    const drv::Api& a = api();
+    ContextGuard guard(this, ctx.device_index);
+    if (!guard.ok) return fail(LUMINAV_STATUS_DRIVER_ERROR, guard.why);
+    std::lock_guard lock(state->mutex);
+    if (!ensure_host_results(*state, sizeof(float), &why)) return fail(LUMINAV_STATUS_DRIVER_ERROR, why);
+    const CUstream stream = static_cast<CUstream>(ctx.stream);
+    CUresult r = a.cuMemcpyDtoHAsync(state->host_results, reinterpret_cast<CUdeviceptr>(address),
+                                     sizeof(float), stream);
+    if (r == drv::CUDA_SUCCESS) r = a.cuStreamSynchronize(stream);
+    if (r != drv::CUDA_SUCCESS) return fail(LUMINAV_STATUS_DRIVER_ERROR, driver().error("cuMemcpyDtoHAsync", r));
+    std::memcpy(value, state->host_results, sizeof(float));
+    return LUMINAV_STATUS_OK;
+  }
+
+  int reduce(const core::StepConstants& k, std::span<const luminav_tensor> tensors, int round,
+             std::span<const core::TensorGlobals> globals, std::span<luminav_partials> out,
+             const ExecContext& ctx) override {
+    std::fill(out.begin(), out.end(), luminav_partials{});
+    uint32_t fields = 0;
+    if (core::round_has_grad_sums(round)) fields |= kReduceGrad;
+    if (core::round_has_update_sums(k, round)) fields |= kReduceUpdate;
+    if (fields == 0 || tensors.empty()) return LUMINAV_STATUS_OK;
+
+    ContextState* state = nullptr;
+    std::string why;
+    if (!context_state(ctx.device_index, &state, &why)) return fail(LUMINAV_STATUS_BACKEND_UNAVAILABLE, why);
+    ContextGuard guard(this, ctx.device_index);
+    if (!guard.ok) return fail(LUMINAV_STATUS_DRIVER_ERROR, guard.why);
+    if (int code = check_device_pointers(tensors); code != LUMINAV_STATUS_OK) return code;
+    std::lock_guard lock(state->mutex);
+    const drv::Api& a = api();
+    const CUstream stream = static_cast<CUstream>(ctx.stream);
+
+    // Tile partials: the caller's scratch when it is device memory, else ours.
+    size_t max_tiles = 0;
+    for (const luminav_tensor& t : tensors) max_tiles += core::reduction_tiles(t.num_elements);
+    const size_t scratch_needed = max_tiles * kTilePartialStride;
+    CUdeviceptr scratch = 0;
+    if (ctx.scratch != nullptr && ctx.scratch_bytes >= scratch_needed) {
+      if (!is_device_memory(ctx.scratch)) {
+        return fail(LUMINAV_STATUS_INVALID_ARGUMENT, "scratch is not CUDA device memory");
+      }
+      scratch = reinterpret_cast<CUdeviceptr>(ctx.scratch);
+    } else {
+      if (!ensure_device(&state->scratch, &state->scratch_bytes, scratch_needed, &why)) {
+        return fail(LUMINAV_STATUS_OUT_OF_MEMORY, why);
+      }
+      scratch = state->scratch;
+    }
+    const size_t results_needed = tensors.size() * sizeof(luminav_partials);
+    if (!ensure_device(&state->results, &state->results_bytes, results_needed, &why) ||
+        !ensure_host_results(*state, results_needed, &why)) {
+      return fail(LUMINAV_STATUS_OUT_OF_MEMORY, why);
+    }
+
+    LaunchParams lp{};
+    lp.k = k;
+    lp.reduce_fields = fields;
+    lp.tile_elems = kReduceTileElems;
+    lp.tile_partials = reinterpret_cast<unsigned char*>(scratch);
+    // Tensors without tiles get no combine block: their results stay zero.
+    CUresult r = a.cuMemsetD8Async(state->results, 0, results_needed, stream);
+    if (r != drv::CUDA_SUCCESS) return fail(LUMINAV_STATUS_DRIVER_ERROR, driver().error("cuMemsetD8Async", r));
+    const Kernel* combine = find_kernel(*state, "luminav_combine_partials");
+    if (combine == nullptr) return fail(LUMINAV_STATUS_INTERNAL, "luminav_combine_partials missing from the module");
+    // Batches of tensors with the same dtypes, in order (Note [tiles and launches]).
+    int code = for_each_batch(tensors, globals, kReduceTileElems, lp, [&](size_t first, const LaunchParams& batch) {
+      const Kernel* kernel = find_kernel(*state, kernel_name("reduce", tensors[first].param_dtype,
+                                                              tensors[first].grad_dtype));
+      if (kernel == nullptr) return fail(LUMINAV_STATUS_INTERNAL, "reduce kernel missing from the module");
+      LaunchParams p = batch;
+      p.tensor_partials = reinterpret_cast<luminav_partials*>(state->results) + first;
+      if (int c = launch(*kernel, p.first_tile[p.num_slots], p, stream); c != LUMINAV_STATUS_OK) return c;
+      return launch(*combine, p.num_slots, p, stream);
+    });
+    if (code != LUMINAV_STATUS_OK) return code;
+    r = a.cuMemcpyDtoHAsync(state->host_results, state->results, results_needed, stream);
+    if (r != drv::CUDA_SUCCESS) return fail(LUMINAV_STATUS_DRIVER_ERROR, driver().error("cuMemcpyDtoHAsync", r));
+    r = a.cuStreamSynchronize(stream);
+    if (r != drv::CUDA_SUCCESS) return fail(LUMINAV_STATUS_DRIVER_ERROR, driver().error("cuStreamSynchronize", r));
+    std::memcpy(out.data(), state->host_results, results_needed);
+    return LUMINAV_STATUS_OK;
+  }
+
+  int apply(const core::StepConstants& k, std::span<const luminav_tensor> tensors,
+            std::span<const core::TensorGlobals> globals, const ExecContext& ctx) override {
+    if (tensors.empty()) return LUMINAV_STATUS_OK;
+    ContextState* state = nullptr;
+    std::string why;
+    if (!context_state(ctx.device_index, &state, &why)) return fail(LUMINAV_STATUS_BACKEND_UNAVAILABLE, why);
+    ContextGuard guard(this, ctx.device_index);
+    if (!guard.ok) return fail(LUMINAV_STATUS_DRIVER_ERROR, guard.why);
+    if (int code = check_device_pointers(tensors); code != LUMINAV_STATUS_OK) return code;
+    const CUstream stream = static_cast<CUstream>(ctx.stream);
+    LaunchParams lp{};
+    lp.k = k;
+    lp.tile_elems = kApplyTileElems;
+    return for_each_batch(tensors, globals, kApplyTileElems, lp, [&](size_t first, const LaunchParams& p) {
+      const Kernel* kernel = find_kernel(*state, kernel_name("apply", tensors[first].param_dtype,
+                                                              tensors[first].grad_dtype));
+      if (kernel == nullptr) return fail(LUMINAV_STATUS_INTERNAL, "apply kernel missing from the module");
+      return launch(*kernel, p.first_tile[p.num_slots], p, stream);
+    });
+  }
+
+ private:
+  static const CudaDriver& driver() { return CudaDriver::instance(); }
+  static const drv::Api& api() { return driver().api(); }
+
+  static int fail(int code, std::string message) {
+    set_backend_error(std::move(message));
+    return code;
+  }
+
+  // Makes device `ordinal`'s primary context current for the scope of a call.
+  struct ContextGuard {
+    bool ok = false;
+    std::string why;
+    ContextGuard(CudaBackend* backend, int ordinal) {
+      CUcontext context = nullptr;
+      if (!backend->primary_context(ordinal, &context, &why)) return;
+      const CUresult r = api().cuCtxPushCurrent(context);
+      if (r != drv::CUDA_SUCCESS) {
+        why = driver().error("cuCtxPushCurrent", r);
+        return;
+      }
+      ok = true;
+    }
+    ~ContextGuard() {
+      if (ok) {
+        CUcontext popped = nullptr;
+        api().cuCtxPopCurrent(&popped);
+      }
+    }
+  };
+
+  bool primary_context(int ordinal, CUcontext* context, std::string* why) {
+    std::lock_guard lock(contexts_mutex_);
+    auto it = primary_.find(ordinal);
+    if (it != primary_.end()) {
+      *context = it->second;
+      return true;
+    }
+    const drv::Api& a = api();
+    drv::CUdevice device = 0;
+    CUresult r = a.cuDeviceGet(&device, ordinal);
+    if (r != drv::CUDA_SUCCESS) {
+      *why = driver().error("cuDeviceGet", r) + " (device_index " + std::to_string(ordinal) + ")";
+      return false;
+    }
+    r = a.cuDevicePrimaryCtxRetain(context, device);
+    if (r != drv::CUDA_SUCCESS) {
+      *why = driver().error("cuDevicePrimaryCtxRetain", r);
+      return false;
+    }
+    primary_[ordinal] = *context;  // retained for the life of the process
+    return true;
+  }
+
+  // The module and workspaces of device `ordinal`'s primary context, loaded
+  // on first use (Note [per-context state]).
+  bool context_state(int ordinal, ContextState** out, std::string* why) {
+    const CudaDriver& d = driver();
+    if (!d.usable()) {
+      *why = d.why_not();
+      return false;
+    }
+    const LoadedManifest& m = loaded_manifest();
+    if (!m.ok) {
+      *why = m.why_not;
+      return false;
+    }
+    CUcontext context = nullptr;
+    if (!primary_context(ordinal, &context, why)) return false;
+    ContextState* state = nullptr;
+    {
+      std::lock_guard lock(contexts_mutex_);
+      auto& slot = states_[context];
+      if (!slot) slot = std::make_unique<ContextState>();
+      state = slot.get();
+    }
+    std::lock_guard lock(state->mutex);
+    if (!state->ready && state->why_not.empty()) load_module(ordinal, context, *state);
+    if (!state->ready) {
+      *why = state->why_not;
+      return false;
+    }
+    *out = state;
+    return true;
+  }
+
+  // Chooses the cubin for the device (PTX as the fallback), verifies it and
+  // loads it into `context`; the reasons of every failed candidate are kept.
+  void load_module(int ordinal, CUcontext context, ContextState& state) {
+    const drv::Api& a = api();
+    DeviceInfo info;
+    std::string why;
+    if (!driver().device_info(ordinal, &info, &why)) {
+      state.why_not = why;
+      return;
+    }
+    const KernelManifest& manifest = loaded_manifest().manifest;
+    const ArtifactStore& store = active_artifact_store();
+    const int cc = info.cc_major * 10 + info.cc_minor;
+    const auto candidates = artifact_candidates(manifest, cc);
+    if (candidates.empty()) {
+      state.why_not = store.describe() + " has no cubin for " + info.arch() + " (" + info.name +
+                      ") and no PTX it can compile";
+      return;
+    }
+    if (a.cuCtxPushCurrent(context) != drv::CUDA_SUCCESS) {
+      state.why_not = "cannot make the primary context current";
+      return;
+    }
+    std::string reasons;
+    for (const ArtifactEntry* entry : candidates) {
+      std::vector<uint8_t> bytes;
+      if (!store.read(entry->file, &bytes, &why) || !verify_artifact(*entry, bytes, &why)) {
+        reasons += (reasons.empty() ? "" : "; ") + why;
+        continue;
+      }
+      if (entry->kind == ArtifactKind::kPtx) bytes.push_back(0);  // the JIT reads a C string
+      char log[4096] = {};
+      drv::CUjit_option options[] = {drv::CU_JIT_ERROR_LOG_BUFFER, drv::CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
+      void* values[] = {log, reinterpret_cast<void*>(static_cast<uintptr_t>(sizeof log - 1))};
+      drv::CUmodule module = nullptr;
+      const CUresult r = a.cuModuleLoadDataEx(&module, bytes.data(), 2, options, values);
+      if (r != drv::CUDA_SUCCESS) {
+        reasons += (reasons.empty() ? "" : "; ") + entry->file + ": " + driver().error("cuModuleLoadDataEx", r) +
+                   (log[0] ? std::string(" (") + log + ")" : std::string());
+        continue;
+      }
+      bool all_found = true;
+      for (const KernelEntry& k : manifest.kernels) {
+        CUfunction f = nullptr;
+        const CUresult rf = a.cuModuleGetFunction(&f, module, k.name.c_str());
+        if (rf != drv::CUDA_SUCCESS) {
+          reasons += (reasons.empty() ? "" : "; ") + entry->file + ": " +
+                     driver().error("cuModuleGetFunction(" + k.name + ")", rf);
+          all_found = false;
+          break;
+        }
+        state.kernels[k.name] = Kernel{f, k.num_trailing_scratch_ptrs};
+      }
+      if (!all_found) {
+        state.kernels.clear();
+        a.cuModuleUnload(module);
+        continue;
+      }
+      state.module = module;
+      state.arch = entry->kind == ArtifactKind::kPtx ? entry->arch + " (PTX)" : entry->arch;
+      state.ready = true;
+      break;
+    }
+    CUcontext popped = nullptr;
+    a.cuCtxPopCurrent(&popped);
+    if (!state.ready) state.why_not = "no usable kernel image for " + info.arch() + ": " + reasons;
+  }
+
+  static const Kernel* find_kernel(const ContextState& state, const std::string& name) {
+    auto it = state.kernels.find(name);
+    return it == state.kernels.end() ? nullptr : &it->second;
+  }
+
+  static bool ensure_device(CUdeviceptr* ptr, size_t* bytes, size_t needed, std::string* why) {
+    if (*bytes >= needed && *ptr != 0) return true;
+    const drv::Api& a = api();
+    if (*ptr != 0) a.cuMemFree(*ptr);  // stream-ordered users were synchronised (reduce ends with a sync)
+    *ptr = 0;
+    *bytes = 0;
+    const size_t size = std::max<size_t>(needed, 4096);
+    const CUresult r = a.cuMemAlloc(ptr, size);
+    if (r != drv::CUDA_SUCCESS) {
+      *why = driver().error("cuMemAlloc", r) + " (" + std::to_string(size) + " bytes of workspace)";
+      *ptr = 0;
+      return false;
+    }
+    *bytes = size;
+    return true;
+  }
+
+  static bool ensure_host_results(ContextState& state, size_t needed, std::string* why) {
+    if (state.host_results_bytes >= needed) return true;
+    const drv::Api& a = api();
+    if (state.host_results != nullptr) a.cuMemFreeHost(state.host_results);
+    state.host_results = nullptr;
+    state.host_results_bytes = 0;
+    const size_t size = std::max<size_t>(needed, 4096);
+    const CUresult r = a.cuMemAllocHost(&state.host_results, size);
+    if (r != drv::CUDA_SUCCESS) {
+      *why = driver().error("cuMemAllocHost", r);
+      return false;
+    }
+    state.host_results_bytes = size;
+    return true;
+  }
+
+  static bool is_device_memory(const void* p) {
+    unsigned memory_type = 0;
+    const CUresult r = api().cuPointerGetAttribute(&memory_type, drv::CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+                                                   reinterpret_cast<CUdeviceptr>(p));
+    return r == drv::CUDA_SUCCESS &&
+           (memory_type == drv::CU_MEMORYTYPE_DEVICE || memory_type == drv::CU_MEMORYTYPE_UNIFIED);
+  }
+
+  // A host pointer handed to a kernel is an illegal address that poisons the
+  // context, so each tensor's parameter and gradient are checked (one cheap
+  // driver query each; the remaining buffers are the caller's contract).
+  static int check_device_pointers(std::span<const luminav_tensor> tensors) {
+    for (size_t j = 0; j < tensors.size(); ++j) {
+      if (!is_device_memory(tensors[j].param) || !is_device_memory(tensors[j].grad)) {
+        return fail(LUMINAV_STATUS_INVALID_ARGUMENT,
+                    "tensors[" + std::to_string(j) +
+                        "]: param/grad are not CUDA device memory (device_type is CUDA)");
+      }
+    }
+    return LUMINAV_STATUS_OK;
+  }
+
+  static bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
+
+  // Runs body(first_index, params) over launches: consecutive tensors of the
+  // same dtype pair, at most kMaxSlots per launch and < 2^31 blocks.
+  template <class Body>
+  static int for_each_batch(std::span<const luminav_tensor> tensors,
+                            std::span<const core::TensorGlobals> globals, uint32_t tile_elems,
+                            const LaunchParams& base, Body body) {
+    constexpr uint64_t kMaxBlocks = (1ull << 31) - 1;
+    size_t j = 0;
+    while (j < tensors.size()) {
+      LaunchParams p = base;
+      p.num_slots = 0;
+      p.first_tile[0] = 0;
+      const size_t first = j;
+      uint64_t tiles = 0;
+      while (j < tensors.size() && p.num_slots < kMaxSlots &&
+             tensors[j].param_dtype == tensors[first].param_dtype &&
+             tensors[j].grad_dtype == tensors[first].grad_dtype) {
+        const luminav_tensor& t = tensors[j];
+        // An empty tensor keeps its slot with no tiles (slot i is tensor first + i).
+        const uint64_t n_tiles = (t.num_elements + tile_elems - 1) / tile_elems;
+        if (tiles + n_tiles > kMaxBlocks) {
+          if (p.num_slots == 0) return fail(LUMINAV_STATUS_INVALID_ARGUMENT, "tensor too large for one launch");
+          break;
+        }
+        TensorSlot& s = p.slots[p.num_slots];
+        s.param = t.param;
+        s.grad = t.grad;
+        s.exp_avg = t.exp_avg;
+        s.exp_avg_sq = t.exp_avg_sq;
+        s.master = t.master;
+        s.num_elements = t.num_elements;
+        s.index_offset = t.index_offset;
+        s.seed = t.seed;
+        s.second_moment = globals[j].second_moment;
+        s.cautious_scale = globals[j].cautious_scale;
+        s.bound_scale = globals[j].bound_scale;
+        s.vector_ok = aligned16(t.param) && aligned16(t.grad) && aligned16(t.exp_avg) &&
+                      (base.k.tdclm || aligned16(t.exp_avg_sq)) && (t.master == nullptr || aligned16(t.master));
+        tiles += n_tiles;
+        ++p.num_slots;
+        p.first_tile[p.num_slots] = static_cast<uint32_t>(tiles);
+        ++j;
+      }
+      if (tiles == 0) continue;  // only empty tensors
+      if (int code = body(first, p); code != LUMINAV_STATUS_OK) return code;
+    }
+    return LUMINAV_STATUS_OK;
+  }
+
+  static int launch(const Kernel& kernel, uint32_t blocks, const LaunchParams& params, CUstream stream) {
+    void* user_args[] = {const_cast<LaunchParams*>(&params)};
+    std::vector<void*> args = pack_triton_abi_args(user_args, kernel.trailing_scratch_ptrs);
+    const CUresult r = api().cuLaunchKernel(kernel.function, blocks, 1, 1, kBlockSize, 1, 1, 0, stream,
+                                            args.data(), nullptr);
+    if (r != drv::CUDA_SUCCESS) return fail(LUMINAV_STATUS_DRIVER_ERROR, driver().error("cuLaunchKernel", r));
+    return LUMINAV_STATUS_OK;
+  }
+
+  std::mutex contexts_mutex_;
+  std::map<int, CUcontext> primary_;
+  std::map<CUcontext, std::unique_ptr<ContextState>> states_;
+};
+
+}  // namespace
+}  // namespace cuda
+
+std::unique_ptr<Backend> make_cuda_backend() { return std::make_unique<cuda::CudaBackend>(); }
+
+}  // namespace luminav
