@@ -39,7 +39,8 @@ enum luminav_status {
   LUMINAV_STATUS_INTERNAL = 6
 };
 const char* luminav_status_name(int status);
-/* The calling thread's last error message ("" when none). */
+/* The calling thread's last error message ("" when none). The pointer stays
+ * valid until that thread's next failing call. */
 const char* luminav_last_error_message(void);
 
 enum luminav_dtype { LUMINAV_DTYPE_F32 = 0, LUMINAV_DTYPE_BF16 = 1, LUMINAV_DTYPE_F16 = 2 };
