@@ -1,0 +1,423 @@
+"""LuminaV as a torch.optim.Optimizer: param groups, closure, state_dict, master weights, sharded tensors.
+
+Each ``step()`` validates every parameter first, then makes one native
+multi-tensor call per (param group, device, step count): usually one call
+per group. Sharded DTensor parameters (FSDP2, Shard(0) placements) take the
+pass-1/pass-2 route of the C API: their partial sums are all-reduced over the
+parameter's process group between the rounds, so TD-CLM, the cautious mask
+and the tensor bound see the whole logical tensor.
+
+Note [atomic step]: a step either updates every parameter or none. New state
+is staged and committed only after success; when a step needs more than one
+native call, every gradient is checked for NaN/Inf before the first call
+(sharded gradients through the all-reduced count of round 0, so that every
+rank reaches the same decision).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable
+
+import torch
+from torch.optim import Optimizer
+
+from . import _native
+from .optim import (_FLOAT_DTYPES, DTYPE_F32, Buffer, NonFiniteGradientError, check_no_overlap,
+                    cuda_stream_handle, describe_buffer, make_hyperparams, raise_for_status,
+                    run_options)
+
+__all__ = ["LuminaV"]
+
+_MODES = {"clm": 2, "tdclm": 1}
+_BOUNDS = {None: 0, "tensor": 1, "element": 2}
+_F32_ONLY = frozenset({DTYPE_F32})
+_STATE_F32_KEYS = ("exp_avg", "exp_avg_sq", "master")
+
+
+def derive_seed(user_seed: int, position: int) -> int:
+    """Per-parameter stochastic-rounding seed from the user's seed and the parameter's position.
+
+    A SplitMix64 step over both, kept to 63 bits so that it fits the int64
+    tensor it is saved in.
+    """
+    mask = (1 << 64) - 1
+    z = (int(user_seed) * 0xD1B54A32D192ED03 + (position + 1) * 0x9E3779B97F4A7C15) & mask
+    z ^= z >> 30
+    z = (z * 0xBF58476D1CE4E5B9) & mask
+    z ^= z >> 27
+    z = (z * 0x94D049BB133111EB) & mask
+    z ^= z >> 31
+    return z & ((1 << 63) - 1)
+
+
+@dataclass
+class _Shard:
+    """Where a DTensor's local shard sits in the logical tensor."""
+
+    index_offset: int
+    logical_numel: int
+    group: Any  # the process group of the sharded mesh dimension
+
+
+@dataclass
+class _Entry:
+    """One parameter ready for a native call."""
+
+    param: torch.Tensor
+    name: str
+    local_param: torch.Tensor
+    local_grad: torch.Tensor
+    state: dict
+    step: int          # t of this step
+    shard: _Shard | None
+    buffers: list[Buffer] = field(default_factory=list)
+    desc: Any = None
+
+
+def _local(tensor: torch.Tensor) -> torch.Tensor:
+    return tensor.to_local() if _is_dtensor(tensor) else tensor
+
+
+def _is_dtensor(tensor) -> bool:
+    try:
+        from torch.distributed.tensor import DTensor
+    except ImportError:  # torch built without distributed
+        return False
+    return isinstance(tensor, DTensor)
+
+
+def _shard_of(param, name: str) -> _Shard | None:
+    """The shard layout of a DTensor parameter (None for a plain or replicated tensor)."""
+    if not _is_dtensor(param):
+        return None
+    from torch.distributed.tensor import Replicate, Shard
+    from torch.distributed.tensor._utils import compute_local_shape_and_global_offset
+    placements = list(param.placements)
+    sharded = [i for i, pl in enumerate(placements) if not isinstance(pl, Replicate)]
+    if not sharded:
+        return None
+    if len(sharded) > 1 or not isinstance(placements[sharded[0]], Shard) or placements[sharded[0]].dim != 0:
+        raise ValueError(f"{name}: DTensor placements {placements} are not supported; LuminaV handles "
+                         "Shard(0) on one mesh dimension (FSDP2's layout) and Replicate")
+    _, offset = compute_local_shape_and_global_offset(param.shape, param.device_mesh, placements)
+    row = 1
+    for size in param.shape[1:]:
+        row *= size
+    return _Shard(index_offset=int(offset[0]) * row if param.dim() else 0, logical_numel=param.numel(),
+                  group=param.device_mesh.get_group(sharded[0]))
+
+
+class LuminaV(Optimizer):
+    """The LuminaV optimizer (CLM or TD-CLM), a drop-in replacement for ``torch.optim.AdamW``.
+
+    With the defaults (``mode="clm"``, no ``tau``/``lam``/``cautious``/bound)
+    it computes exactly AdamW's update. ``master_weights=None`` keeps fp32
+    master weights for bf16/fp16 parameters (written back by stochastic
+    rounding, keyed on a per-parameter seed saved in the state). A NaN/Inf
+    gradient raises :class:`~luminamoon.optim.NonFiniteGradientError` naming
+    the parameter and leaves parameters and state unchanged; with
+    ``skip_nonfinite=True`` the step is skipped instead (``skipped_steps``
+    counts them). State follows AdamW's names (``step``, ``exp_avg``,
+    ``exp_avg_sq``; TD-CLM keeps its scalar ``s`` in ``exp_avg_sq``) plus
+    ``master`` and ``seed``; an AdamW checkpoint loads and continues.
+    """
+
+    def __init__(self, params: Iterable, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
+                 eps: float = 1e-8, weight_decay: float = 0.01, mode: str = "clm", tau: float = 0.0,
+                 lam: float = 0.0, cautious: bool = False, bound: str | None = None,
+                 bound_ratio: float | None = None, master_weights: bool | None = None,
+                 stochastic_rounding: bool = True, seed: int = 0, check_finite: bool = True,
+                 backend: str = "auto", *, skip_nonfinite: bool = False):
+        defaults = dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay, mode=mode, tau=tau,
+                        lam=lam, cautious=bool(cautious), bound=bound, bound_ratio=bound_ratio,
+                        master_weights=master_weights, stochastic_rounding=bool(stochastic_rounding),
+                        seed=int(seed), check_finite=bool(check_finite), backend=backend)
+        self.skip_nonfinite = bool(skip_nonfinite)
+        self.skipped_steps = 0
+        self.last_native_calls = 0
+        super().__init__(params, defaults)
+
+    # ---- groups ---------------------------------------------------------------------
+
+    def add_param_group(self, param_group: dict[str, Any]) -> None:
+        super().add_param_group(param_group)
+        group = self.param_groups[-1]
+        try:
+            for i, p in enumerate(group["params"]):
+                if p.is_complex():
+                    raise ValueError(f"{self._name(group, i)}: complex parameters are not supported "
+                                     f"(dtype {p.dtype})")
+                if p.layout != torch.strided:
+                    raise ValueError(f"{self._name(group, i)}: {p.layout} parameters are not supported")
+                if p.dtype not in (torch.float32, torch.bfloat16, torch.float16):
+                    raise ValueError(f"{self._name(group, i)}: dtype {p.dtype} is not supported "
+                                     "(float32, bfloat16, float16)")
+            # Hyperparameter ranges are the C library's to check: a call with no tensors validates them.
+            status, message = _native.step_multi(self._hyperparams(group, 1), [], _native.RunOptions("auto"))
+            raise_for_status(status, message)
+        except Exception:
+            self.param_groups.pop()
+            raise
+
+    @staticmethod
+    def _hyperparams(group: dict, step: int):
+        if group["mode"] not in _MODES:
+            raise ValueError(f"mode must be 'clm' or 'tdclm' (got {group['mode']!r})")
+        if group["bound"] not in _BOUNDS:
+            raise ValueError(f"bound must be None, 'tensor' or 'element' (got {group['bound']!r})")
+        ratio = group["bound_ratio"]
+        if group["bound"] is not None and ratio is None:
+            raise ValueError(f"bound_ratio is required with bound={group['bound']!r}")
+        beta1, beta2 = group["betas"]
+        return make_hyperparams(
+            lr=float(group["lr"]), beta1=float(beta1), beta2=float(beta2), eps=group["eps"],
+            weight_decay=group["weight_decay"], tau=group["tau"], lam=group["lam"],
+            buffer_mode=_MODES[group["mode"]], cautious=group["cautious"], bound_mode=_BOUNDS[group["bound"]],
+            bound_ratio=0.0 if ratio is None else ratio, step=step, check_finite=group["check_finite"],
+            stochastic_rounding=group["stochastic_rounding"])
+
+    @staticmethod
+    def _name(group: dict, index: int) -> str:
+        names = group.get("param_names")
+        if names is not None and index < len(names):
+            return f"parameter '{names[index]}'"
+        p = group["params"][index]
+        return f"parameter {index} of its group (shape {tuple(p.shape)}, {p.dtype})"
+
+    def _position(self, param) -> int:
+        position = 0
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p is param:
+                    return position
+                position += 1
+        raise KeyError("parameter not in this optimizer")
+
+    # ---- state ----------------------------------------------------------------------
+
+    def _new_state(self, group: dict, param: torch.Tensor) -> dict:
+        wants_master = group["master_weights"]
+        if wants_master is None:
+            wants_master = param.dtype in (torch.bfloat16, torch.float16)
+        state = {
+            "step": torch.tensor(0, dtype=torch.int64),
+            "exp_avg": torch.zeros_like(param, dtype=torch.float32, memory_format=torch.contiguous_format),
+            "exp_avg_sq": (torch.zeros_like(param, dtype=torch.float32, memory_format=torch.contiguous_format)
+                           if group["mode"] == "clm" else
+                           torch.zeros((), dtype=torch.float32, device=_local(param).device)),
+            "seed": torch.tensor(derive_seed(group["seed"], self._position(param)), dtype=torch.int64),
+        }
+        if wants_master and param.dtype != torch.float32:
+            state["master"] = param.detach().to(dtype=torch.float32, memory_format=torch.contiguous_format,
+                                                copy=True)
+        return state
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        """Loads a LuminaV or AdamW state dict; fp32 state stays fp32 (torch would cast it to the param dtype)."""
+        saved_groups = state_dict["param_groups"]
+        id_map = {old_id: p for old, new in zip(saved_groups, self.param_groups)
+                  for old_id, p in zip(old["params"], new["params"])}
+        saved_state = state_dict["state"]
+        super().load_state_dict(state_dict)
+        for group in self.param_groups:
+            for key, value in self.defaults.items():
+                group.setdefault(key, value)  # an AdamW group lacks LuminaV's options
+        for old_id, p in id_map.items():
+            if old_id not in saved_state:
+                continue
+            original, state = saved_state[old_id], self.state[p]
+            group = next(g for g in self.param_groups if any(q is p for q in g["params"]))
+            for key in _STATE_F32_KEYS:
+                if key in original:
+                    state[key] = original[key].detach().to(device=p.device, dtype=torch.float32, copy=True)
+            state["step"] = torch.tensor(int(original.get("step", 0)), dtype=torch.int64)
+            if "seed" not in state:
+                state["seed"] = torch.tensor(derive_seed(group["seed"], self._position(p)), dtype=torch.int64)
+            if group["mode"] == "tdclm" and state["exp_avg_sq"].numel() != 1:
+                # An AdamW (or CLM) checkpoint: s estimates mean(g^2), the mean of v.
+                state["exp_avg_sq"] = _local(state["exp_avg_sq"]).mean().reshape(()).clone()
+            if "master" not in state and p.dtype != torch.float32 and (
+                    group["master_weights"] or group["master_weights"] is None):
+                state["master"] = p.detach().to(torch.float32, copy=True)
+
+    # ---- the step -------------------------------------------------------------------
+
+    @torch.no_grad()
+    def step(self, closure: Callable[[], Any] | None = None):
+        """One optimizer step (AdamW's closure convention); returns the closure's loss."""
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        entries_by_group, staged = self._collect()
+        try:
+            self._run(entries_by_group)
+        except NonFiniteGradientError:
+            if not self.skip_nonfinite:
+                raise
+            self.skipped_steps += 1
+            return loss
+        for p, state in staged.items():
+            self.state[p] = state
+        for entries in entries_by_group.values():
+            for e in entries:
+                e.state["step"].fill_(e.step)
+        return loss
+
+    def _collect(self):
+        """Validates every parameter with a gradient; stages new state (committed on success)."""
+        entries_by_group: dict[int, list[_Entry]] = {}
+        staged: dict[torch.Tensor, dict] = {}
+        all_buffers: list[Buffer] = []
+        for gi, group in enumerate(self.param_groups):
+            entries = []
+            for pi, p in enumerate(group["params"]):
+                if p.grad is None:
+                    continue
+                name = self._name(group, pi)
+                grad = p.grad
+                if grad.is_sparse or grad.layout != torch.strided:
+                    raise ValueError(f"{name}: LuminaV does not support sparse gradients ({grad.layout})")
+                if grad.is_complex():
+                    raise ValueError(f"{name}: complex gradients are not supported")
+                state = self.state.get(p)
+                if not state:
+                    state = staged[p] = self._new_state(group, p)
+                self._check_state(group, p, state, name)
+                local_p, local_g = _local(p), _local(grad)
+                if not local_g.is_contiguous():
+                    local_g = local_g.contiguous()  # read-only: a dense copy is as good
+                shard = _shard_of(p, name)
+                entry = _Entry(p, name, local_p, local_g, state, int(state["step"]) + 1, shard)
+                self._describe(entry)
+                all_buffers.extend(entry.buffers)
+                entries.append(entry)
+            if entries:
+                entries_by_group[gi] = entries
+        check_no_overlap(all_buffers)
+        return entries_by_group, staged
+
+    @staticmethod
+    def _check_state(group, p, state, name):
+        want = 1 if group["mode"] == "tdclm" else p.numel()
+        if state["exp_avg_sq"].numel() != want:
+            raise ValueError(f"{name}: exp_avg_sq holds {state['exp_avg_sq'].numel()} values but mode "
+                             f"{group['mode']!r} needs {want}; the mode cannot change during training")
+
+    def _describe(self, e: _Entry) -> None:
+        p = e.local_param
+        if p.device.type not in ("cpu", "cuda"):
+            accelerator = torch.accelerator.current_accelerator() if torch.accelerator.is_available() else None
+            what = " (this machine's torch.accelerator)" if accelerator == p.device.type else ""
+            raise ValueError(f"{e.name} is on device '{p.device}'{what}, which no LuminaV backend serves "
+                             "(supported: cpu, cuda)")
+        if e.local_grad.device != p.device:
+            raise ValueError(f"{e.name}: the gradient is on {e.local_grad.device}, the parameter on {p.device}")
+        param = describe_buffer(p, f"{e.name}.param", _FLOAT_DTYPES, writable=True)
+        grad = describe_buffer(e.local_grad, f"{e.name}.grad", _FLOAT_DTYPES, writable=False)
+        exp_avg = describe_buffer(_local(e.state["exp_avg"]), f"{e.name}.exp_avg", _F32_ONLY, writable=True)
+        exp_avg_sq = describe_buffer(_local(e.state["exp_avg_sq"]), f"{e.name}.exp_avg_sq", _F32_ONLY,
+                                     writable=True)
+        master = e.state.get("master")
+        master_buf = (describe_buffer(_local(master), f"{e.name}.master", _F32_ONLY, writable=True)
+                      if master is not None else None)
+        e.buffers = [b for b in (param, grad, exp_avg, exp_avg_sq, master_buf) if b is not None]
+        if len({b.device_label for b in e.buffers}) != 1:
+            raise ValueError(f"{e.name}: parameter, gradient and state are on different devices: "
+                             + ", ".join(f"{b.name} on {b.device_label}" for b in e.buffers))
+        e.desc = _native.TensorDesc(param.ptr, grad.ptr, exp_avg.ptr, exp_avg_sq.ptr,
+                                    master_buf.ptr if master_buf else 0, param.numel,
+                                    e.shard.index_offset if e.shard else 0, int(e.state["seed"]),
+                                    param.dtype, grad.dtype)
+
+    def _run(self, entries_by_group: dict[int, list[_Entry]]) -> None:
+        calls = []      # (group, hp, entries, options): one native multi-tensor call each
+        sharded = []    # (group, hp, entries, options): the pass-split route
+        for gi, entries in entries_by_group.items():
+            group = self.param_groups[gi]
+            buckets: dict[tuple, list[_Entry]] = {}
+            for e in entries:
+                key = (e.buffers[0].device_label, e.step, e.shard is not None)
+                buckets.setdefault(key, []).append(e)
+            for (label, t, is_sharded), bucket in buckets.items():
+                hp = self._hyperparams(group, t)
+                first = bucket[0].buffers[0]
+                stream = cuda_stream_handle(first.device_index) if label.startswith("cuda") else 0
+                options = run_options(first.device_type, first.device_index, group["backend"], stream)
+                (sharded if is_sharded else calls).append((group, hp, bucket, options))
+
+        # Pass 1 of sharded tensors (collectives; every rank reaches the same verdict).
+        sharded_globals = [self._sharded_globals(*item) for item in sharded]
+        if len(calls) > 1 or (calls and sharded):
+            self._check_finite_first(calls)
+        for (group, hp, bucket, options), globals_ in zip(sharded, sharded_globals):
+            for e, g in zip(bucket, globals_):
+                status, message = _native.apply(hp, e.desc, g, options)
+                raise_for_status(status, message)
+        self.last_native_calls = len(calls) + sum(len(item[2]) for item in sharded)
+        for group, hp, bucket, options in calls:
+            status, message = _native.step_multi(hp, [e.desc for e in bucket], options)
+            if status == _native.STATUS_NONFINITE_GRAD:
+                self._raise_nonfinite(bucket, message)
+            raise_for_status(status, message)
+
+    def _check_finite_first(self, calls) -> None:
+        for group, _, bucket, _ in calls:
+            if group["check_finite"]:
+                bad = [e for e in bucket if not bool(torch.isfinite(e.local_grad).all())]
+                if bad:
+                    self._raise_nonfinite(bad, "non-finite gradient; nothing was written")
+
+    @staticmethod
+    def _raise_nonfinite(entries: list[_Entry], message: str):
+        bad = [e.name for e in entries if not bool(torch.isfinite(e.local_grad).all())] or \
+              [e.name for e in entries]
+        raise NonFiniteGradientError(f"NaN or Inf in the gradient of {', '.join(bad)} ({message}); "
+                                     "parameters and optimizer state are unchanged", bad[0])
+
+    def _sharded_globals(self, group, hp, bucket: list[_Entry], options) -> list:
+        """Pass 1 of sharded parameters: reduce, all-reduce (SUM) over each process group, finalize."""
+        import torch.distributed as dist
+        rounds = _native.reduction_rounds(hp)
+        if rounds < 0:
+            raise_for_status(-rounds, "invalid hyperparameters")
+        globals_ = [_native.Globals() for _ in bucket]
+        s_old = [float(_local(e.state["exp_avg_sq"]).reshape(-1)[0]) if group["mode"] == "tdclm" else 0.0
+                 for e in bucket]
+        if rounds == 0:
+            for i, e in enumerate(bucket):
+                status, message, globals_[i] = _native.finalize(hp, _native.Partials(), e.shard.logical_numel,
+                                                                0, s_old[i], globals_[i])
+                raise_for_status(status, message)
+            return globals_
+        by_group: dict[Any, list[int]] = {}
+        for i, e in enumerate(bucket):
+            by_group.setdefault(e.shard.group, []).append(i)
+        for r in range(rounds):
+            rows = []
+            for i, e in enumerate(bucket):
+                status, message, part = _native.reduce(hp, e.desc, r, globals_[i], options)
+                raise_for_status(status, message)
+                rows.append([part.nonfinite_count, part.agree_count, part.grad_sq_sum, part.update_sq_sum,
+                             part.weight_sq_sum])
+            # float64 carries the counts exactly below 2^53 elements.
+            packed = torch.tensor(rows, dtype=torch.float64)
+            for pg, idx in by_group.items():
+                device = "cuda" if dist.get_backend(pg) == "nccl" else "cpu"
+                part_sum = packed[idx].to(device)
+                dist.all_reduce(part_sum, op=dist.ReduceOp.SUM, group=pg)
+                packed[idx] = part_sum.cpu()
+            verdicts = []
+            for i, e in enumerate(bucket):
+                total = _native.Partials()
+                total.nonfinite_count, total.agree_count = int(packed[i, 0]), int(packed[i, 1])
+                total.grad_sq_sum, total.update_sq_sum, total.weight_sq_sum = (float(v) for v in packed[i, 2:])
+                status, message, globals_[i] = _native.finalize(hp, total, e.shard.logical_numel, r, s_old[i],
+                                                                globals_[i])
+                verdicts.append((status, message, e))
+            for status, message, e in verdicts:
+                if status == _native.STATUS_NONFINITE_GRAD:
+                    raise NonFiniteGradientError(f"NaN or Inf in the gradient of {e.name} (sharded; {message}); "
+                                                 "parameters and optimizer state are unchanged", e.name)
+                raise_for_status(status, message)
+        return globals_
