@@ -5,6 +5,7 @@
 
 #include <cmath>
 
+#include "optim/core/dtype_dispatch.h"
 #include "optim/core/element_io.h"
 #include "optim/core/reduction_rounds.h"
 #include "optim/core/update_math.h"
@@ -70,23 +71,6 @@ void apply_tensor(const StepConstants& k, const luminav_tensor& t, const TensorG
   if (k.tdclm && n > 0) t.exp_avg_sq[0] = gl.second_moment;
 }
 
-// Calls F::template run<P, G>() for the tensor's dtypes (validated before).
-template <class F>
-void with_dtypes(const luminav_tensor& t, F&& f) {
-  auto with_grad = [&]<int P>() {
-    switch (t.grad_dtype) {
-      case LUMINAV_DTYPE_F32: f.template operator()<P, LUMINAV_DTYPE_F32>(); break;
-      case LUMINAV_DTYPE_BF16: f.template operator()<P, LUMINAV_DTYPE_BF16>(); break;
-      default: f.template operator()<P, LUMINAV_DTYPE_F16>(); break;
-    }
-  };
-  switch (t.param_dtype) {
-    case LUMINAV_DTYPE_F32: with_grad.template operator()<LUMINAV_DTYPE_F32>(); break;
-    case LUMINAV_DTYPE_BF16: with_grad.template operator()<LUMINAV_DTYPE_BF16>(); break;
-    default: with_grad.template operator()<LUMINAV_DTYPE_F16>(); break;
-  }
-}
-
 class ScalarBackend final : public Backend {
  public:
   std::string_view name() const override { return "scalar"; }
@@ -101,7 +85,7 @@ class ScalarBackend final : public Backend {
              const ExecContext&) override {
     for (size_t ti = 0; ti < tensors.size(); ++ti) {
       out[ti] = luminav_partials{};
-      with_dtypes(tensors[ti], [&]<int P, int G>() {
+      core::with_dtypes(tensors[ti], [&]<int P, int G>() {
         reduce_tensor<P, G>(k, tensors[ti], round, globals[ti], out[ti]);
       });
     }
@@ -111,7 +95,7 @@ class ScalarBackend final : public Backend {
   int apply(const StepConstants& k, std::span<const luminav_tensor> tensors,
             std::span<const TensorGlobals> globals, const ExecContext&) override {
     for (size_t ti = 0; ti < tensors.size(); ++ti) {
-      with_dtypes(tensors[ti], [&]<int P, int G>() { apply_tensor<P, G>(k, tensors[ti], globals[ti]); });
+      core::with_dtypes(tensors[ti], [&]<int P, int G>() { apply_tensor<P, G>(k, tensors[ti], globals[ti]); });
     }
     return LUMINAV_STATUS_OK;
   }
