@@ -49,7 +49,7 @@ class MinHasher {
   const MinHashPermutations& permutations() const { return perms_; }
 
   // Signatures of every document, row-major: out[i * num_perm + k].
-  // num_threads 0: oneTBB's default. The result does not depend on it.
+  // num_threads 0: data_num_threads(). The result does not depend on it.
   void signatures(const TextBatchView& batch, std::span<uint64_t> out, int num_threads = 0,
                   MinHashKernel kernel = MinHashKernel::kAuto) const;
   void signature(std::string_view text, std::span<uint64_t> out,

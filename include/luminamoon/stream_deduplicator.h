@@ -26,7 +26,7 @@ struct StreamDeduplicatorOptions {
   // array beside the hash slots (the hash set alone stays <= 16 B/document).
   bool track_matches = true;
   WalOptions wal;  // wal.path empty: in memory only
-  int num_threads = 0;  // hashing threads; 0: oneTBB's default
+  int num_threads = 0;  // hashing threads; 0: data_num_threads() (data_threads.h)
 };
 
 // The value `matched` holds for a kept document.

@@ -14,6 +14,7 @@
 #include "data/dedup/hash_key_set.h"
 #include "data/dedup/text_normalize.h"
 #include "luminamoon/data_error.h"
+#include "luminamoon/data_threads.h"
 
 namespace luminamoon {
 namespace {
@@ -98,9 +99,8 @@ void StreamDeduplicator::add(const TextBatchView& batch, std::span<const int64_t
   if (batch.total_bytes() < (size_t{1} << 20)) {
     hash_range(tbb::blocked_range<size_t>(0, batch.size));
   } else {
-    int threads = impl_->options.num_threads > 0 ? impl_->options.num_threads
-                                                 : tbb::task_arena::automatic;
-    tbb::task_arena arena(threads);
+    tbb::task_arena arena(impl_->options.num_threads > 0 ? impl_->options.num_threads
+                                                         : data_num_threads());
     arena.execute([&] {
       tbb::parallel_for(tbb::blocked_range<size_t>(0, batch.size, 256), hash_range);
     });

@@ -10,6 +10,7 @@
 #include "data/dedup/text_normalize.h"
 #include "data/minhash/minhash_kernel.h"
 #include "luminamoon/data_error.h"
+#include "luminamoon/data_threads.h"
 #include "luminamoon/minhash_lsh.h"
 
 namespace luminamoon {
@@ -86,11 +87,12 @@ void MinHasher::signatures(const TextBatchView& batch, std::span<uint64_t> out, 
       signature(batch[i], out.subspan(i * width, width), kernel);
     }
   };
+  if (num_threads <= 0) num_threads = data_num_threads();
   if (num_threads == 1 || batch.size < 2) {
     sign_range(tbb::blocked_range<size_t>(0, batch.size));
     return;
   }
-  tbb::task_arena arena(num_threads > 0 ? num_threads : tbb::task_arena::automatic);
+  tbb::task_arena arena(num_threads > 0 ? num_threads : data_num_threads());
   arena.execute([&] { tbb::parallel_for(tbb::blocked_range<size_t>(0, batch.size, 16), sign_range); });
 }
 
