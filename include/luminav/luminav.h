@@ -131,6 +131,17 @@ typedef struct luminav_globals {
 int luminav_step(const luminav_hyperparams* hp, const luminav_tensor* tensor,
                  const luminav_options* options);
 
+/* Entry points for 16-bit parameters with gradients of the same dtype
+ * (bf16: uint16_t bit patterns of bfloat16; f16: IEEE binary16). `master`
+ * (fp32, N) may be NULL; `seed` keys stochastic rounding; the rest as in
+ * luminav_step (exp_avg_sq: N floats in CLM, the scalar s in TD-CLM). */
+int luminav_step_bf16(const luminav_hyperparams* hp, uint16_t* param, const uint16_t* grad,
+                      float* exp_avg, float* exp_avg_sq, float* master, size_t num_elements,
+                      uint64_t seed, const luminav_options* options);
+int luminav_step_f16(const luminav_hyperparams* hp, uint16_t* param, const uint16_t* grad,
+                     float* exp_avg, float* exp_avg_sq, float* master, size_t num_elements,
+                     uint64_t seed, const luminav_options* options);
+
 /* One step of `count` tensors sharing the hyperparameters, in one call. The
  * finite check covers every tensor before any is written: a non-finite
  * gradient anywhere leaves all of them untouched (the message names the

@@ -139,6 +139,64 @@ static void check_standalone_tdclm(void) {
   luminav_triton_engine_destroy(engine);
 }
 
+/* bf16 parameters and gradients with an fp32 master: the master follows the
+ * formulas; the bf16 parameter is the master rounded (within one bf16 ulp,
+ * 2^-7 relative). f16 without a master: within one f16 ulp (2^-10). */
+static float bf16_value(uint16_t h) {
+  uint32_t u = (uint32_t)h << 16;
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+
+static float f16_value(uint16_t h) {
+  int e = (h >> 10) & 0x1f, mant = h & 0x3ff;
+  float v = e ? ldexpf((float)(1024 + mant), e - 25) : ldexpf((float)mant, -24);
+  return (h & 0x8000) ? -v : v;
+}
+
+static void check_sixteen_bit_entry_points(void) {
+  uint16_t param[N], grad[N];
+  float m[N], v[N], master[N], master0[N];
+  int i;
+  for (i = 0; i < N; ++i) {
+    param[i] = (uint16_t)(0x3F80 + 3 * i); /* bf16 around 1.0 .. 1.2 */
+    grad[i] = (uint16_t)(0xBDCC + i);      /* bf16 around -0.1 */
+    master0[i] = master[i] = bf16_value(param[i]);
+    m[i] = 0.0f;
+    v[i] = 0.0f;
+  }
+  luminav_hyperparams hp;
+  luminav_hyperparams_init(&hp);
+  hp.lr = 0.01;
+  int status = luminav_step_bf16(&hp, param, grad, m, v, master, N, 1234, NULL);
+  CHECK(status == 0, "step_bf16: %s", luminav_last_error_message());
+  for (i = 0; i < N; ++i) {
+    double m_ref, v_ref, scale;
+    double x = reference_x(master0[i], bf16_value(grad[i]), 0, 0, hp.lr, hp.beta1, hp.beta2, hp.eps,
+                           hp.weight_decay, 1, &m_ref, &v_ref, &scale);
+    CHECK(fabs(master[i] - x) <= 1e-6 * scale, "master[%d] = %.9g, want %.9g", i, master[i], x);
+    CHECK(fabs(bf16_value(param[i]) - master[i]) <= fabs(master[i]) * 0x1p-7, "bf16 param[%d]", i);
+  }
+  for (i = 0; i < N; ++i) {
+    param[i] = (uint16_t)(0x3C00 + 17 * i); /* f16 around 1.0 */
+    grad[i] = (uint16_t)(0x2E66 + i);        /* f16 around 0.1 */
+    master0[i] = f16_value(param[i]);
+    m[i] = 0.0f;
+    v[i] = 0.0f;
+  }
+  status = luminav_step_f16(&hp, param, grad, m, v, NULL, N, 1234, NULL);
+  CHECK(status == 0, "step_f16: %s", luminav_last_error_message());
+  for (i = 0; i < N; ++i) {
+    double m_ref, v_ref, scale;
+    double x = reference_x(master0[i], f16_value(grad[i]), 0, 0, hp.lr, hp.beta1, hp.beta2, hp.eps,
+                           hp.weight_decay, 1, &m_ref, &v_ref, &scale);
+    CHECK(fabs(f16_value(param[i]) - x) <= fabs(x) * 0x1p-10 + 1e-6 * scale, "f16 param[%d] = %.9g, want %.9g",
+          i, f16_value(param[i]), x);
+    CHECK(fabs(m[i] - m_ref) <= 1e-6 * fabs(m_ref), "f16 m[%d]", i);
+  }
+}
+
 int main(void) {
   CHECK(strlen(luminav_version()) > 0, "empty version");
   CHECK(strcmp(luminav_status_name(LUMINAV_STATUS_NONFINITE_GRAD), "NONFINITE_GRAD") == 0, "name");
@@ -149,6 +207,7 @@ int main(void) {
   check_clm_step();
   check_rejected_call_writes_nothing();
   check_standalone_tdclm();
+  check_sixteen_bit_entry_points();
   if (failures) {
     fprintf(stderr, "%d failure(s)\n", failures);
     return 1;

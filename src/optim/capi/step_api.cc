@@ -39,6 +39,42 @@ LUMINAV_EXPORT int luminav_step(const luminav_hyperparams* hp, const luminav_ten
   });
 }
 
+namespace {
+
+int step_sixteen_bit(int dtype, const luminav_hyperparams* hp, uint16_t* param,
+                     const uint16_t* grad, float* exp_avg, float* exp_avg_sq, float* master,
+                     size_t num_elements, uint64_t seed, const luminav_options* options) {
+  luminav_tensor tensor{};
+  tensor.param = param;
+  tensor.grad = grad;
+  tensor.exp_avg = exp_avg;
+  tensor.exp_avg_sq = exp_avg_sq;
+  tensor.master = master;
+  tensor.num_elements = num_elements;
+  tensor.seed = seed;
+  tensor.param_dtype = dtype;
+  tensor.grad_dtype = dtype;
+  return guarded([&] { return dispatch::run_step(hp, &tensor, 1, options); });
+}
+
+}  // namespace
+
+LUMINAV_EXPORT int luminav_step_bf16(const luminav_hyperparams* hp, uint16_t* param,
+                                     const uint16_t* grad, float* exp_avg, float* exp_avg_sq,
+                                     float* master, size_t num_elements, uint64_t seed,
+                                     const luminav_options* options) {
+  return step_sixteen_bit(LUMINAV_DTYPE_BF16, hp, param, grad, exp_avg, exp_avg_sq, master,
+                          num_elements, seed, options);
+}
+
+LUMINAV_EXPORT int luminav_step_f16(const luminav_hyperparams* hp, uint16_t* param,
+                                    const uint16_t* grad, float* exp_avg, float* exp_avg_sq,
+                                    float* master, size_t num_elements, uint64_t seed,
+                                    const luminav_options* options) {
+  return step_sixteen_bit(LUMINAV_DTYPE_F16, hp, param, grad, exp_avg, exp_avg_sq, master,
+                          num_elements, seed, options);
+}
+
 LUMINAV_EXPORT int luminav_step_multi(const luminav_hyperparams* hp,
                                       const luminav_tensor* tensors, size_t count,
                                       const luminav_options* options) {

@@ -1,6 +1,7 @@
 // Backend registry (simdjson-style): built once, probed lazily, chosen per call.
 #include "optim/dispatch/registry.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -65,6 +66,7 @@ Slot& probed(size_t index) {
     }
     if (!slot.available && reason.empty()) reason = "not available on this machine";
     if (slot.available) reason.clear();
+    std::replace(reason.begin(), reason.end(), '\n', ' ');  // one line
     slot.why_not = std::move(reason);
   });
   return slot;
