@@ -43,8 +43,9 @@ class StreamDeduplicator {
   // occurrence (also within the batch), 0 for a duplicate. matched[i] (may be
   // empty) = the ref of the first occurrence for a drop, kNoMatch when kept or
   // when track_matches is off. refs (may be empty) = the caller's 64-bit id of
-  // each document (>= 0; e.g. a packed shard position); empty: the document's
-  // ordinal in the whole stream (documents added before it, across batches).
+  // each document (>= 0; e.g. a packed shard position); empty: the count of
+  // documents added to this object before it (across batches; it restarts at
+  // 0 after a reopen, so a resumed caller passes its own refs).
   void add(const TextBatchView& batch, std::span<const int64_t> refs, std::span<uint8_t> keep,
            std::span<int64_t> matched);
   // Same with precomputed keys (key_of()).

@@ -89,7 +89,9 @@ class StreamDeduplicator:
 
     def add(self, texts: Any, refs: Any = None) -> np.ndarray:
         """Keep mask (bool) of the batch, in stream order. refs: the caller's
-        int64 id of each text (>= 0); default the text's ordinal in the stream.
+        int64 id of each text (>= 0; e.g. a global row index or a packed shard
+        position); default: the count of texts this object was given before it
+        (which restarts at 0 in a resumed process: pass refs across resumes).
         The matched refs of the drops are left in ``last_matched``."""
         return self.add_with_matches(texts, refs)[0]
 
@@ -219,7 +221,8 @@ class MinHashLSH:
     def add(self, texts: Any, refs: Any = None) -> tuple[np.ndarray, np.ndarray]:
         """(keep mask, matched ref or -1): a text is dropped when it is a near
         duplicate of a document kept before it (earlier batches or earlier in
-        this batch)."""
+        this batch); matched is then that document's ref (the most similar one,
+        the earliest on a tie). refs as in StreamDeduplicator.add."""
         tensor = _as_tensor(texts)
         keep, matched, sim = self._l.add(tensor, _refs(refs, len(tensor)))
         self.last_similarity = sim

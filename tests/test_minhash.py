@@ -1,0 +1,220 @@
+"""MinHash signatures and the streaming LSH against a Python reference written
+from the spec (dedup_reference.py), estimated vs exact Jaccard within the
+binomial bound, determinism, index persistence and error paths."""
+from __future__ import annotations
+
+import math
+import random
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+pytest.importorskip("xxhash")
+data = pytest.importorskip("luminamoon.data")
+if not hasattr(data, "MinHashLSH"):
+    pytest.skip("luminamoon built without MinHash LSH", allow_module_level=True)
+
+import dedup_reference as ref  # noqa: E402
+
+VOCAB = ["alpha", "Beta", "gamma,", "DELTA", "eps.", "zeta", "éta", "θήτα", "iota!", "kappa",
+         "lambda\u2014mu", "nu\u2019s", "xi", "omicron", "pi", "rho", "sigma;", "tau", "upsilon", "phi"]
+
+
+def random_text(rng: random.Random, words: int) -> str:
+    seps = [" ", " ", " ", "  ", "\n", "\t", " - ", "\u00a0", "\u3000"]
+    return "".join(rng.choice(VOCAB) + str(rng.randrange(30)) + rng.choice(seps) for _ in range(words))
+
+
+def texts_for_tests(n: int = 40, seed: int = 0) -> list[str]:
+    rng = random.Random(seed)
+    out = ["", "one", "Two words", "exactly five words here now", "...,,,"]
+    out += [random_text(rng, rng.randint(1, 150)) for _ in range(n)]
+    return out
+
+
+def test_permutations_follow_the_documented_splitmix64():
+    lsh = data.MinHashLSH(num_perm=64)
+    a, b = lsh.permutations()
+    ra, rb = ref.permutations(64, seed=1)
+    assert a.tolist() == ra and b.tolist() == rb
+    a7, _ = data.MinHashLSH(num_perm=16, bands=2, rows=8, seed=7).permutations()
+    assert a7.tolist() == ref.permutations(16, seed=7)[0]
+
+
+def test_shingles_are_reference_word_ngrams():
+    lsh = data.MinHashLSH(ngram=3)
+    for t in texts_for_tests(10):
+        assert lsh.shingle_hashes(t).tolist() == ref.shingle_hashes(t, 3), t
+
+
+@pytest.mark.parametrize("num_perm,ngram,seed", [(64, 5, 1), (128, 3, 42), (20, 1, 5)])
+def test_signatures_equal_the_python_reference(num_perm, ngram, seed):
+    bands = 4 if num_perm % 4 == 0 else 2
+    lsh = data.MinHashLSH(num_perm=num_perm, bands=bands, rows=num_perm // bands // 2, ngram=ngram, seed=seed)
+    texts = texts_for_tests(25, seed=num_perm)
+    sigs = lsh.signatures(texts)
+    assert sigs.dtype == np.uint64 and sigs.shape == (len(texts), num_perm)
+    perms = ref.permutations(num_perm, seed)
+    for t, row in zip(texts, sigs):
+        assert row.tolist() == ref.signature(t, num_perm, ngram, seed, perms), t
+    # The vector kernel (Highway) and the scalar __int128 kernel agree bit for bit.
+    assert np.array_equal(sigs, lsh._reference_signatures(texts))
+
+
+def test_signatures_do_not_depend_on_threads_runs_or_input_kind():
+    pa = pytest.importorskip("pyarrow")
+    texts = texts_for_tests(300, seed=3)
+    lsh = data.MinHashLSH()
+    one = lsh.signatures(texts, num_threads=1)
+    assert np.array_equal(one, lsh.signatures(texts, num_threads=2))
+    assert np.array_equal(one, data.MinHashLSH().signatures(pa.array(texts, pa.large_string())))
+    assert np.array_equal(one, lsh.signatures([t.encode() for t in texts]))
+    assert np.array_equal(one, lsh.signatures(data.StringTensor(texts)))
+    # Another process (fresh permutation tables, fresh dispatch) gives the same bytes.
+    code = ("import sys, hashlib, luminamoon.data as d; t=sys.stdin.read().split('\\x00');"
+            "print(hashlib.sha256(d.MinHashLSH().signatures(t).tobytes()).hexdigest())")
+    out = subprocess.run([sys.executable, "-c", code], input="\x00".join(texts), text=True,
+                         capture_output=True, check=True).stdout.strip()
+    import hashlib
+
+    assert out == hashlib.sha256(one.tobytes()).hexdigest()
+
+
+def binomial_interval(n: int, p: float, alpha: float) -> tuple[int, int]:
+    """Smallest [lo, hi] holding Binomial(n, p) with probability >= 1 - alpha (equal tails)."""
+    pmf = [math.comb(n, k) * p**k * (1 - p) ** (n - k) for k in range(n + 1)]
+    lo, tail = 0, 0.0
+    while tail + pmf[lo] <= alpha / 2:
+        tail += pmf[lo]
+        lo += 1
+    hi, tail = n, 0.0
+    while tail + pmf[hi] <= alpha / 2:
+        tail += pmf[hi]
+        hi -= 1
+    return lo, hi
+
+
+def planted_pair(rng: random.Random, words: int, change: float) -> tuple[str, str]:
+    base = [f"w{rng.randrange(10**9)}" for _ in range(words)]
+    other = [f"x{rng.randrange(10**9)}" if rng.random() < change else w for w in base]
+    return " ".join(base), " ".join(other)
+
+
+def test_estimated_jaccard_is_within_the_binomial_bound_of_the_exact_one():
+    rng = random.Random(11)
+    lsh = data.MinHashLSH(num_perm=64)
+    pairs = [planted_pair(rng, rng.randint(60, 200), rng.choice([0.0, 0.02, 0.05, 0.1, 0.2, 0.4]))
+             for _ in range(120)]
+    flat = [t for pair in pairs for t in pair]
+    sigs = lsh.signatures(flat)
+    alpha = 1e-5  # per pair; 120 pairs: a false alarm once in ~800 runs
+    errors = []
+    for i, (a, b) in enumerate(pairs):
+        sa, sb = set(ref.shingle_hashes(a)), set(ref.shingle_hashes(b))
+        exact = len(sa & sb) / len(sa | sb)
+        matches = int(np.count_nonzero(sigs[2 * i] == sigs[2 * i + 1]))
+        lo, hi = binomial_interval(64, exact, alpha)
+        assert lo <= matches <= hi, f"pair {i}: exact J {exact:.3f}, {matches}/64 equal"
+        assert data.estimated_jaccard(sigs[2 * i], sigs[2 * i + 1]) == matches / 64
+        errors.append(matches / 64 - exact)
+    # No bias: the mean error is within 4 standard errors of 0.
+    assert abs(np.mean(errors)) <= 4 * math.sqrt(0.25 / 64 / len(pairs))
+
+
+def test_streaming_decisions_equal_the_reference_lsh():
+    rng = random.Random(21)
+    docs = []
+    for _ in range(150):
+        a, b = planted_pair(rng, rng.randint(30, 120), rng.choice([0.0, 0.03, 0.08, 0.3]))
+        docs += [a, b] if rng.random() < 0.7 else [a]
+    rng.shuffle(docs)
+    lsh = data.MinHashLSH(threshold=0.75)
+    reference = ref.ReferenceLSH(8, 8, 0.75)
+    perms = ref.permutations(64, 1)
+    keep, matched, sims = [], [], []
+    for lo in range(0, len(docs), 64):
+        k, m = lsh.add(docs[lo : lo + 64], refs=list(range(1000 + lo, 1000 + lo + len(docs[lo : lo + 64]))))
+        keep += k.tolist()
+        matched += m.tolist()
+        sims += lsh.last_similarity.tolist()
+    expected = [reference.add(ref.signature(t, perms=perms), 1000 + i) for i, t in enumerate(docs)]
+    assert keep == [e[0] for e in expected]
+    assert matched == [e[1] for e in expected]
+    assert sims == pytest.approx([e[2] for e in expected])
+    assert 0 < sum(1 for k in keep if not k) < len(docs)  # the case is not trivial
+    assert len(lsh) == sum(keep)
+
+
+def test_index_persists_and_a_resumed_stream_decides_like_an_uninterrupted_one(tmp_path):
+    rng = random.Random(8)
+    docs = []
+    for _ in range(120):
+        a, b = planted_pair(rng, 80, rng.choice([0.0, 0.05, 0.5]))
+        docs += [a, b]
+    whole_keep, whole_matched = data.MinHashLSH().add(docs)
+    # Default refs count the documents added to one object; across a resume the
+    # caller passes its own (the pipeline: global row index).
+    row = np.arange(len(docs))
+
+    path = tmp_path / "index.lsh"
+    first = data.MinHashLSH(path=path)
+    k1, m1 = first.add(docs[:100], refs=row[:100])
+    first.commit()
+    checkpoint = first.committed_position
+    first.add(docs[100:130], refs=row[100:130])  # processed after the checkpoint, flushed, then "crash"
+    first.flush()
+    first.close(commit=False)
+    resumed = data.MinHashLSH(path=path, resume_position=checkpoint)
+    assert resumed.replay_stats["records"] == int(k1.sum())
+    assert resumed.replay_stats["cut_bytes"] > 0
+    k2, m2 = resumed.add(docs[100:], refs=row[100:])
+    assert np.array_equal(np.concatenate([k1, k2]), whole_keep)
+    assert np.array_equal(np.concatenate([m1, m2]), whole_matched)
+    resumed.close()
+    with pytest.raises(ValueError, match="other options"):
+        data.MinHashLSH(bands=4, rows=16, path=path)
+    raw = bytearray(path.read_bytes())
+    raw[-5] ^= 0xFF  # damage the last block: a torn tail, cut on open
+    path.write_bytes(bytes(raw))
+    reopened = data.MinHashLSH(path=path)
+    assert reopened.replay_stats["cut_bytes"] > 0 and len(reopened) < int(whole_keep.sum())
+
+
+def test_add_signatures_equals_add():
+    texts = texts_for_tests(80, seed=9) * 2
+    a = data.MinHashLSH()
+    b = data.MinHashLSH()
+    ka, ma = a.add(texts)
+    kb, mb = b.add_signatures(b.signatures(texts))
+    assert np.array_equal(ka, kb) and np.array_equal(ma, mb)
+    assert not ka[len(texts) // 2 :].any()  # the second copy is all near (exact) duplicates
+
+
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [
+        (dict(bands=9, rows=8), "bands \\* rows <= num_perm"),
+        (dict(num_perm=0, bands=1, rows=1), "num_perm"),
+        (dict(ngram=0), "ngram"),
+        (dict(threshold=1.5), "threshold"),
+        (dict(sync="maybe"), "sync"),
+    ],
+)
+def test_bad_parameters_are_value_errors(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        data.MinHashLSH(**kwargs)
+
+
+def test_bad_inputs_are_refused_without_changing_the_index():
+    lsh = data.MinHashLSH()
+    with pytest.raises(ValueError):
+        lsh.add_signatures(np.zeros((3, 32), dtype=np.uint64))
+    with pytest.raises(ValueError):
+        lsh.add(["a", "b"], refs=[1, 2, 3])
+    with pytest.raises(TypeError):
+        lsh.signatures("not a list")
+    assert len(lsh) == 0 and lsh.documents_seen == 0
+    with pytest.raises(ValueError):
+        data.estimated_jaccard(np.zeros(3), np.zeros(4))
