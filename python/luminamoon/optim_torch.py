@@ -231,7 +231,9 @@ class LuminaV(Optimizer):
                 if key in original:
                     state[key] = original[key].detach().to(device=p.device, dtype=torch.float32, copy=True)
             state["step"] = torch.tensor(int(original.get("step", 0)), dtype=torch.int64)
-            if "seed" not in state:
+            if "seed" in original:  # torch casts it to the parameter's dtype: take the saved integer
+                state["seed"] = torch.as_tensor(original["seed"]).to(torch.int64).clone()
+            else:
                 state["seed"] = torch.tensor(derive_seed(group["seed"], self._position(p)), dtype=torch.int64)
             if group["mode"] == "tdclm" and state["exp_avg_sq"].numel() != 1:
                 # An AdamW (or CLM) checkpoint: s estimates mean(g^2), the mean of v.
