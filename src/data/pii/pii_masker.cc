@@ -1,0 +1,256 @@
+// PIIMasker: the Vectorscan database (one scan of all patterns per
+// document), validation of each reported span, and non-overlapping masking.
+#include "luminamoon/pii_masker.h"
+
+#include <hs.h>
+#include <tbb/enumerable_thread_specific.h>
+
+#include <algorithm>
+#include <atomic>
+#include <stdexcept>
+#include <string>
+
+#include "data/common/parallel.h"
+#include "data/pii/pii_validators.h"
+#include "luminamoon/text_cleaner.h"
+
+namespace luminamoon {
+
+const char* pii_type_name(PiiType type) {
+  static const char* const kNames[] = {"email", "ip_address", "phone", "credit_card", "ssn", "iban", "secret"};
+  return kNames[static_cast<size_t>(type)];
+}
+
+const char* pii_placeholder(PiiType type) {
+  static const char* const kPlaceholders[] = {"<EMAIL>", "<IP_ADDRESS>", "<PHONE>", "<CREDIT_CARD>",
+                                              "<SSN>",   "<IBAN>",       "<SECRET>"};
+  return kPlaceholders[static_cast<size_t>(type)];
+}
+
+PiiType parse_pii_type(std::string_view name) {
+  std::string known;
+  for (size_t i = 0; i < kPiiTypeCount; ++i) {
+    if (name == pii_type_name(static_cast<PiiType>(i))) return static_cast<PiiType>(i);
+    known += (i ? ", " : "") + std::string(pii_type_name(static_cast<PiiType>(i)));
+  }
+  throw std::invalid_argument("unknown PII type '" + std::string(name) + "'; known: " + known);
+}
+
+namespace {
+
+// One Vectorscan pattern: a loose candidate; the validator decides.
+enum class Rule : uint8_t {
+  kEmail, kIpv4, kIpv6, kIpv6Mixed, kPhoneE164, kPhoneNanp, kCard, kSsn, kIban,
+  kAws, kGithub, kGithubPat, kGitlab, kSlack, kPemBegin, kPemEnd,
+};
+
+struct Pattern {
+  Rule rule;
+  PiiType type;
+  const char* regex;
+};
+
+// Note [pii patterns]: every pattern matches ASCII only, so a match never
+// starts or ends inside a multi-byte UTF-8 sequence, and replacing it keeps
+// the document valid UTF-8. Patterns are bounded so that leftmost-start
+// matching stays cheap (Vectorscan refuses large bounded repeats with SOM, so
+// the e-mail and Slack patterns are unbounded and the validators bound them
+// in O(1) per reported end); word boundaries and number-run context are checked by
+// the validators (Vectorscan reports the leftmost start for each end).
+const Pattern kPatterns[] = {
+    {Rule::kEmail, PiiType::kEmail,
+     R"([A-Za-z0-9!#$%&'*+=?^_`{|}~.\-]+@[A-Za-z0-9\-]+(?:\.[A-Za-z0-9\-]+)*\.[A-Za-z]{2,})"},
+    {Rule::kIpv4, PiiType::kIpAddress, R"((?:\d{1,3}\.){3}\d{1,3})"},
+    {Rule::kIpv6, PiiType::kIpAddress, R"((?:[0-9A-Fa-f]{1,4})?(?::(?:[0-9A-Fa-f]{1,4})?){2,7})"},
+    {Rule::kIpv6Mixed, PiiType::kIpAddress, R"((?:[0-9A-Fa-f]{1,4})?(?::(?:[0-9A-Fa-f]{1,4})?){2,6}:(?:\d{1,3}\.){3}\d{1,3})"},
+    {Rule::kPhoneE164, PiiType::kPhone, R"(\+[1-9](?:[ .\-]?\(?\d\)?){6,14})"},
+    {Rule::kPhoneNanp, PiiType::kPhone, R"((?:\+?1[ .\-]?)?(?:\(\d{3}\)|\d{3})[ .\-]?\d{3}[ .\-]?\d{4})"},
+    {Rule::kCard, PiiType::kCreditCard, R"(\d(?:[ \-]?\d){12,18})"},
+    {Rule::kSsn, PiiType::kSsn, R"(\d{3}-\d{2}-\d{4})"},
+    {Rule::kIban, PiiType::kIban, R"([A-Z]{2}\d{2}(?: ?[A-Z0-9]){11,30})"},
+    {Rule::kAws, PiiType::kSecret, R"((?:AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AROA|AIPA|ANPA|ANVA|APKA)[A-Z0-9]{16})"},
+    {Rule::kGithub, PiiType::kSecret, R"(gh[pousr]_[A-Za-z0-9]{36})"},
+    {Rule::kGithubPat, PiiType::kSecret, R"(github_pat_[A-Za-z0-9_]{82})"},
+    {Rule::kGitlab, PiiType::kSecret, R"(glpat-[A-Za-z0-9_\-]{20})"},
+    {Rule::kSlack, PiiType::kSecret, R"(xox[abposr]-[A-Za-z0-9\-]{10,})"},
+    {Rule::kPemBegin, PiiType::kSecret, R"(-----BEGIN [A-Z0-9 ]{0,40}PRIVATE KEY-----)"},
+    {Rule::kPemEnd, PiiType::kSecret, R"(-----END [A-Z0-9 ]{0,40}PRIVATE KEY-----)"},
+};
+constexpr size_t kPatternCount = sizeof(kPatterns) / sizeof(kPatterns[0]);
+
+struct ScanContext {
+  std::string_view doc;
+  const PiiOptions* options;
+  std::vector<PiiMatch>* out;
+  std::vector<std::pair<size_t, size_t>>* pem_begin;  // (begin, end) of headers
+  std::vector<std::pair<size_t, size_t>>* pem_end;
+};
+
+int on_match(unsigned int id, unsigned long long from, unsigned long long to, unsigned int, void* vctx) {
+  auto* ctx = static_cast<ScanContext*>(vctx);
+  const Pattern& p = kPatterns[id];
+  size_t b = static_cast<size_t>(from), e = static_cast<size_t>(to);
+  const std::string_view d = ctx->doc;
+  bool ok = false;
+  switch (p.rule) {
+    case Rule::kEmail: ok = pii::validate_email(d, b, e); break;
+    case Rule::kIpv4: ok = pii::validate_ipv4(d, b, e, ctx->options->keep_private_ip); break;
+    case Rule::kIpv6:
+    case Rule::kIpv6Mixed: ok = pii::validate_ipv6(d, b, e, ctx->options->keep_private_ip); break;
+    case Rule::kPhoneE164: ok = pii::validate_phone(d, b, e, false); break;
+    case Rule::kPhoneNanp: ok = pii::validate_phone(d, b, e, true); break;
+    case Rule::kCard: ok = pii::validate_card(d, b, e); break;
+    case Rule::kSsn: ok = pii::validate_ssn(d, b, e); break;
+    case Rule::kIban: ok = pii::validate_iban(d, b, e); break;
+    case Rule::kAws:
+    case Rule::kGithub:
+    case Rule::kGithubPat:
+    case Rule::kGitlab:
+    case Rule::kSlack: ok = pii::validate_token(d, b, e); break;
+    case Rule::kPemBegin: ctx->pem_begin->emplace_back(b, e); return 0;
+    case Rule::kPemEnd: ctx->pem_end->emplace_back(b, e); return 0;
+  }
+  if (ok) ctx->out->push_back({b, e, p.type});
+  return 0;  // continue scanning
+}
+
+struct ScratchDeleter {
+  void operator()(hs_scratch_t* s) const { hs_free_scratch(s); }
+};
+using ScratchPtr = std::unique_ptr<hs_scratch_t, ScratchDeleter>;
+
+}  // namespace
+
+struct PiiMasker::Impl {
+  hs_database_t* db = nullptr;
+  hs_scratch_t* prototype = nullptr;
+  mutable tbb::enumerable_thread_specific<ScratchPtr> scratch;
+
+  ~Impl() {
+    if (prototype) hs_free_scratch(prototype);
+    if (db) hs_free_database(db);
+  }
+
+  hs_scratch_t* thread_scratch() const {
+    ScratchPtr& s = scratch.local();
+    if (!s) {
+      hs_scratch_t* clone = nullptr;
+      if (hs_clone_scratch(prototype, &clone) != HS_SUCCESS) throw std::runtime_error("PIIMasker: hs_clone_scratch failed");
+      s.reset(clone);
+    }
+    return s.get();
+  }
+};
+
+PiiMasker::PiiMasker(PiiOptions options) : options_(options), impl_(std::make_unique<Impl>()) {
+  std::vector<const char*> exprs;
+  std::vector<unsigned> flags, ids;
+  for (size_t i = 0; i < kPatternCount; ++i) {
+    if (!options_.enabled[static_cast<size_t>(kPatterns[i].type)]) continue;
+    exprs.push_back(kPatterns[i].regex);
+    flags.push_back(HS_FLAG_SOM_LEFTMOST);
+    ids.push_back(static_cast<unsigned>(i));
+  }
+  if (exprs.empty()) return;  // nothing to mask
+  hs_compile_error_t* err = nullptr;
+  if (hs_compile_multi(exprs.data(), flags.data(), ids.data(), static_cast<unsigned>(exprs.size()),
+                       HS_MODE_BLOCK, nullptr, &impl_->db, &err) != HS_SUCCESS) {
+    std::string msg = "PIIMasker: Vectorscan compile failed";
+    if (err) {
+      msg += std::string(" (pattern ") + std::to_string(err->expression) + "): " + err->message;
+      hs_free_compile_error(err);
+    }
+    throw std::runtime_error(msg);
+  }
+  if (hs_alloc_scratch(impl_->db, &impl_->prototype) != HS_SUCCESS)
+    throw std::runtime_error("PIIMasker: hs_alloc_scratch failed");
+}
+
+PiiMasker::~PiiMasker() = default;
+
+std::vector<PiiMatch> PiiMasker::find(std::string_view text) const {
+  std::vector<PiiMatch> found;
+  if (!impl_->db || text.empty()) return found;
+  std::vector<std::pair<size_t, size_t>> pem_begin, pem_end;
+  ScanContext ctx{text, &options_, &found, &pem_begin, &pem_end};
+  const hs_error_t rc = hs_scan(impl_->db, text.data(), static_cast<unsigned>(text.size()), 0,
+                                impl_->thread_scratch(), on_match, &ctx);
+  if (rc != HS_SUCCESS) throw std::runtime_error("PIIMasker: hs_scan failed with code " + std::to_string(rc));
+  // PEM blocks: each END pairs with the closest BEGIN before it that no
+  // earlier END has taken (both lists are in order; linear).
+  {
+    size_t bi = 0;
+    int64_t taken_until = -1;
+    for (const auto& [eb, ee] : pem_end) {
+      int64_t best = -1;
+      while (bi < pem_begin.size() && pem_begin[bi].second <= eb) best = static_cast<int64_t>(bi++);
+      if (best >= 0 && static_cast<int64_t>(pem_begin[static_cast<size_t>(best)].first) > taken_until) {
+        found.push_back({pem_begin[static_cast<size_t>(best)].first, ee, PiiType::kSecret});
+        taken_until = static_cast<int64_t>(ee);
+      }
+    }
+  }
+  // Leftmost first, then longest, then the table's type order; no overlaps.
+  std::sort(found.begin(), found.end(), [](const PiiMatch& a, const PiiMatch& b) {
+    if (a.begin != b.begin) return a.begin < b.begin;
+    if (a.end != b.end) return a.end > b.end;
+    return a.type < b.type;
+  });
+  std::vector<PiiMatch> chosen;
+  size_t last_end = 0;
+  for (const PiiMatch& m : found) {
+    if (!chosen.empty() && m.begin < last_end) continue;
+    chosen.push_back(m);
+    last_end = m.end;
+  }
+  return chosen;
+}
+
+namespace {
+// Appends text with every match replaced by its placeholder.
+void append_masked(const PiiMasker& masker, std::string_view text, std::string& out,
+                   std::array<int64_t, kPiiTypeCount>& counts) {
+  size_t pos = 0;
+  for (const PiiMatch& m : masker.find(text)) {
+    out.append(text.data() + pos, m.begin - pos);
+    out.append(pii_placeholder(m.type));
+    ++counts[static_cast<size_t>(m.type)];
+    pos = m.end;
+  }
+  out.append(text.data() + pos, text.size() - pos);
+}
+}  // namespace
+
+void PiiMasker::mask_document(std::string_view text, std::string& out,
+                              std::array<int64_t, kPiiTypeCount>& counts) const {
+  out.clear();
+  append_masked(*this, text, out, counts);
+}
+
+PiiResult PiiMasker::mask(const TextBatchView& batch) const {
+  for (size_t i = 0; i < batch.size; ++i)
+    if (batch.offsets[i + 1] - batch.offsets[i] > static_cast<int64_t>(UINT32_MAX))
+      throw std::length_error("PIIMasker: document " + std::to_string(i) + " is over 4 GiB");
+  std::array<std::atomic<int64_t>, kPiiTypeCount> counts{};
+  std::atomic<size_t> first_invalid{SIZE_MAX};
+  PiiResult result;
+  result.texts = detail::transform_documents(batch, [&](size_t i, std::string_view in, std::string& out) {
+    if (!is_valid_utf8(in)) {
+      size_t cur = first_invalid.load();
+      while (i < cur && !first_invalid.compare_exchange_weak(cur, i)) {
+      }
+      return;
+    }
+    std::array<int64_t, kPiiTypeCount> local{};
+    append_masked(*this, in, out, local);
+    for (size_t k = 0; k < kPiiTypeCount; ++k)
+      if (local[k]) counts[k].fetch_add(local[k], std::memory_order_relaxed);
+  });
+  if (first_invalid.load() != SIZE_MAX)
+    throw std::invalid_argument("mask_pii: document " + std::to_string(first_invalid.load()) +
+                                " is not valid UTF-8 (clean it first)");
+  for (size_t k = 0; k < kPiiTypeCount; ++k) result.counts[k] = counts[k].load();
+  return result;
+}
+
+}  // namespace luminamoon
