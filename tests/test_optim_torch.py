@@ -43,7 +43,7 @@ def train(model, opt, data, steps, batch=128):
             loss = torch.nn.functional.cross_entropy(model(xb).float(), yb)
             loss.backward()
             return loss
-        losses.append(float(opt.step(closure)))
+        losses.append(float(opt.step(closure).detach()))
     return losses
 
 
