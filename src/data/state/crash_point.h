@@ -5,7 +5,7 @@
 namespace luminamoon {
 
 // Phases named by the commit protocol (see FusedPipeline's commit):
-// "part_written" (fsynced, not renamed), "part_renamed", "state_synced"
+// "file_synced" (any durable file fsynced, not renamed), "part_renamed", "state_synced"
 // (WAL and LSH index fsynced), "meta_written".
 void crash_point(const char* phase);
 

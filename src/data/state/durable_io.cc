@@ -10,6 +10,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "data/state/crash_point.h"
 #include "luminamoon/data_error.h"
 
 namespace luminamoon::durable {
@@ -121,6 +122,7 @@ void PendingFile::append(std::string_view bytes) {
 
 void PendingFile::finish() {
   if (::fsync(fd_) != 0) fail("fsync", temp_path_);
+  crash_point("file_synced");  // fsynced under the temporary name, not yet renamed
   if (::close(fd_) != 0) {
     fd_ = -1;
     fail("close", temp_path_);

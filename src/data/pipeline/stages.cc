@@ -1,0 +1,336 @@
+// The FusedPipeline's stage adapters: each wraps one stage class of the data
+// engine behind PipelineStage; a stage this build lacks is reported missing.
+#include <cinttypes>
+#include <cstdio>
+#include <filesystem>
+
+#include "data/pipeline/kept_docs.h"
+#include "data/state/durable_io.h"
+#include "data/writer/json_text.h"
+#include "luminamoon/data_error.h"
+#include "luminamoon/fused_pipeline.h"
+
+#if defined(LUMINA_HAVE_TEXT_CLEANER)
+#include "luminamoon/text_cleaner.h"
+#endif
+#if defined(LUMINA_HAVE_QUALITY_FILTER)
+#include "luminamoon/quality_filter.h"
+#endif
+#if defined(LUMINA_HAVE_DEDUP)
+#include "luminamoon/stream_deduplicator.h"
+#endif
+#if defined(LUMINA_HAVE_MINHASH)
+#include "luminamoon/minhash_lsh.h"
+#endif
+#if defined(LUMINA_HAVE_PII_MASKER)
+#include "luminamoon/pii_masker.h"
+#endif
+
+namespace luminamoon {
+namespace {
+
+[[maybe_unused]] std::string ref_name(const StageContext& context, int64_t ref) {
+  uint64_t shard = static_cast<uint64_t>(ref) >> kRefLineBits;
+  uint64_t line = static_cast<uint64_t>(ref) & ((uint64_t{1} << kRefLineBits) - 1);
+  std::string name = shard < context.shard_names.size() ? context.shard_names[shard] : "?";
+  return name + ":" + std::to_string(line);
+}
+
+[[maybe_unused]] WalOptions wal_options(const StageContext& context, const char* state_name,
+                                        const char* file_name) {
+  WalOptions wal;
+  if (context.state_dir.empty()) return wal;  // streaming: in memory only
+  wal.path = context.state_dir + "/" + file_name;
+  // Blocks are written per batch without fsync; the commit fsyncs the file
+  // once and the checkpoint records the position of the committed batch.
+  wal.sync = WalSync::kNone;
+  if (context.resuming) {
+    auto it = context.resume_positions.find(state_name);
+    uint64_t position = it == context.resume_positions.end() ? 0 : it->second;
+    if (!durable::exists(wal.path)) {
+      throw DataError(DataErrorKind::kStateCorrupt,
+                      std::string("the checkpoint needs ") + wal.path +
+                          " but it is missing: refusing to resume without the " + state_name +
+                          " state (remove the output directory to start over)");
+    }
+    wal.resume_position = position;
+  }
+  return wal;
+}
+
+#if defined(LUMINA_HAVE_TEXT_CLEANER)
+class CleanStage final : public PipelineStage {
+ public:
+  explicit CleanStage(InvalidUtf8Policy policy) : cleaner_(policy) {}
+  const char* name() const override { return "clean"; }
+  StageMode mode() const override { return StageMode::kParallel; }
+  void process(DocBatch& batch) override {
+    KeptDocs kept = gather_kept(batch);
+    CleanResult result;
+    try {
+      result = cleaner_.clean(kept.view);
+    } catch (const InvalidUtf8Error& e) {
+      uint32_t i = kept.index[e.document()];
+      throw DataError(DataErrorKind::kInput,
+                      "invalid UTF-8 in document " + std::string(batch.ids[i]) + " of " +
+                          batch.shard_path + " at byte " + std::to_string(e.byte_offset()) +
+                          " (invalid_utf8 = \"error\")");
+    }
+    for (size_t j = 0; j < kept.size(); ++j) {
+      if (result.status[j] != CleanStatus::kKept) {
+        batch.drop(kept.index[j], "clean", clean_status_reason(result.status[j]));
+      }
+    }
+    replace_kept_texts(batch, kept, result.texts);
+  }
+
+ private:
+  TextCleaner cleaner_;
+};
+#endif
+
+#if defined(LUMINA_HAVE_QUALITY_FILTER)
+class QualityStage final : public PipelineStage {
+ public:
+  QualityStage(QualityThresholds thresholds, bool want_metrics)
+      : filter_(std::move(thresholds)), want_metrics_(want_metrics) {}
+  const char* name() const override { return "quality"; }
+  StageMode mode() const override { return StageMode::kParallel; }
+  void process(DocBatch& batch) override {
+    KeptDocs kept = gather_kept(batch);
+    QualityResult result = filter_.evaluate(kept.view);
+    const auto& checks = quality_checks();
+    char number[32];
+    for (size_t j = 0; j < kept.size(); ++j) {
+      uint32_t i = kept.index[j];
+      if (want_metrics_) {
+        std::string& json = batch.metrics_json[i];
+        for (size_t m = 0; m < kQualityMetricCount; ++m) {
+          json.push_back(m == 0 ? '{' : ',');
+          json_text::append_string(json, quality_metric_name(static_cast<QualityMetric>(m)));
+          std::snprintf(number, sizeof number, ":%.17g", result.metric(static_cast<QualityMetric>(m), j));
+          json += number;
+        }
+        json.push_back('}');
+      }
+      if (!result.keep[j]) batch.drop(i, "quality", checks[result.failed_check[j]].name);
+    }
+  }
+
+ private:
+  QualityFilter filter_;
+  bool want_metrics_;
+};
+#endif
+
+#if defined(LUMINA_HAVE_DEDUP)
+class ExactDedupStage final : public PipelineStage {
+ public:
+  ExactDedupStage(const StageContext& context, bool normalized) : context_(context) {
+    StreamDeduplicatorOptions options;
+    options.key = normalized ? DedupKey::kNormalizedText : DedupKey::kText;
+    options.wal = wal_options(context, "dedup", "dedup.wal");
+    options.num_threads = context.num_threads;
+    path_ = options.wal.path;
+    dedup_ = StreamDeduplicator(std::move(options));
+  }
+  const char* name() const override { return "dedup"; }
+  StageMode mode() const override { return StageMode::kOrdered; }
+  void process(DocBatch& batch) override {
+    KeptDocs kept = gather_kept(batch);
+    std::vector<uint8_t> keep(kept.size());
+    std::vector<int64_t> matched(kept.size());
+    dedup_.add(kept.view, kept.refs, keep, matched);
+    for (size_t j = 0; j < kept.size(); ++j) {
+      if (!keep[j]) {
+        batch.drop(kept.index[j], "dedup", "exact_duplicate",
+                   matched[j] == kNoMatch ? std::string() : ref_name(context_, matched[j]));
+      }
+    }
+    dedup_.commit();
+    batch.state_positions.emplace_back("dedup", dedup_.committed_position());
+  }
+  void sync() override {
+    if (!path_.empty()) durable::fsync_path(path_);
+  }
+  std::vector<std::string> state_files() const override { return {path_}; }
+
+ private:
+  const StageContext& context_;
+  std::string path_;
+  StreamDeduplicator dedup_;
+};
+#endif
+
+#if defined(LUMINA_HAVE_MINHASH)
+class NearDedupStage final : public PipelineStage {
+ public:
+  NearDedupStage(const StageContext& context, const PipelineConfig& config) : context_(context) {
+    MinHashLSHOptions options;
+    options.params.num_perm = config.minhash_num_perm;
+    options.params.ngram = config.minhash_ngram;
+    options.params.seed = config.minhash_seed;
+    options.bands = config.minhash_bands;
+    options.rows = config.minhash_rows;
+    options.threshold = config.minhash_threshold;
+    options.index = wal_options(context, "minhash", "minhash.lsh");
+    options.num_threads = context.num_threads;
+    path_ = options.index.path;
+    lsh_ = MinHashLSH(std::move(options));
+  }
+  const char* name() const override { return "minhash"; }
+  StageMode mode() const override { return StageMode::kOrdered; }
+  void process(DocBatch& batch) override {
+    KeptDocs kept = gather_kept(batch);
+    std::vector<uint8_t> keep(kept.size());
+    std::vector<int64_t> matched(kept.size());
+    std::vector<double> similarity(kept.size());
+    lsh_.add(kept.view, kept.refs, keep, matched, similarity);
+    for (size_t j = 0; j < kept.size(); ++j) {
+      if (!keep[j]) {
+        batch.drop(kept.index[j], "minhash", "near_duplicate",
+                   matched[j] == kNoMatch ? std::string() : ref_name(context_, matched[j]));
+      }
+    }
+    lsh_.commit();
+    batch.state_positions.emplace_back("minhash", lsh_.committed_position());
+  }
+  void sync() override {
+    if (!path_.empty()) durable::fsync_path(path_);
+  }
+  std::vector<std::string> state_files() const override { return {path_}; }
+
+ private:
+  const StageContext& context_;
+  std::string path_;
+  MinHashLSH lsh_;
+};
+#endif
+
+#if defined(LUMINA_HAVE_PII_MASKER)
+class PiiStage final : public PipelineStage {
+ public:
+  explicit PiiStage(PiiOptions options) : masker_(options) {}
+  const char* name() const override { return "pii"; }
+  StageMode mode() const override { return StageMode::kParallel; }
+  void process(DocBatch& batch) override {
+    KeptDocs kept = gather_kept(batch);
+    PiiResult result;
+    try {
+      result = masker_.mask(kept.view);
+    } catch (const std::invalid_argument& e) {
+      throw DataError(DataErrorKind::kInput,
+                      std::string("PII masking needs valid UTF-8 (enable the cleaner): ") + e.what());
+    }
+    replace_kept_texts(batch, kept, result.texts);
+    for (size_t t = 0; t < kPiiTypeCount; ++t) {
+      if (result.counts[t] != 0) {
+        batch.counters.emplace_back(std::string("pii.") + pii_type_name(static_cast<PiiType>(t)),
+                                    result.counts[t]);
+      }
+    }
+  }
+
+ private:
+  PiiMasker masker_;
+};
+#endif
+
+}  // namespace
+
+std::vector<std::string> FusedPipeline::available_stages() {
+  std::vector<std::string> names;
+#if defined(LUMINA_HAVE_TEXT_CLEANER)
+  names.push_back("clean");
+#endif
+#if defined(LUMINA_HAVE_QUALITY_FILTER)
+  names.push_back("quality");
+#endif
+#if defined(LUMINA_HAVE_DEDUP)
+  names.push_back("dedup");
+#endif
+#if defined(LUMINA_HAVE_MINHASH)
+  names.push_back("minhash");
+#endif
+#if defined(LUMINA_HAVE_PII_MASKER)
+  names.push_back("pii");
+#endif
+  return names;
+}
+
+std::vector<std::unique_ptr<PipelineStage>> make_stages(const PipelineConfig& config,
+                                                        const StageContext& context,
+                                                        std::vector<std::string>* missing) {
+  std::vector<std::unique_ptr<PipelineStage>> stages;
+  auto lack = [&](const char* name) {
+    if (missing) missing->push_back(name);
+  };
+  if (config.clean) {
+#if defined(LUMINA_HAVE_TEXT_CLEANER)
+    InvalidUtf8Policy policy;
+    try {
+      policy = parse_invalid_utf8_policy(config.invalid_utf8);
+    } catch (const std::invalid_argument& e) {
+      throw DataError(DataErrorKind::kUsage, e.what());
+    }
+    stages.push_back(std::make_unique<CleanStage>(policy));
+#else
+    lack("clean");
+#endif
+  }
+  if (config.quality) {
+#if defined(LUMINA_HAVE_QUALITY_FILTER)
+    QualityThresholds thresholds;
+    try {
+      for (const auto& [name, bound] : config.quality_thresholds) thresholds.set(name, bound);
+      thresholds.validate();
+    } catch (const std::invalid_argument& e) {
+      throw DataError(DataErrorKind::kUsage, e.what());
+    }
+    stages.push_back(std::make_unique<QualityStage>(std::move(thresholds),
+                                                    config.writer.write_metrics));
+#else
+    lack("quality");
+#endif
+  }
+  if (config.dedup) {
+#if defined(LUMINA_HAVE_DEDUP)
+    stages.push_back(std::make_unique<ExactDedupStage>(context, config.dedup_normalized));
+#else
+    lack("dedup");
+#endif
+  }
+  if (config.minhash) {
+#if defined(LUMINA_HAVE_MINHASH)
+    stages.push_back(std::make_unique<NearDedupStage>(context, config));
+#else
+    lack("minhash");
+#endif
+  }
+  if (config.pii) {
+#if defined(LUMINA_HAVE_PII_MASKER)
+    PiiOptions options;
+    if (!config.pii_types.empty()) {
+      options.enabled.fill(false);
+      for (const auto& name : config.pii_types) {
+        try {
+          options.enabled[static_cast<size_t>(parse_pii_type(name))] = true;
+        } catch (const std::invalid_argument& e) {
+          throw DataError(DataErrorKind::kUsage, e.what());
+        }
+      }
+    }
+    options.keep_private_ip = config.pii_keep_private_ip;
+    try {
+      stages.push_back(std::make_unique<PiiStage>(options));
+    } catch (const std::runtime_error& e) {
+      lack("pii");
+    }
+#else
+    lack("pii");
+#endif
+  }
+  return stages;
+}
+
+}  // namespace luminamoon

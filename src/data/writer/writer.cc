@@ -1,0 +1,256 @@
+// CorpusWriter, the NDJSON serializer and the serializer registry.
+#include "luminamoon/writer.h"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <mutex>
+
+#include "data/state/durable_io.h"
+#include "data/writer/json_text.h"
+#include "luminamoon/data_error.h"
+
+namespace luminamoon {
+namespace {
+
+std::mutex& registry_mutex() {
+  static std::mutex m;
+  return m;
+}
+TableSerializerFactory& arrow_factory() {
+  static TableSerializerFactory f;
+  return f;
+}
+
+// NDJSON: one object per row, the text field first, then the row's fields in
+// their input order (copied verbatim, so their JSON types survive).
+class NdjsonSerializer final : public TableSerializer {
+ public:
+  void write(const PartTable& table, int fd, const std::string& path) override {
+    std::string out;
+    out.reserve(1 << 20);
+    for (size_t i = 0; i < table.rows(); ++i) {
+      out.push_back('{');
+      bool first = true;
+      if (!table.text_field.empty()) {
+        json_text::append_string(out, table.text_field);
+        out.push_back(':');
+        json_text::append_string(out, table.text[i]);
+        first = false;
+      }
+      std::string_view fields = table.fields[i];
+      if (fields.size() > 2) {  // "{...}" with at least one member
+        if (!first) out.push_back(',');
+        out.append(fields.substr(1, fields.size() - 2));
+      }
+      out += "}\n";
+      if (out.size() >= (1u << 20)) flush(out, fd, path);
+    }
+    flush(out, fd, path);
+  }
+
+ private:
+  static void flush(std::string& out, int fd, const std::string& path) {
+    const char* p = out.data();
+    size_t left = out.size();
+    while (left > 0) {
+      ssize_t n = ::write(fd, p, left);
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        throw DataError(DataErrorKind::kOutput, "[write] " + path + ": " + std::strerror(errno));
+      }
+      p += n;
+      left -= static_cast<size_t>(n);
+    }
+    out.clear();
+  }
+};
+
+void append_field(std::string& object, std::string_view key) {
+  object.push_back(object.empty() ? '{' : ',');
+  json_text::append_string(object, key);
+  object.push_back(':');
+}
+
+}  // namespace
+
+OutputFormat parse_output_format(const std::string& name) {
+  if (name == "parquet") return OutputFormat::kParquet;
+  if (name == "arrow" || name == "arrow_file" || name == "ipc") return OutputFormat::kArrowFile;
+  if (name == "arrow_stream") return OutputFormat::kArrowStream;
+  if (name == "ndjson" || name == "jsonl") return OutputFormat::kNdjson;
+  throw DataError(DataErrorKind::kUsage, "unknown output format '" + name +
+                                             "' (known: parquet, arrow, arrow_stream, ndjson)");
+}
+
+const char* output_format_name(OutputFormat format) {
+  switch (format) {
+    case OutputFormat::kParquet: return "parquet";
+    case OutputFormat::kArrowFile: return "arrow";
+    case OutputFormat::kArrowStream: return "arrow_stream";
+    case OutputFormat::kNdjson: return "ndjson";
+  }
+  return "?";
+}
+
+const char* output_format_extension(OutputFormat format) {
+  switch (format) {
+    case OutputFormat::kParquet: return ".parquet";
+    case OutputFormat::kArrowFile: return ".arrow";
+    case OutputFormat::kArrowStream: return ".arrows";
+    case OutputFormat::kNdjson: return ".ndjson";
+  }
+  return "";
+}
+
+std::string part_file_name(uint64_t part_index, OutputFormat format) {
+  char name[64];
+  std::snprintf(name, sizeof name, "part-%08llu%s", static_cast<unsigned long long>(part_index),
+                output_format_extension(format));
+  return name;
+}
+
+void register_arrow_serializers(TableSerializerFactory factory) {
+  std::lock_guard<std::mutex> lock(registry_mutex());
+  arrow_factory() = std::move(factory);
+}
+
+bool arrow_serializers_available() {
+  std::lock_guard<std::mutex> lock(registry_mutex());
+  return static_cast<bool>(arrow_factory());
+}
+
+std::unique_ptr<TableSerializer> make_serializer(OutputFormat format, const WriterOptions& options) {
+  if (format == OutputFormat::kNdjson) return std::make_unique<NdjsonSerializer>();
+  TableSerializerFactory factory;
+  {
+    std::lock_guard<std::mutex> lock(registry_mutex());
+    factory = arrow_factory();
+  }
+  if (!factory) {
+    throw DataError(DataErrorKind::kUnavailable,
+                    std::string("output format '") + output_format_name(format) +
+                        "' needs the Arrow I/O extension (luminamoon._data_io, built against "
+                        "the pyarrow wheel), which is not available; use --format ndjson");
+  }
+  return factory(format, options);
+}
+
+CorpusWriter::CorpusWriter(std::string output_dir, std::string text_field, WriterOptions options)
+    : output_dir_(std::move(output_dir)),
+      options_(std::move(options)),
+      serializer_(make_serializer(options_.format, options_)) {
+  kept_.text_field = std::move(text_field);
+  dropped_.text_field = "text";
+  durable::make_dirs(output_dir_);
+  if (options_.write_dropped) durable::make_dirs(output_dir_ + "/dropped");
+  if (options_.write_metrics) durable::make_dirs(output_dir_ + "/metrics");
+}
+
+void CorpusWriter::discard_uncommitted(uint64_t committed_parts) {
+  namespace fs = std::filesystem;
+  for (const char* sub : {"", "/dropped", "/metrics"}) {
+    fs::path dir = output_dir_ + sub;
+    std::error_code ec;
+    if (!fs::is_directory(dir, ec)) continue;
+    for (const auto& entry : fs::directory_iterator(dir, ec)) {
+      std::string name = entry.path().filename().string();
+      if (name.rfind("part-", 0) != 0) continue;
+      bool temp = name.size() > 4 && name.substr(name.size() - 4) == ".tmp";
+      unsigned long long index = std::strtoull(name.c_str() + 5, nullptr, 10);
+      if (temp || index >= committed_parts) fs::remove(entry.path(), ec);
+    }
+  }
+  next_part_ = committed_parts;
+}
+
+void CorpusWriter::add(const DocBatch& batch) {
+  std::string object;
+  for (size_t i = 0; i < batch.size(); ++i) {
+    ++rows_seen_;
+    if (batch.kept(i)) {
+      kept_.text.push(batch.text[i]);
+      kept_.fields.push(batch.metadata[i]);
+    } else if (options_.write_dropped) {
+      object.clear();
+      append_field(object, "id");
+      json_text::append_string(object, batch.ids[i]);
+      append_field(object, "reason");
+      json_text::append_string(object, batch.drop_reason[i]);
+      append_field(object, "stage");
+      json_text::append_string(object, batch.drop_stage[i]);
+      append_field(object, "detail");
+      json_text::append_string(object, batch.drop_detail[i]);
+      append_field(object, "shard");
+      json_text::append_string(object, batch.shard_path);
+      append_field(object, "line");
+      object += std::to_string(batch.lines[i]);
+      object.push_back('}');
+      dropped_.text.push(batch.text[i]);
+      dropped_.fields.push(object);
+    }
+    if (options_.write_metrics && !batch.metrics_json[i].empty()) {
+      object.clear();
+      append_field(object, "id");
+      json_text::append_string(object, batch.ids[i]);
+      std::string_view metrics = batch.metrics_json[i];
+      if (metrics.size() > 2) {
+        object.push_back(',');
+        object.append(metrics.substr(1, metrics.size() - 2));
+      }
+      object.push_back('}');
+      metrics_.fields.push(object);
+    }
+  }
+  if (options_.write_dropped) {
+    // Malformed records are drops too: every rejection is explained.
+    for (const auto& bad : batch.malformed) {
+      object.clear();
+      append_field(object, "id");
+      json_text::append_string(
+          object, std::filesystem::path(batch.shard_path).filename().string() + ":" +
+                      std::to_string(bad.line));
+      append_field(object, "reason");
+      object += "\"malformed\"";
+      append_field(object, "stage");
+      object += "\"reader\"";
+      append_field(object, "detail");
+      json_text::append_string(object, bad.message);
+      append_field(object, "shard");
+      json_text::append_string(object, batch.shard_path);
+      append_field(object, "line");
+      object += std::to_string(bad.line);
+      object.push_back('}');
+      dropped_.text.push({});
+      dropped_.fields.push(object);
+    }
+  }
+}
+
+bool CorpusWriter::part_full() const {
+  return kept_.rows() >= options_.part_max_rows || kept_.text_bytes() >= options_.part_max_bytes;
+}
+
+uint64_t CorpusWriter::write_part() {
+  auto write_one = [&](const PartTable& table, const std::string& dir) -> uint64_t {
+    durable::PendingFile file(dir + "/" + part_file_name(next_part_, options_.format));
+    serializer_->write(table, file.fd(), file.temp_path());
+    uint64_t bytes = static_cast<uint64_t>(::lseek(file.fd(), 0, SEEK_END));
+    file.finish();
+    return bytes;
+  };
+  uint64_t bytes = write_one(kept_, output_dir_);
+  if (options_.write_dropped) write_one(dropped_, output_dir_ + "/dropped");
+  if (options_.write_metrics) write_one(metrics_, output_dir_ + "/metrics");
+  kept_.clear();
+  dropped_.clear();
+  metrics_.clear();
+  rows_seen_ = 0;
+  ++next_part_;
+  return bytes;
+}
+
+}  // namespace luminamoon
