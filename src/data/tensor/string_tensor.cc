@@ -41,7 +41,8 @@ StringTensor::StringTensor(std::shared_ptr<const void> owner, const uint8_t* dat
 
 // Note [view buffers]: a Utf8View slot addresses its bytes with a 32-bit
 // buffer offset, so the flat bytes are cut into buffers that each stay below
-// 2 GiB; a buffer starts at the first long string that would not fit. The
+// 2 GiB; the first starts with the batch, a further one at the first long
+// string that would not fit in the previous one. The
 // buffers are pointers into the flat bytes, so the views copy no string.
 const StringTensor::Views& StringTensor::views_state() const {
   std::call_once(views_->once, [this] {
@@ -63,8 +64,10 @@ const StringTensor::Views& StringTensor::views_state() const {
       std::memcpy(s.prefix, data_ + begin, 4);
       if (buffer_start < 0 || begin + len - buffer_start > kMax) {
         if (buffer_start >= 0) v.buffer_sizes.back() = buffer_end - buffer_start;
-        buffer_start = begin;
-        v.buffers.push_back(data_ + begin);
+        // The first buffer starts with the batch, so that under 2 GiB a slot's
+        // offset is the string's flat offset.
+        buffer_start = (buffer_start < 0 && begin + len - offsets_[0] <= kMax) ? offsets_[0] : begin;
+        v.buffers.push_back(data_ + buffer_start);
         v.buffer_sizes.push_back(0);
       }
       s.ref.buffer_index = static_cast<int32_t>(v.buffers.size() - 1);

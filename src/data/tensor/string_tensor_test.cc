@@ -27,6 +27,7 @@ TEST(StringTensor, ViewSlots) {
   EXPECT_EQ(v[2].length, 13);
   EXPECT_EQ(std::string(reinterpret_cast<const char*>(v[2].prefix), 4), "abcd");
   EXPECT_EQ(v[2].ref.buffer_index, 0);
+  EXPECT_EQ(v[2].ref.offset, 12);
   EXPECT_EQ(t.view_buffers()[0] + v[2].ref.offset, t.data() + t.offsets()[2]);  // no copy
   EXPECT_EQ(t.compare(1, 2), -1);
   EXPECT_EQ(t.compare(2, 2), 0);
