@@ -1,0 +1,265 @@
+"""QualityFilter (luminamoon.data.filter_quality) against an independent pure-Python reference of the spec."""
+from __future__ import annotations
+
+import math
+import random
+import re
+import string
+from collections import Counter
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from luminamoon import data
+
+# --- the reference, written from the spec and the header's definitions ------------------------
+
+WHITE_SPACE = "".join(map(chr, [*range(0x09, 0x0E), 0x20, 0x85, 0xA0, 0x1680, *range(0x2000, 0x200B),
+                                0x2028, 0x2029, 0x202F, 0x205F, 0x3000]))
+_WORD = re.compile("[^" + re.escape(WHITE_SPACE) + "]+")
+ALPHA_RANGES = [(0x41, 0x5A), (0x61, 0x7A), (0xAA, 0xAA), (0xB5, 0xB5), (0xBA, 0xBA), (0xC0, 0xD6), (0xD8, 0xF6),
+                (0xF8, 0x2AF), (0x370, 0x1FFF), (0x2C00, 0x2DFF), (0x3040, 0x31FF), (0x3400, 0x4DBF),
+                (0x4E00, 0xD7FF), (0xF900, 0xFDFF), (0xFE70, 0xFEFE), (0xFF21, 0xFF3A), (0xFF41, 0xFF5A),
+                (0xFF66, 0xFFDC), (0x10000, 0x1CFFF), (0x1D400, 0x1EFFF), (0x20000, 0x3FFFF)]
+STOP_WORDS = {"the", "be", "to", "of", "and", "that", "have", "with"}
+
+# (threshold name, metric, is_minimum, default): Rae et al. 2021 and the spec.
+CHECKS = [
+    ("min_entropy", "entropy", True, 3.0),
+    ("min_words", "word_count", True, 50), ("max_words", "word_count", False, 100000),
+    ("min_mean_word_length", "mean_word_length", True, 3), ("max_mean_word_length", "mean_word_length", False, 10),
+    ("max_symbol_word_ratio", "symbol_word_ratio", False, 0.1),
+    ("max_bullet_line_frac", "bullet_line_frac", False, 0.9),
+    ("max_ellipsis_line_frac", "ellipsis_line_frac", False, 0.3),
+    ("min_alpha_word_frac", "alpha_word_frac", True, 0.8),
+    ("min_stop_words", "stop_word_count", True, 2),
+    ("max_dup_line_frac", "dup_line_frac", False, 0.30), ("max_dup_para_frac", "dup_para_frac", False, 0.30),
+    ("max_dup_line_char_frac", "dup_line_char_frac", False, 0.20),
+    ("max_dup_para_char_frac", "dup_para_char_frac", False, 0.20),
+    ("max_top_2gram_char_frac", "top_2gram_char_frac", False, 0.20),
+    ("max_top_3gram_char_frac", "top_3gram_char_frac", False, 0.18),
+    ("max_top_4gram_char_frac", "top_4gram_char_frac", False, 0.16),
+] + [(f"max_dup_{n}gram_char_frac", f"dup_{n}gram_char_frac", False, round(0.15 - 0.01 * (n - 5), 2))
+     for n in range(5, 11)]
+
+
+def is_alpha(ch: str) -> bool:
+    cp = ord(ch)
+    return any(lo <= cp <= hi for lo, hi in ALPHA_RANGES)
+
+
+def ratio(a, b):
+    return a / b if b else 0.0
+
+
+def duplicates(elements):
+    seen, dups, chars = set(), 0, 0
+    for e in elements:
+        if e in seen:
+            dups += 1
+            chars += len(e)
+        seen.add(e)
+    return dups, chars
+
+
+def ngram_char_frac(words, n, top_only):
+    total = sum(len(w) for w in words)
+    grams = [tuple(words[i:i + n]) for i in range(len(words) - n + 1)]
+    if not grams:
+        return 0.0
+    counts = Counter(grams)
+    if top_only:
+        best = max(counts.values())
+        if best < 2:
+            return 0.0
+        target = next(g for g in grams if counts[g] == best)
+        starts = [i for i, g in enumerate(grams) if g == target]
+    else:
+        starts = [i for i, g in enumerate(grams) if counts[g] >= 2]
+    covered = {k for i in starts for k in range(i, i + n)}
+    return ratio(sum(len(words[k]) for k in covered), total)
+
+
+def reference_metrics(text: str) -> dict[str, float]:
+    words = _WORD.findall(text)
+    n_words = len(words)
+    counts = Counter(text)
+    total = len(text)
+    entropy = -sum(c / total * math.log2(c / total) for c in counts.values()) if total else 0.0
+    lines = text.split("\n")
+    m = {
+        "entropy": entropy,
+        "word_count": n_words,
+        "mean_word_length": ratio(sum(len(w) for w in words), n_words),
+        "symbol_word_ratio": ratio(text.count("#") + text.count("...") + text.count("\u2026"), n_words),
+        "bullet_line_frac": ratio(sum(l.lstrip(WHITE_SPACE).startswith(("\u2022", "-", "*")) for l in lines), len(lines)),
+        "ellipsis_line_frac": ratio(sum(l.rstrip(WHITE_SPACE).endswith(("...", "\u2026")) for l in lines), len(lines)),
+        "alpha_word_frac": ratio(sum(any(is_alpha(c) for c in w) for w in words), n_words),
+        "stop_word_count": sum(
+            "".join(c.lower() if c.isascii() else c for c in w.strip(string.punctuation)) in STOP_WORDS for w in words),
+    }
+    line_elems = [l for l in lines if l]
+    paras = [p for p in re.split(r"\n{2,}", text) if p]
+    d, c = duplicates(line_elems)
+    m["dup_line_frac"], m["dup_line_char_frac"] = ratio(d, len(line_elems)), ratio(c, total)
+    d, c = duplicates(paras)
+    m["dup_para_frac"], m["dup_para_char_frac"] = ratio(d, len(paras)), ratio(c, total)
+    for n in (2, 3, 4):
+        m[f"top_{n}gram_char_frac"] = ngram_char_frac(words, n, True)
+    for n in range(5, 11):
+        m[f"dup_{n}gram_char_frac"] = ngram_char_frac(words, n, False)
+    return m
+
+
+def reference_decision(m, bounds):
+    for name, metric, is_min, _ in CHECKS:
+        b = bounds.get(name)
+        if b is None:
+            continue
+        if (m[metric] < b) if is_min else (m[metric] > b):
+            return name
+    return None
+
+
+# --- a generated corpus -----------------------------------------------------------------------
+
+VOCAB = ("the of and to in is that with for have be on as it was by this are from at an or which one all "
+         "river model data system people water history music garden winter language market science city "
+         "quickly bright simple ancient careful open small large green north written number").split()
+EXOTIC = ["café", "naïve", "Straße", "東京", "данные", "😀", "x²", "—", "“quoted”", "#tag", "…", "...", "$100",
+          "2024", "e-mail", "U.S.", "ℕ", "Ω", "(see", "note)"]
+
+
+def sentence(rng, n=None):
+    n = n or rng.randint(4, 18)
+    ws = [rng.choice(VOCAB) if rng.random() > 0.08 else rng.choice(EXOTIC) for _ in range(n)]
+    ws[0] = ws[0].capitalize()
+    return " ".join(ws) + rng.choice([".", ".", ".", "!", "?", "...", ":", ""])
+
+
+def natural(rng):
+    paras = []
+    for _ in range(rng.randint(1, 6)):
+        paras.append(" ".join(sentence(rng) for _ in range(rng.randint(1, 6))))
+    return "\n\n".join(paras)
+
+
+def boilerplate(rng):
+    lines = ["Home | About | Contact", "Click here to subscribe to our newsletter.", "All rights reserved.",
+             "Privacy policy", "Share this article"]
+    body = [sentence(rng) for _ in range(rng.randint(0, 5))]
+    return "\n".join(rng.sample(lines, rng.randint(2, 5)) * rng.randint(1, 4) + body)
+
+
+def repeated(rng):
+    line = sentence(rng)
+    out = [line if rng.random() < 0.5 else sentence(rng) for _ in range(rng.randint(3, 30))]
+    return rng.choice(["\n", "\n\n"]).join(out)
+
+
+def symbol_spam(rng):
+    toks = [rng.choice(["#", "##", "#hashtag", "...", "…", "!!!", "***", "-", rng.choice(VOCAB)]) for _ in range(rng.randint(5, 120))]
+    return " ".join(toks)
+
+
+def bullets(rng):
+    mark = rng.choice(["-", "*", "•", "  -", "\t•"])
+    items = [f"{mark} {sentence(rng, rng.randint(2, 8))}" for _ in range(rng.randint(2, 25))]
+    if rng.random() < 0.5:
+        items.insert(0, sentence(rng))
+    return "\n".join(items)
+
+
+def odd(rng):
+    return rng.choice(["", " ", "\n\n\n", "a", "aaaa " * rng.randint(1, 80), "ab" * rng.randint(1, 500),
+                       "word\u00a0word\u2003word\u3000" * 10, "...\n…\n" * 5, "the be to of and that have with " * 10,
+                       " ".join(sentence(rng) for _ in range(40)) + "...\n" * 20])
+
+
+def corpus(n=2400, seed=1234):
+    rng = random.Random(seed)
+    kinds = [natural, natural, natural, boilerplate, repeated, symbol_spam, bullets, odd]
+    return [rng.choice(kinds)(rng) for _ in range(n)]
+
+
+@pytest.fixture(scope="module")
+def docs():
+    return corpus()
+
+
+@pytest.fixture(scope="module")
+def result(docs):
+    return data.filter_quality(docs)
+
+
+def test_checks_table_matches_spec():
+    got = data.quality_checks()
+    assert [(c[0], c[1], c[2]) for c in got] == [(c[0], c[1], c[2]) for c in CHECKS]
+    for (name, _, _, default), (_, _, _, ours) in zip(CHECKS, got):
+        assert ours == pytest.approx(default), name
+
+
+def test_metrics_match_reference(docs, result):
+    table = result.metrics
+    assert isinstance(table, pa.Table)
+    assert table.num_rows == len(docs)
+    assert set(table.column_names) == {c[1] for c in CHECKS}
+    cols = {name: table.column(name).to_pylist() for name in table.column_names}
+    for i, doc in enumerate(docs):
+        ref = reference_metrics(doc)
+        for name, expected in ref.items():
+            got = cols[name][i]
+            assert math.isclose(got, expected, rel_tol=1e-9, abs_tol=1e-12), (i, name, got, expected, doc[:200])
+
+
+def test_decisions_match_reference(docs, result):
+    defaults = {c[0]: c[3] for c in CHECKS}
+    expected = [reference_decision(reference_metrics(d), defaults) for d in docs]
+    assert result.reason == expected
+    assert isinstance(result.keep, np.ndarray) and result.keep.dtype == np.bool_
+    assert result.keep.tolist() == [r is None for r in expected]
+    # The corpus exercises many different checks and keeps some documents.
+    assert len(set(expected)) >= 10
+    assert 0 < result.keep.sum() < len(docs)
+
+
+def test_custom_thresholds_and_disabling(docs):
+    sub = docs[:400]
+    bounds = {"min_entropy": None, "min_words": 5, "max_dup_line_frac": 0.5, "min_stop_words": None,
+              "max_top_2gram_char_frac": 0.3}
+    r = data.filter_quality(sub, **bounds)
+    full = {c[0]: c[3] for c in CHECKS}
+    full.update(bounds)
+    assert r.reason == [reference_decision(reference_metrics(d), full) for d in sub]
+    everything_off = data.filter_quality(sub, **{c[0]: None for c in CHECKS})
+    assert everything_off.keep.all() and set(everything_off.reason) == {None}
+
+
+def test_input_kinds(docs):
+    sub = docs[:50]
+    a = data.filter_quality(sub)
+    for texts in (pa.array(sub), [d.encode() for d in sub], data.StringTensor(sub)):
+        b = data.filter_quality(texts)
+        assert b.reason == a.reason and b.metrics.equals(a.metrics)
+
+
+@pytest.mark.parametrize("kwargs, err, match", [
+    ({"min_wrods": 3}, ValueError, "did you mean 'min_words'"),
+    ({"min_words": -1}, ValueError, ">= 0"),
+    ({"min_entropy": float("nan")}, ValueError, "finite"),
+    ({"max_dup_line_frac": 1.5}, ValueError, r"\[0, 1\]"),
+    ({"min_words": 500, "max_words": 100}, ValueError, "exceeds"),
+    ({"min_words": "50"}, TypeError, "number"),
+    ({"min_words": True}, TypeError, "number"),
+])
+def test_bad_thresholds(kwargs, err, match):
+    with pytest.raises(err, match=match):
+        data.filter_quality(["some text"], **kwargs)
+
+
+def test_invalid_utf8_reads_as_replacement():
+    r = data.filter_quality([b"ab\xff cd"], min_entropy=None)
+    ref = reference_metrics(b"ab\xff cd".decode("utf-8", "replace"))
+    assert r.metrics.column("entropy")[0].as_py() == pytest.approx(ref["entropy"])
+    assert r.metrics.column("word_count")[0].as_py() == 2
