@@ -1,0 +1,337 @@
+// Highway kernels of the LuminaV step (pass-1 reductions, pass-2 apply),
+// written once and compiled for every target Highway offers (foreach_target).
+//
+// Note [bytes moved]: per element, with 4-byte fp32 state and P/G the bytes
+// of a parameter/gradient element (4 for fp32, 2 for bf16/fp16):
+//   pass 2 (apply), one pass over memory:
+//     CLM:    read g (G), x (P or master 4), m (4), v (4);
+//             write param (P), m (4), v (4) [+ master 4]
+//             fp32:                 4 + 4+4 + 4+4 + 4+4       = 28 B
+//             bf16 param + master:  2 + 4+4 + 4+4 + 4+4 + 2   = 28 B (param not read)
+//     TD-CLM: as CLM without v:     fp32 20 B, bf16 + master 20 B
+//   pass 1 (reduce), read-only, only when the step needs a reduction
+//   (finite check, TD-CLM, cautious, tensor bound; core/reduction_rounds.h):
+//     round with the gradient sums (finite check, sum g^2):   G
+//     round with the update sums (K, norms; recomputes u):    G + P|4 + 4 [+ 4 CLM]
+// So a default CLM step (finite check on) moves 4 + 28 = 32 B per fp32
+// element and 2 + 28 = 30 B with bf16 parameters/gradients and a master;
+// TD-CLM 4 + 20 = 24 B and 2 + 20 = 22 B. Without a reduction (CLM with the
+// check off) a step is the single apply pass. bench/optim_bandwidth.py
+// divides these counts by the measured copy bandwidth to get the floor.
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+
+#include "optim/core/reduction_rounds.h"
+#include "optim/core/update_math.h"
+#include "optim/simd/step_kernels.h"
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "optim/simd/step_kernels.cc"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+#include "hwy/highway.h"
+#include "optim/simd/half_convert-inl.h"
+#include "optim/simd/highway_ops-inl.h"
+#include "optim/simd/stochastic_hash-inl.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace luminav::simd::HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+using core::StepConstants;
+using core::TensorGlobals;
+
+// How an element of a dtype is stored.
+template <int Dtype>
+using Stored = std::conditional_t<Dtype == LUMINAV_DTYPE_F32, float, uint16_t>;
+
+template <int Dtype, class D>
+HWY_INLINE hn::Vec<D> load_f32(D d, const void* base, size_t i) {
+  if constexpr (Dtype == LUMINAV_DTYPE_F32) {
+    return hn::LoadU(d, static_cast<const float*>(base) + i);
+  } else {
+    const auto h = load_u16_as_u32(d, static_cast<const uint16_t*>(base) + i);
+    if constexpr (Dtype == LUMINAV_DTYPE_BF16) {
+      return bf16_to_f32(d, h);
+    } else {
+      return f16_to_f32(d, h);
+    }
+  }
+}
+
+// The parameter in its own dtype: as is, RNE, or the spec's stochastic
+// rounding keyed on the logical index of lane 0.
+template <int Dtype, class D>
+HWY_INLINE void store_param(D d, hn::Vec<D> x, void* base, size_t i, bool stochastic,
+                            const RoundingStream<D>& draws, uint64_t logical_index) {
+  if constexpr (Dtype == LUMINAV_DTYPE_F32) {
+    (void)stochastic;
+    (void)draws;
+    (void)logical_index;
+    hn::StoreU(x, d, static_cast<float*>(base) + i);
+  } else {
+    BitsOf<D> bits;
+    if (stochastic) {
+      const BitsOf<D> r = draws.bits(d, logical_index);
+      if constexpr (Dtype == LUMINAV_DTYPE_BF16) {
+        bits = f32_to_bf16_stochastic(d, x, r);
+      } else {
+        bits = f32_to_f16_stochastic(d, x, r);
+      }
+    } else if constexpr (Dtype == LUMINAV_DTYPE_BF16) {
+      bits = f32_to_bf16_rne(d, x);
+    } else {
+      bits = f32_to_f16_rne(d, x);
+    }
+    store_u32_as_u16(d, bits, static_cast<uint16_t*>(base) + i);
+  }
+}
+
+// The buffers of one tensor, indexed from the same element.
+struct Buffers {
+  void* param;
+  const void* grad;
+  float* m;
+  float* v;       // CLM only
+  float* master;  // optional
+};
+
+// The last, partial vector of a range runs through the full-width code on
+// zero-padded copies: no masked memory access is needed on any target, and
+// zero lanes add nothing to any reduction (g = 0 gives u = 0 and x = 0).
+template <int P, int G>
+struct TailStage {
+  static constexpr size_t kLanes = HWY_MAX_BYTES / sizeof(float);
+  HWY_ALIGN Stored<P> param[kLanes];
+  HWY_ALIGN Stored<G> grad[kLanes];
+  HWY_ALIGN float m[kLanes];
+  HWY_ALIGN float v[kLanes];
+  HWY_ALIGN float master[kLanes];
+
+  Buffers copy_in(const Buffers& src, size_t at, size_t count) {
+    std::memset(static_cast<void*>(this), 0, sizeof(*this));
+    std::memcpy(param, static_cast<const Stored<P>*>(src.param) + at, count * sizeof(Stored<P>));
+    std::memcpy(grad, static_cast<const Stored<G>*>(src.grad) + at, count * sizeof(Stored<G>));
+    std::memcpy(m, src.m + at, count * sizeof(float));
+    if (src.v) std::memcpy(v, src.v + at, count * sizeof(float));
+    if (src.master) std::memcpy(master, src.master + at, count * sizeof(float));
+    return Buffers{param, grad, m, src.v ? v : nullptr, src.master ? master : nullptr};
+  }
+
+  void copy_out(const Buffers& dst, size_t at, size_t count) const {
+    std::memcpy(static_cast<Stored<P>*>(dst.param) + at, param, count * sizeof(Stored<P>));
+    std::memcpy(dst.m + at, m, count * sizeof(float));
+    if (dst.v) std::memcpy(dst.v + at, v, count * sizeof(float));
+    if (dst.master) std::memcpy(dst.master + at, master, count * sizeof(float));
+  }
+};
+
+inline Buffers buffers_of(const luminav_tensor& t, const StepConstants& k) {
+  return Buffers{t.param, t.grad, t.exp_avg, k.tdclm ? nullptr : t.exp_avg_sq, t.master};
+}
+
+// ---- pass 2 -------------------------------------------------------------------
+
+template <int P, int G, class D>
+HWY_INLINE void apply_vector(D d, const HighwayOps<D>& o, const StepConstants& k,
+                             const TensorGlobals& gl, const Buffers& b, size_t i, bool stochastic,
+                             const RoundingStream<D>& draws, uint64_t logical_index) {
+  const auto g = load_f32<G>(d, b.grad, i);
+  const auto x = b.master ? hn::LoadU(d, b.master + i) : load_f32<P>(d, b.param, i);
+  const auto v_old = b.v ? hn::LoadU(d, b.v + i) : hn::Zero(d);
+  const auto e = core::moments_and_update(o, k, gl, hn::LoadU(d, b.m + i), v_old, g);
+  const auto x_new = core::apply_update(o, k, gl, x, e.u, g);
+  hn::StoreU(e.m, d, b.m + i);
+  if (b.v) hn::StoreU(e.v, d, b.v + i);
+  if (b.master) hn::StoreU(x_new, d, b.master + i);
+  store_param<P>(d, x_new, b.param, i, stochastic, draws, logical_index);
+}
+
+template <int P, int G>
+LUMINAV_SIMD_FLATTEN void apply_typed(const StepConstants& k_in, const TensorGlobals& gl_in,
+                                      const luminav_tensor& t, size_t begin, size_t end) {
+  // Local copies: stores through the float buffers cannot alias them, so the
+  // uniform option branches and constants stay in registers.
+  const StepConstants k = k_in;
+  const TensorGlobals gl = gl_in;
+  using D = hn::ScalableTag<float>;
+  const D d;
+  const HighwayOps<D> o{d};
+  const RoundingStream<D> draws(d, t.seed, k.step);
+  const bool stochastic = k.stochastic_rounding != 0;
+  const Buffers b = buffers_of(t, k);
+  const size_t lanes = hn::Lanes(d);
+  size_t i = begin;
+  for (; i + lanes <= end; i += lanes) {
+    apply_vector<P, G>(d, o, k, gl, b, i, stochastic, draws, t.index_offset + i);
+  }
+  if (i < end) {
+    TailStage<P, G> tail;
+    const size_t count = end - i;
+    const Buffers staged = tail.copy_in(b, i, count);
+    apply_vector<P, G>(d, o, k, gl, staged, 0, stochastic, draws, t.index_offset + i);
+    tail.copy_out(b, i, count);
+  }
+}
+
+// ---- pass 1 -------------------------------------------------------------------
+
+// Double lanes that hold the squares of half a float vector each (a 1-lane
+// target has one double lane for its one float).
+#if HWY_TARGET == HWY_SCALAR
+template <class D>
+using WideD = hn::Rebind<double, D>;
+#else
+template <class D>
+using WideD = hn::Rebind<double, hn::Half<D>>;
+#endif
+
+// Sums of squares in double: fp32 squares are exact in double, so only the
+// additions round, in a fixed lane-wise order.
+template <class D>
+struct SquareSum {
+  hn::Vec<WideD<D>> lo, hi;
+
+  explicit SquareSum(D) : lo(hn::Zero(WideD<D>())), hi(hn::Zero(WideD<D>())) {}
+
+  HWY_INLINE void add(D d, hn::Vec<D> x) {
+    const WideD<D> dw;
+#if HWY_TARGET == HWY_SCALAR
+    (void)d;
+    const auto w = hn::PromoteTo(dw, x);
+    lo = hn::MulAdd(w, w, lo);
+#else
+    const hn::Half<D> dh;
+    const auto wl = hn::PromoteTo(dw, hn::LowerHalf(dh, x));
+    const auto wh = hn::PromoteTo(dw, hn::UpperHalf(dh, x));
+    lo = hn::MulAdd(wl, wl, lo);
+    hi = hn::MulAdd(wh, wh, hi);
+#endif
+  }
+
+  HWY_INLINE double total() const {
+    const WideD<D> dw;
+    return hn::GetLane(hn::SumOfLanes(dw, hn::Add(lo, hi)));
+  }
+};
+
+template <class D>
+struct ReduceAccumulators {
+  uint64_t nonfinite = 0;
+  uint64_t agree = 0;
+  SquareSum<D> grad_sq, update_sq, weight_sq;
+  explicit ReduceAccumulators(D d) : grad_sq(d), update_sq(d), weight_sq(d) {}
+};
+
+template <int P, int G, class D>
+HWY_INLINE void reduce_vector(D d, const HighwayOps<D>& o, const StepConstants& k,
+                              const TensorGlobals& gl, const Buffers& b, size_t i,
+                              bool grad_sums, bool update_sums, ReduceAccumulators<D>& acc) {
+  const auto g = load_f32<G>(d, b.grad, i);
+  if (grad_sums) {
+    acc.nonfinite += hn::CountTrue(d, hn::Not(hn::IsFinite(g)));
+    acc.grad_sq.add(d, g);
+  }
+  if (update_sums) {
+    const auto x = b.master ? hn::LoadU(d, b.master + i) : load_f32<P>(d, b.param, i);
+    const auto v_old = b.v ? hn::LoadU(d, b.v + i) : hn::Zero(d);
+    const auto e = core::moments_and_update(o, k, gl, hn::LoadU(d, b.m + i), v_old, g);
+    acc.agree += hn::CountTrue(d, hn::Gt(hn::Mul(e.u, g), hn::Zero(d)));
+    acc.update_sq.add(d, core::unscaled_step(o, k, e.u, g));
+    acc.weight_sq.add(d, x);
+  }
+}
+
+template <int P, int G>
+LUMINAV_SIMD_FLATTEN void reduce_typed(const StepConstants& k_in, const TensorGlobals& gl_in,
+                                       const luminav_tensor& t, int round, size_t begin,
+                                       size_t end, luminav_partials& out) {
+  const StepConstants k = k_in;
+  const TensorGlobals gl = gl_in;
+  using D = hn::ScalableTag<float>;
+  const D d;
+  const HighwayOps<D> o{d};
+  const bool grad_sums = core::round_has_grad_sums(round);
+  const bool update_sums = core::round_has_update_sums(k, round);
+  const Buffers b = buffers_of(t, k);
+  ReduceAccumulators<D> acc(d);
+  const size_t lanes = hn::Lanes(d);
+  size_t i = begin;
+  for (; i + lanes <= end; i += lanes) {
+    reduce_vector<P, G>(d, o, k, gl, b, i, grad_sums, update_sums, acc);
+  }
+  if (i < end) {
+    TailStage<P, G> tail;
+    const Buffers staged = tail.copy_in(b, i, end - i);
+    reduce_vector<P, G>(d, o, k, gl, staged, 0, grad_sums, update_sums, acc);
+  }
+  out = luminav_partials{};
+  if (grad_sums) {
+    out.nonfinite_count = acc.nonfinite;
+    out.grad_sq_sum = acc.grad_sq.total();
+  }
+  if (update_sums) {
+    out.agree_count = acc.agree;
+    out.update_sq_sum = acc.update_sq.total();
+    out.weight_sq_sum = acc.weight_sq.total();
+  }
+}
+
+// ---- dtype dispatch ---------------------------------------------------------
+
+// Calls f.template operator()<P, G>() for the tensor's (validated) dtypes.
+template <class F>
+HWY_INLINE void with_dtypes(const luminav_tensor& t, F&& f) {
+  auto with_grad = [&]<int P>() {
+    switch (t.grad_dtype) {
+      case LUMINAV_DTYPE_F32: f.template operator()<P, LUMINAV_DTYPE_F32>(); break;
+      case LUMINAV_DTYPE_BF16: f.template operator()<P, LUMINAV_DTYPE_BF16>(); break;
+      default: f.template operator()<P, LUMINAV_DTYPE_F16>(); break;
+    }
+  };
+  switch (t.param_dtype) {
+    case LUMINAV_DTYPE_F32: with_grad.template operator()<LUMINAV_DTYPE_F32>(); break;
+    case LUMINAV_DTYPE_BF16: with_grad.template operator()<LUMINAV_DTYPE_BF16>(); break;
+    default: with_grad.template operator()<LUMINAV_DTYPE_F16>(); break;
+  }
+}
+
+void ApplyRange(const StepConstants& k, const TensorGlobals& gl, const luminav_tensor& t,
+                size_t begin, size_t end) {
+  with_dtypes(t, [&]<int P, int G>() { apply_typed<P, G>(k, gl, t, begin, end); });
+}
+
+void ReduceRange(const StepConstants& k, const TensorGlobals& gl, const luminav_tensor& t,
+                 int round, size_t begin, size_t end, luminav_partials* out) {
+  with_dtypes(t, [&]<int P, int G>() { reduce_typed<P, G>(k, gl, t, round, begin, end, *out); });
+}
+
+int64_t DispatchedTarget() { return HWY_TARGET; }
+
+}  // namespace luminav::simd::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace luminav::simd {
+
+HWY_EXPORT(ApplyRange);
+HWY_EXPORT(ReduceRange);
+HWY_EXPORT(DispatchedTarget);
+
+void apply_range(const core::StepConstants& k, const core::TensorGlobals& globals,
+                 const luminav_tensor& tensor, size_t begin, size_t end) {
+  HWY_DYNAMIC_DISPATCH(ApplyRange)(k, globals, tensor, begin, end);
+}
+
+void reduce_range(const core::StepConstants& k, const core::TensorGlobals& globals,
+                  const luminav_tensor& tensor, int round, size_t begin, size_t end,
+                  luminav_partials& out) {
+  HWY_DYNAMIC_DISPATCH(ReduceRange)(k, globals, tensor, round, begin, end, &out);
+}
+
+int64_t dispatched_target() { return HWY_DYNAMIC_DISPATCH(DispatchedTarget)(); }
+
+}  // namespace luminav::simd
+#endif  // HWY_ONCE
