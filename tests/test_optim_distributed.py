@@ -86,9 +86,38 @@ def _worker(rank: int, world: int, store: str) -> None:
                                           for v in opt.state[param].values()]
             for a, b in zip(before, after):
                 assert torch.equal(a, b)
+        _fsdp2_model_matches_unsharded(rank)
         dist.barrier()
     finally:
         dist.destroy_process_group()
+
+
+def _fsdp2_model_matches_unsharded(rank: int) -> None:
+    """FSDP2 (fully_shard) on a small model: every parameter is a Shard(0) DTensor, including an
+    uneven bias; three TD-CLM + cautious steps match the same optimizer on the unsharded model."""
+    from torch.distributed.fsdp import fully_shard
+
+    from luminamoon.optim import LuminaV
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 15), torch.nn.Tanh(), torch.nn.Linear(15, 3))
+    plain = torch.nn.Sequential(torch.nn.Linear(8, 15), torch.nn.Tanh(), torch.nn.Linear(15, 3))
+    plain.load_state_dict(model.state_dict())
+    fully_shard(model)
+    options = dict(lr=1e-2, mode="tdclm", cautious=True, bound="tensor", bound_ratio=0.05, backend="scalar")
+    sharded_opt, plain_opt = LuminaV(model.parameters(), **options), LuminaV(plain.parameters(), **options)
+    x = torch.randn(6, 8, generator=torch.Generator().manual_seed(1))
+    for _ in range(3):
+        for net, opt in ((model, sharded_opt), (plain, plain_opt)):
+            opt.zero_grad()
+            net(x).pow(2).mean().backward()
+            opt.step()
+    for p, q in zip(model.parameters(), plain.parameters()):
+        assert type(p).__name__ == "DTensor"
+        full = p.detach().full_tensor()
+        assert not torch.equal(q.detach(), torch.zeros_like(q))
+        torch.testing.assert_close(full, q.detach(), rtol=1e-6, atol=1e-7)
+        s_sharded, s_plain = sharded_opt.state[p]["exp_avg_sq"], plain_opt.state[q]["exp_avg_sq"]
+        torch.testing.assert_close(s_sharded, s_plain, rtol=1e-6, atol=0.0)
 
 
 @pytest.mark.timeout(240)
