@@ -116,6 +116,24 @@ TEST(Dispatch, ThreadSetting) {
   EXPECT_EQ(luminav_get_num_threads(), initial);
 }
 
+// LUMINAV_NUM_THREADS is read once per process: check it in a fresh one
+// (the threadsafe death-test style re-executes this binary for the child).
+TEST(Dispatch, NumThreadsEnvironmentDefault) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        ::setenv("LUMINAV_NUM_THREADS", "5", 1);
+        std::exit(luminav_get_num_threads());
+      },
+      ::testing::ExitedWithCode(5), "");
+  EXPECT_EXIT(
+      {
+        ::setenv("LUMINAV_NUM_THREADS", "not-a-number", 1);
+        std::exit(luminav_get_num_threads() >= 1 ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0), "");
+}
+
 TEST(Dispatch, CpuFeaturesAndArch) {
   const std::string features = luminav_cpu_features();
   LuminaVTritonEngine* engine = luminav_triton_engine_create();
