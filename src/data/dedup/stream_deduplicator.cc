@@ -4,7 +4,6 @@
 
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
-#include <tbb/task_arena.h>
 #include <xxhash.h>
 
 #include <optional>
@@ -12,9 +11,9 @@
 
 #include "data/dedup/append_log.h"
 #include "data/dedup/hash_key_set.h"
+#include "data/dedup/shared_arena.h"
 #include "data/dedup/text_normalize.h"
 #include "luminamoon/data_error.h"
-#include "luminamoon/data_threads.h"
 
 namespace luminamoon {
 namespace {
@@ -99,9 +98,7 @@ void StreamDeduplicator::add(const TextBatchView& batch, std::span<const int64_t
   if (batch.total_bytes() < (size_t{1} << 20)) {
     hash_range(tbb::blocked_range<size_t>(0, batch.size));
   } else {
-    tbb::task_arena arena(impl_->options.num_threads > 0 ? impl_->options.num_threads
-                                                         : data_num_threads());
-    arena.execute([&] {
+    shared_arena(impl_->options.num_threads).execute([&] {
       tbb::parallel_for(tbb::blocked_range<size_t>(0, batch.size, 256), hash_range);
     });
   }

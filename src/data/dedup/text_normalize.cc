@@ -58,15 +58,29 @@ void normalize_words(std::string_view text, std::string& out, std::vector<uint32
   char* const w0 = w;
   const size_t n = text.size();
   size_t i = 0;
-  while (i < n) {
-    size_t sep;
-    while (i < n && (sep = separator_length(p + i, n - i)) != 0) i += sep;
+  for (;;) {
+    // Skip separators: ASCII ones by table, multi-byte ones by their check.
+    while (i < n) {
+      const uint8_t kind = kTable.kind[p[i]];
+      if (kind == 0) break;
+      if (kind == 1) {
+        ++i;
+        continue;
+      }
+      const size_t sep = separator_length(p + i, n - i);
+      if (sep == 0) break;
+      i += sep;
+    }
     if (i == n) break;
     if (w != w0) *w++ = ' ';
     word_bounds.push_back(static_cast<uint32_t>(w - w0));
-    do {
-      *w++ = kTable.lower[p[i++]];
-    } while (i < n && separator_length(p + i, n - i) == 0);
+    // Copy the word: the common case is one table load and one store a byte.
+    for (;;) {
+      const uint8_t kind = kTable.kind[p[i]];
+      if (kind == 1 || (kind == 2 && separator_length(p + i, n - i) != 0)) break;
+      *w++ = kTable.lower[p[i]];
+      if (++i == n) break;
+    }
     word_bounds.push_back(static_cast<uint32_t>(w - w0));
   }
   out.resize(static_cast<size_t>(w - w0));

@@ -2,11 +2,11 @@
 // permutation minima (vector kernel or the scalar reference).
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
-#include <tbb/task_arena.h>
 #include <xxhash.h>
 
 #include <string>
 
+#include "data/dedup/shared_arena.h"
 #include "data/dedup/text_normalize.h"
 #include "data/minhash/minhash_kernel.h"
 #include "luminamoon/data_error.h"
@@ -92,8 +92,7 @@ void MinHasher::signatures(const TextBatchView& batch, std::span<uint64_t> out, 
     sign_range(tbb::blocked_range<size_t>(0, batch.size));
     return;
   }
-  tbb::task_arena arena(num_threads > 0 ? num_threads : data_num_threads());
-  arena.execute([&] { tbb::parallel_for(tbb::blocked_range<size_t>(0, batch.size, 16), sign_range); });
+  shared_arena(num_threads).execute([&] { tbb::parallel_for(tbb::blocked_range<size_t>(0, batch.size, 16), sign_range); });
 }
 
 std::string MinHasher::kernel_target() { return minhash_simd_target(); }
