@@ -138,3 +138,8 @@ def test_bytes_and_empty_inputs():
         StringTensor([1])
     with pytest.raises(ValueError, match="format"):
         StringTensor(pa.array([1, 2]))
+
+
+def test_lone_surrogate_is_a_clear_error():
+    with pytest.raises(UnicodeEncodeError):
+        StringTensor(["ok", "\ud800"])

@@ -1,0 +1,228 @@
+"""PIIMasker (luminamoon.data.mask_pii): per-type tables, validators against Python references,
+and properties (bytes outside matches unchanged, output valid UTF-8)."""
+from __future__ import annotations
+
+import ipaddress
+import re
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from luminamoon import data
+
+PLACEHOLDER = {"email": "<EMAIL>", "ip_address": "<IP_ADDRESS>", "phone": "<PHONE>", "credit_card": "<CREDIT_CARD>",
+               "ssn": "<SSN>", "iban": "<IBAN>", "secret": "<SECRET>"}
+
+
+def mask(text, **kw):
+    out, counts = data.mask_pii([text], **kw)
+    return out[0], counts
+
+
+# --- independent references of the validators -------------------------------------------------
+
+def luhn(digits: str) -> bool:
+    ds = [int(c) for c in digits if c.isdigit()]
+    total = 0
+    for i, d in enumerate(reversed(ds)):
+        if i % 2:
+            d = d * 2 - 9 if d * 2 > 9 else d * 2
+        total += d
+    return total % 10 == 0
+
+
+def iban_mod97(iban: str) -> bool:
+    s = iban.replace(" ", "")
+    s = s[4:] + s[:4]
+    return int("".join(str(int(c, 36)) for c in s)) % 97 == 1
+
+
+def ssn_ok(s: str) -> bool:
+    a, g, n = s.split("-")
+    return a not in ("000", "666") and not a.startswith("9") and g != "00" and n != "0000"
+
+
+def ipv4_ok(s: str) -> bool:
+    parts = s.split(".")
+    return len(parts) == 4 and all(p.isdigit() and int(p) <= 255 and (p == "0" or not p.startswith("0")) for p in parts)
+
+
+# --- tables: at least ten positives and ten negatives per type --------------------------------
+
+TOKEN36 = "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
+PEM_RSA = "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA7\nabc+/=\n-----END RSA PRIVATE KEY-----"
+PEM_P8 = "-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC\n-----END PRIVATE KEY-----"
+PEM_EC = "-----BEGIN EC PRIVATE KEY-----\nMHcCAQEEIO\n-----END EC PRIVATE KEY-----"
+PEM_SSH = "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjE=\n-----END OPENSSH PRIVATE KEY-----"
+
+POSITIVES = {
+    "email": ["john.doe@example.com", "a@b.co", "first+tag@sub.domain.org", "o'brien@example.ie",
+              "x_y-z@my-site.io", "USER@EXAMPLE.COM", "name.surname@university.ac.uk", "test123@test-domain.net",
+              "a.b.c@d.e.fg", "info@company.com", "{x}|y~@example.travel"],
+    "ip_address": ["8.8.8.8", "192.168.1.1", "255.255.255.255", "10.0.0.1", "172.16.254.1", "1.2.3.4",
+                   "2001:db8::1", "fe80::1ff:fe23:4567:890a", "2001:0db8:85a3:0000:0000:8a2e:0370:7334",
+                   "::ffff:192.0.2.128", "2606:4700:4700::1111"],
+    "phone": ["(415) 555-2671", "415-555-2671", "415.555.2671", "+1 415 555 2671", "1-800-555-0199",
+              "+44 20 7946 0958", "+49 30 901820", "+33 1 42 68 53 00", "+81-3-1234-5678", "+1 (212) 555-0100",
+              "+61 2 9374 4000", "415 555 2671"],
+    "credit_card": ["4111 1111 1111 1111", "4111-1111-1111-1111", "4111111111111111", "5500 0000 0000 0004",
+                    "3400 000000 00009", "6011 0000 0000 0004", "5105105105105100", "4012888888881881",
+                    "378282246310005", "30569309025904", "6011111111111117", "3530111333300000"],
+    "ssn": ["123-45-6789", "078-05-1120", "001-01-0001", "665-12-3456", "667-99-9999", "899-01-0001",
+            "555-55-5555", "234-56-7890", "111-22-3333", "772-12-3456", "219-09-9999"],
+    "iban": ["DE89 3704 0044 0532 0130 00", "DE89370400440532013000", "GB82 WEST 1234 5698 7654 32",
+             "GB82WEST12345698765432", "FR14 2004 1010 0505 0001 3M02 606", "NL91 ABNA 0417 1643 00",
+             "CH93 0076 2011 6238 5295 7", "ES91 2100 0418 4502 0005 1332", "IT60 X054 2811 1010 0000 0123 456",
+             "BE68 5390 0754 7034", "NO93 8601 1117 947", "AT61 1904 3002 3457 3201"],
+    "secret": ["AKIAIOSFODNN7EXAMPLE", "ASIAY34FZKBOKMUTVV7A", "ghp_" + TOKEN36, "gho_" + TOKEN36,
+               "ghs_" + TOKEN36, "github_pat_" + ("Ab1_" * 21)[:82], "glpat-" + "xY3_zW9-aB7cD5eF1gH2",
+               "xoxb-123456789012-1234567890123-AbCdEfGhIjKlMnOpQrStUvWx", "xoxp-1234567890-abcdef",
+               PEM_RSA, PEM_P8, PEM_EC, PEM_SSH],
+}
+
+NEGATIVES = {
+    "email": ["john.doe@", "@example.com", "john@localhost", "https://medium.com/@john.doe/post",
+              "http://user@host.com/path", "ftp://anon:pw@ftp.example.org/file", "user@-example.com",
+              "user@example.c", "user@example.123", "a@b", "user.@example.com", "email at example dot com"],
+    "ip_address": ["999.1.1.1", "1.2.3", "1.2.3.4.5", "256.1.1.1", "01.2.3.4", "v1.2.3.4", "12:30:45",
+                   "std::vector<int>", "::", "1:2:3", "version 10.0.19041.1", "1.2.3.4a"],
+    "phone": ["ISBN 0-306-40615-2", "ISBN-13: 978-0-306-40615-7", "doi:10.1000/182",
+              "https://doi.org/10.1038/nphys1170", "123-456-7890", "555-123-456", "4155552671",
+              "+0 123 456 789", "+12", "2024-01-15", "12345", "415-555-26711"],
+    "credit_card": ["4111 1111 1111 1112", "1234 5678 9012 3456", "0000 0000 0000 0000", "4111 1111-1111 1111",
+                    "411111111111", "41111111111111111111", "order 123456789012", "card ending 1111", "12/25",
+                    "4111111111111111x", "ISBN 978-0-306-40615-7"],
+    "ssn": ["000-12-3456", "666-12-3456", "900-12-3456", "999-99-9999", "123-00-4567", "123-45-0000",
+            "123-456-789", "1234-56-789", "12-345-6789", "123-45-67890", "a123-45-6789"],
+    "iban": ["DE88 3704 0044 0532 0130 00", "GB82 WEST 1234 5698 7654 33", "DE89 3704 0044 0532 0130 0",
+             "ZZ89 3704 0044 0532 0130 00", "de89 3704 0044 0532 0130 00", "XX00 0000 0000 0000",
+             "GB82-WEST-1234-5698-7654-32", "DE89 37040044 0532 0130 00", "ABCD1234", "NL91ABNA041716430"],
+    "secret": ["AKIA1234", "AKIAIOSFODNN7EXAMPLEXYZ", "ghp_short", "glpat-short", "xoxb-short",
+               "-----BEGIN PUBLIC KEY-----\nMIIB\n-----END PUBLIC KEY-----", "-----BEGIN CERTIFICATE-----\nMII\n",
+               "-----BEGIN RSA PRIVATE KEY-----\nno end here", "akiaiosfodnn7example", "ghp_" + TOKEN36[:35],
+               "my_AKIAIOSFODNN7EXAMPLE"],
+}
+
+
+def test_tables_are_large_enough():
+    for kind in PLACEHOLDER:
+        assert len(POSITIVES[kind]) >= 10 and len(NEGATIVES[kind]) >= 10, kind
+    # The positives really are valid by the independent references.
+    assert all(luhn(c) for c in POSITIVES["credit_card"])
+    assert all(iban_mod97(i) for i in POSITIVES["iban"])
+    assert all(ssn_ok(s) for s in POSITIVES["ssn"])
+    assert not luhn("4111 1111 1111 1112") and not luhn("1234 5678 9012 3456")
+    assert not iban_mod97("DE88 3704 0044 0532 0130 00")
+    for ip in POSITIVES["ip_address"]:
+        ipaddress.ip_address(ip)
+
+
+@pytest.mark.parametrize("kind", sorted(PLACEHOLDER))
+def test_positives(kind):
+    for value in POSITIVES[kind]:
+        text = f"before {value} after"
+        out, counts = mask(text)
+        assert out == f"before {PLACEHOLDER[kind]} after", (kind, value, out)
+        assert counts[kind] == 1
+        assert sum(counts.values()) == 1
+
+
+@pytest.mark.parametrize("kind", sorted(PLACEHOLDER))
+def test_negatives(kind):
+    for value in NEGATIVES[kind]:
+        text = f"before {value} after"
+        out, counts = mask(text)
+        assert out == text, (kind, value, out)
+        assert sum(counts.values()) == 0
+
+
+def test_mailto_and_punctuation_context():
+    assert mask("mailto:jane@example.org")[0] == "mailto:<EMAIL>"
+    assert mask("(info@company.com).")[0] == "(<EMAIL>)."
+    assert mask("ip=8.8.8.8, next")[0] == "ip=<IP_ADDRESS>, next"
+
+
+def test_keep_private_ip_option():
+    private = ["192.168.1.1", "10.0.0.1", "127.0.0.1", "172.16.0.5", "169.254.1.1", "2001:db8::1", "fe80::1",
+               "::1"[0:0] + "fd00::1", "224.0.0.1", "100.64.0.1"]
+    for ip in private:
+        assert mask(f"a {ip} b", keep_private_ip=True)[0] == f"a {ip} b", ip
+        assert ipaddress.ip_address(ip).is_private or ipaddress.ip_address(ip).is_reserved or \
+            ipaddress.ip_address(ip).is_multicast or ipaddress.ip_address(ip) in ipaddress.ip_network("100.64.0.0/10")
+    assert mask("a 8.8.8.8 b", keep_private_ip=True)[0] == "a <IP_ADDRESS> b"
+    assert mask("a 2606:4700::1111 b", keep_private_ip=True)[0] == "a <IP_ADDRESS> b"
+
+
+def test_types_subset_and_counts():
+    text = "mail a@b.co, ip 8.8.8.8, ssn 123-45-6789, card 4111 1111 1111 1111 and a@b.co"
+    out, counts = mask(text, types=["email", "ssn"])
+    assert out == "mail <EMAIL>, ip 8.8.8.8, ssn <SSN>, card 4111 1111 1111 1111 and <EMAIL>"
+    assert counts == {"email": 2, "ssn": 1}
+    out, counts = data.mask_pii([text, text, "nothing"])
+    assert counts["email"] == 4 and counts["credit_card"] == 2 and counts["ip_address"] == 2
+    assert out[2] == "nothing"
+
+
+def test_errors():
+    with pytest.raises(ValueError, match="unknown PII type"):
+        data.mask_pii(["x"], types=["emial"])
+    with pytest.raises(ValueError, match="not valid UTF-8"):
+        data.mask_pii([b"ok", b"bad \xff"])
+
+
+# --- validators against the references on generated candidates ---------------------------------
+
+@settings(max_examples=300, deadline=None)
+@given(st.text("0123456789", min_size=16, max_size=16))
+def test_card_decision_is_luhn(digits):
+    grouped = " ".join(digits[i:i + 4] for i in range(0, 16, 4))
+    out, _ = mask(f"card {grouped} end")
+    assert (out == "card <CREDIT_CARD> end") == (luhn(digits) and digits[0] != "0")
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.integers(0, 300), min_size=4, max_size=4))
+def test_ipv4_decision_is_octet_range(octets):
+    ip = ".".join(map(str, octets))
+    out, _ = mask(f"host {ip} end")
+    assert (out == "host <IP_ADDRESS> end") == ipv4_ok(ip)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(0, 999), st.integers(0, 99), st.integers(0, 9999))
+def test_ssn_decision_is_ranges(a, g, n):
+    ssn = f"{a:03d}-{g:02d}-{n:04d}"
+    out, _ = mask(f"id {ssn} end")
+    assert (out == "id <SSN> end") == ssn_ok(ssn)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(0, 99), st.text("0123456789", min_size=18, max_size=18))
+def test_iban_decision_is_mod97(check, bban):
+    iban = f"DE{check:02d}{bban}"
+    out, _ = mask(f"pay {iban} now")
+    assert (out == "pay <IBAN> now") == iban_mod97(iban)
+
+
+# --- properties ---------------------------------------------------------------------------------
+
+_PIECES = st.sampled_from(
+    [" ", "\n", "word", "é", "日本", "😀", ".", ",", "@", ":", "-", "(", ")", "+", "/", "1", "42", "255", "8.8.8.8",
+     "a@b.co", "x.y@example.org", "415-555-2671", "+44 20 7946 0958", "4111 1111 1111 1111", "123-45-6789",
+     "DE89 3704 0044 0532 0130 00", "AKIAIOSFODNN7EXAMPLE", "2001:db8::1", "ISBN", "http://", "mailto:"])
+_PLACEHOLDER_RE = re.compile("|".join(re.escape(p) for p in PLACEHOLDER.values()))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(_PIECES, st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="<>"), max_size=5)), max_size=40))
+def test_mask_changes_only_matches(pieces):
+    text = "".join(pieces)
+    out_t, counts = data.mask_pii([text])
+    raw = out_t.get_bytes(0)
+    out = raw.decode("utf-8")  # strict: the output is valid UTF-8
+    kept = _PLACEHOLDER_RE.split(out)
+    assert len(kept) - 1 == sum(counts.values())
+    # The text between placeholders is the input's own bytes, in order, each
+    # placeholder standing for a non-empty span of the input.
+    pattern = re.escape(kept[0]) + "".join("(.+?)" + re.escape(p) for p in kept[1:])
+    assert re.fullmatch(pattern, text, re.S), (text, out)
