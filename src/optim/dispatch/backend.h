@@ -16,7 +16,9 @@ namespace luminav {
 //   TD-CLM round 0: nonfinite count, sum g^2
 //          round 1: K, sum (lr*u*phi)^2, sum x^2 (u needs s from round 0)
 // Backends fill exactly the fields of the round they are asked for and zero
-// the others (core/reduction_rounds.h says which round holds what). Inputs
+// the others (core/reduction_rounds.h says which round holds what; K and the
+// norms only when cautious or the tensor bound needs them). The driver never
+// passes a tensor with N = 0 and reads the TD-CLM s through load_scalar. Inputs
 // are validated before a backend sees them (core/validate.h); reduce writes
 // nothing but `out` and the scratch; apply writes every buffer of every
 // tensor (TD-CLM: exp_avg_sq[0] = globals.second_moment). Entry points return
