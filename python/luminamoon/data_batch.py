@@ -5,6 +5,7 @@ PIIMasker, StringTensor); the native work runs without the GIL.
 """
 from __future__ import annotations
 
+import atexit
 import difflib
 from dataclasses import dataclass
 from typing import Any, Iterable, Optional
@@ -248,7 +249,10 @@ def filter_quality(texts: Any, **thresholds: Optional[float]) -> QualityResult:
     return QualityResult(keep=keep, reason=reason, metrics=table)
 
 
+# Compiled Vectorscan databases, one per (types, keep_private_ip); emptied at
+# exit so that the native objects go before the extension module does.
 _MASKERS: dict[tuple, Any] = {}
+atexit.register(_MASKERS.clear)
 
 
 def mask_pii(texts: Any, types: Optional[Iterable[str]] = None, *, keep_private_ip: bool = False):
