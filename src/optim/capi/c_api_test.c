@@ -38,6 +38,19 @@ static double reference_x(double x, double g, double m_old, double v_old, double
   return x * (1.0 - lr * wd) - lr * u;
 }
 
+static luminav_tensor f32_tensor(float* param, const float* grad, float* m, float* v, size_t n) {
+  luminav_tensor t;
+  memset(&t, 0, sizeof t);
+  t.param = param;
+  t.grad = grad;
+  t.exp_avg = m;
+  t.exp_avg_sq = v;
+  t.num_elements = n;
+  t.param_dtype = LUMINAV_DTYPE_F32;
+  t.grad_dtype = LUMINAV_DTYPE_F32;
+  return t;
+}
+
 static void check_clm_step(void) {
   float param[N], grad[N], m[N], v[N], param0[N], m0[N], v0[N];
   int i;
@@ -51,15 +64,7 @@ static void check_clm_step(void) {
   luminav_hyperparams_init(&hp);
   hp.lr = 0.01;
   hp.step = 3;
-  luminav_tensor t;
-  memset(&t, 0, sizeof t);
-  t.param = param;
-  t.grad = grad;
-  t.exp_avg = m;
-  t.exp_avg_sq = v;
-  t.num_elements = N;
-  t.param_dtype = LUMINAV_DTYPE_F32;
-  t.grad_dtype = LUMINAV_DTYPE_F32;
+  luminav_tensor t = f32_tensor(param, grad, m, v, N);
   int status = luminav_step(&hp, &t, NULL);
   CHECK(status == LUMINAV_STATUS_OK, "luminav_step: %s", luminav_last_error_message());
   CHECK(strlen(luminav_last_backend()) > 0, "luminav_last_backend is empty");
@@ -79,13 +84,7 @@ static void check_rejected_call_writes_nothing(void) {
   luminav_hyperparams hp;
   luminav_hyperparams_init(&hp);
   hp.lr = -0.1;
-  luminav_tensor t;
-  memset(&t, 0, sizeof t);
-  t.param = param;
-  t.grad = grad;
-  t.exp_avg = m;
-  t.exp_avg_sq = v;
-  t.num_elements = N;
+  luminav_tensor t = f32_tensor(param, grad, m, v, N);
   int status = luminav_step(&hp, &t, NULL);
   CHECK(status == LUMINAV_STATUS_INVALID_ARGUMENT, "lr < 0 gave %s", luminav_status_name(status));
   CHECK(strstr(luminav_last_error_message(), "lr") != NULL, "message: %s",

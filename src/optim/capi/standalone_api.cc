@@ -8,6 +8,7 @@
 #include "luminav_triton_standalone.h"
 #include "optim/capi/error_boundary.h"
 #include "optim/capi/export.h"
+#include "optim/capi/single_tensor.h"
 #include "optim/core/reduction_tile.h"
 #include "optim/dispatch/cpu_features.h"
 #include "optim/dispatch/registry.h"
@@ -115,17 +116,8 @@ LUMINAV_EXPORT int luminav_triton_step_f32(
     hp.stochastic_rounding = 1;
     hp.step = step;
 
-    luminav_tensor tensor{};
-    tensor.param = param;
-    tensor.grad = grad;
-    tensor.exp_avg = exp_avg;
-    tensor.exp_avg_sq = exp_avg_sq;
-    tensor.master = master_param;
-    tensor.num_elements = num_elements;
-    tensor.index_offset = 0;
-    tensor.seed = seed;
-    tensor.param_dtype = LUMINAV_DTYPE_F32;
-    tensor.grad_dtype = LUMINAV_DTYPE_F32;
+    const luminav_tensor tensor = luminav::capi::single_tensor(
+        param, grad, exp_avg, exp_avg_sq, master_param, num_elements, seed, LUMINAV_DTYPE_F32);
 
     luminav_options options{};
     options.backend = engine->backend.c_str();

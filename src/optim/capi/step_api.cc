@@ -2,6 +2,7 @@
 #include "luminav/luminav.h"
 #include "optim/capi/error_boundary.h"
 #include "optim/capi/export.h"
+#include "optim/capi/single_tensor.h"
 #include "optim/core/reduction_tile.h"
 #include "optim/dispatch/step_driver.h"
 
@@ -44,16 +45,8 @@ namespace {
 int step_sixteen_bit(int dtype, const luminav_hyperparams* hp, uint16_t* param,
                      const uint16_t* grad, float* exp_avg, float* exp_avg_sq, float* master,
                      size_t num_elements, uint64_t seed, const luminav_options* options) {
-  luminav_tensor tensor{};
-  tensor.param = param;
-  tensor.grad = grad;
-  tensor.exp_avg = exp_avg;
-  tensor.exp_avg_sq = exp_avg_sq;
-  tensor.master = master;
-  tensor.num_elements = num_elements;
-  tensor.seed = seed;
-  tensor.param_dtype = dtype;
-  tensor.grad_dtype = dtype;
+  const luminav_tensor tensor = luminav::capi::single_tensor(param, grad, exp_avg, exp_avg_sq, master,
+                                                             num_elements, seed, dtype);
   return guarded([&] { return dispatch::run_step(hp, &tensor, 1, options); });
 }
 
