@@ -1,0 +1,36 @@
+# ctest check: libluminav exports exactly the functions its two public
+# headers declare (nothing of the C++ internals, nothing missing).
+#   cmake -DLIBRARY=<libluminav.so> -DNM=<nm> -DHEADERS="<h1>;<h2>" -P check_exports.cmake
+execute_process(COMMAND ${NM} -D --defined-only ${LIBRARY}
+                OUTPUT_VARIABLE symbols RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "nm failed on ${LIBRARY}")
+endif()
+string(REGEX MATCHALL "[0-9a-fA-F]+ [TtDdBbRrVWu] [A-Za-z_][A-Za-z0-9_@.]*" lines "${symbols}")
+set(exported "")
+foreach(line IN LISTS lines)
+  string(REGEX REPLACE "^[0-9a-fA-F]+ [A-Za-z] " "" name "${line}")
+  list(APPEND exported "${name}")
+endforeach()
+
+set(declared "")
+foreach(header IN LISTS HEADERS)
+  file(READ ${header} text)
+  string(REGEX MATCHALL "(luminav_[a-z0-9_]+)\\(" calls "${text}")
+  foreach(call IN LISTS calls)
+    string(REGEX REPLACE "\\($" "" name "${call}")
+    list(APPEND declared "${name}")
+  endforeach()
+endforeach()
+list(REMOVE_DUPLICATES declared)
+list(REMOVE_DUPLICATES exported)
+
+set(missing ${declared})
+list(REMOVE_ITEM missing ${exported})
+set(extra ${exported})
+list(REMOVE_ITEM extra ${declared})
+list(LENGTH declared declared_count)
+if(missing OR extra)
+  message(FATAL_ERROR "exports differ from the headers:\n  missing: ${missing}\n  extra: ${extra}")
+endif()
+message(STATUS "libluminav exports exactly the ${declared_count} functions of its headers")
