@@ -134,6 +134,26 @@ TEST(Dispatch, NumThreadsEnvironmentDefault) {
       ::testing::ExitedWithCode(0), "");
 }
 
+// "auto" falling back from simd to scalar says why on stderr, once, when
+// LUMINAV_LOG is set (checked in a fresh process).
+TEST(Dispatch, FallbackIsLoggedWhenAsked) {
+  const int simd = index_of("simd");
+  if (simd >= 0 && luminav_backend_available(simd)) GTEST_SKIP() << "simd runs here: no fallback";
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        ::setenv("LUMINAV_LOG", "1", 1);
+        ::unsetenv("LUMINAV_FORCE_BACKEND");
+        SmallTensor s;
+        luminav_hyperparams hp;
+        luminav_hyperparams_init(&hp);
+        const int first = luminav_step(&hp, &s.t, nullptr);
+        const int second = luminav_step(&hp, &s.t, nullptr);
+        std::exit(first == 0 && second == 0 ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0), "luminav: simd backend .*; using scalar");
+}
+
 TEST(Dispatch, CpuFeaturesAndArch) {
   const std::string features = luminav_cpu_features();
   LuminaVTritonEngine* engine = luminav_triton_engine_create();
