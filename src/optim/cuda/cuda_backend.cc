@@ -2,6 +2,7 @@
 #include "optim/cuda/cuda_backend.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -403,6 +404,16 @@ class CudaBackend final : public Backend {
     CUcontext popped = nullptr;
     a.cuCtxPopCurrent(&popped);
     if (!state.ready) state.why_not = "no usable kernel image for " + info.arch() + ": " + reasons;
+    // Which image runs (and why a better one did not) matters when a
+    // directory of artifacts replaces the embedded ones: say it on request.
+    if (const char* log = std::getenv("LUMINAV_LOG"); log != nullptr && *log && std::strcmp(log, "0") != 0) {
+      std::fprintf(stderr, "luminav: cuda: device %d (%s, %s): %s%s%s\n", ordinal, info.name.c_str(),
+                   info.arch().c_str(),
+                   state.ready ? ("loaded " + state.arch + " from " + store.describe()).c_str()
+                               : state.why_not.c_str(),
+                   state.ready && !reasons.empty() ? "; skipped: " : "",
+                   state.ready ? reasons.c_str() : "");
+    }
   }
 
   static const Kernel* find_kernel(const ContextState& state, const std::string& name) {

@@ -17,24 +17,57 @@ using core::TensorGlobals;
 
 // ---- element types ---------------------------------------------------------
 
-// Loads and stores of 8 consecutive elements as 16-byte accesses (fp32: two).
+// Note [access pattern]: a thread works on two groups of 4 consecutive
+// elements, kBlockSize groups apart, so that every load and store instruction
+// of a warp covers one contiguous span (512 bytes of fp32: 16-byte accesses;
+// 256 bytes of bf16/fp16: 8-byte accesses). The first version gave each
+// thread 8 consecutive elements (16-byte accesses for 16-bit data too), but
+// its fp32 accesses then touched every sector twice, half each time, and
+// Nsight Compute showed the L2 at 95% busy with DRAM at 63% on the H200.
 // Single elements (tails, unaligned tensors) go through core/element_io.h.
+// Build-time tuning knobs of the update kernels, chosen from side-by-side
+// runs on an H200 (docs/benchmarks.md): LUMINAV_CUDA_MIN_BLOCKS, the blocks
+// per SM the register budget must allow (4: at most 64 registers; without the
+// cap the 16-bit kernels took 80-100 and ran at 2 blocks per SM, 66% of the
+// copy bandwidth instead of 85%), and LUMINAV_CUDA_STREAMING, evict-first
+// loads and stores (every byte is used once).
+#ifndef LUMINAV_CUDA_MIN_BLOCKS
+#define LUMINAV_CUDA_MIN_BLOCKS 4
+#endif
+#ifndef LUMINAV_CUDA_STREAMING
+#define LUMINAV_CUDA_STREAMING 1
+#endif
+
+template <class T>
+__device__ __forceinline__ T load_once(const T* p) {
+#if LUMINAV_CUDA_STREAMING
+  return __ldcs(p);
+#else
+  return *p;
+#endif
+}
+
+template <class T>
+__device__ __forceinline__ void store_once(T* p, T value) {
+#if LUMINAV_CUDA_STREAMING
+  __stcs(p, value);
+#else
+  *p = value;
+#endif
+}
+
 template <int D>
 struct Elem;
 
 template <>
 struct Elem<LUMINAV_DTYPE_F32> {
-  static __device__ __forceinline__ void load8(const void* base, uint64_t i, float (&out)[8]) {
-    const float4* p = reinterpret_cast<const float4*>(static_cast<const float*>(base) + i);
-    const float4 a = p[0], b = p[1];
+  static __device__ __forceinline__ void load4(const void* base, uint64_t i, float* out) {
+    const float4 a = load_once(reinterpret_cast<const float4*>(static_cast<const float*>(base) + i));
     out[0] = a.x; out[1] = a.y; out[2] = a.z; out[3] = a.w;
-    out[4] = b.x; out[5] = b.y; out[6] = b.z; out[7] = b.w;
   }
-  static __device__ __forceinline__ void store8(void* base, uint64_t i, const float (&x)[8],
-                                                const StepConstants&, uint64_t, uint64_t) {
-    float4* p = reinterpret_cast<float4*>(static_cast<float*>(base) + i);
-    p[0] = make_float4(x[0], x[1], x[2], x[3]);
-    p[1] = make_float4(x[4], x[5], x[6], x[7]);
+  static __device__ __forceinline__ void store4(void* base, uint64_t i, const float* x, const StepConstants&,
+                                                uint64_t, uint64_t) {
+    store_once(reinterpret_cast<float4*>(static_cast<float*>(base) + i), make_float4(x[0], x[1], x[2], x[3]));
   }
 };
 
@@ -45,7 +78,7 @@ struct Elem16 {
   static __device__ __forceinline__ float to_f32(uint16_t h) {
     return kBf16 ? core::bf16_to_f32(h) : core::f16_to_f32(h);
   }
-  static __device__ __forceinline__ uint16_t from_f32(float x, const StepConstants& k, uint64_t seed,
+  static __device__ __forceinline__ uint32_t from_f32(float x, const StepConstants& k, uint64_t seed,
                                                       uint64_t index) {
     if (k.stochastic_rounding) {
       const uint32_t r = core::rounding_bits(seed, k.step, index);
@@ -53,32 +86,39 @@ struct Elem16 {
     }
     return kBf16 ? core::f32_to_bf16_rne(x) : core::f32_to_f16_rne(x);
   }
-  static __device__ __forceinline__ void load8(const void* base, uint64_t i, float (&out)[8]) {
-    const uint4 w = *reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(base) + i);
-    const uint32_t words[4] = {w.x, w.y, w.z, w.w};
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      out[2 * e] = to_f32(static_cast<uint16_t>(words[e] & 0xffffu));
-      out[2 * e + 1] = to_f32(static_cast<uint16_t>(words[e] >> 16));
-    }
+  static __device__ __forceinline__ void load4(const void* base, uint64_t i, float* out) {
+    const uint2 w = load_once(reinterpret_cast<const uint2*>(static_cast<const uint16_t*>(base) + i));
+    out[0] = to_f32(static_cast<uint16_t>(w.x & 0xffffu));
+    out[1] = to_f32(static_cast<uint16_t>(w.x >> 16));
+    out[2] = to_f32(static_cast<uint16_t>(w.y & 0xffffu));
+    out[3] = to_f32(static_cast<uint16_t>(w.y >> 16));
   }
-  static __device__ __forceinline__ void store8(void* base, uint64_t i, const float (&x)[8],
-                                                const StepConstants& k, uint64_t seed, uint64_t index0) {
-    uint32_t words[4];
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const uint32_t lo = from_f32(x[2 * e], k, seed, index0 + 2 * e);
-      const uint32_t hi = from_f32(x[2 * e + 1], k, seed, index0 + 2 * e + 1);
-      words[e] = lo | (hi << 16);
-    }
-    *reinterpret_cast<uint4*>(static_cast<uint16_t*>(base) + i) =
-        make_uint4(words[0], words[1], words[2], words[3]);
+  static __device__ __forceinline__ void store4(void* base, uint64_t i, const float* x, const StepConstants& k,
+                                                uint64_t seed, uint64_t index0) {
+    const uint32_t lo = from_f32(x[0], k, seed, index0) | (from_f32(x[1], k, seed, index0 + 1) << 16);
+    const uint32_t hi = from_f32(x[2], k, seed, index0 + 2) | (from_f32(x[3], k, seed, index0 + 3) << 16);
+    store_once(reinterpret_cast<uint2*>(static_cast<uint16_t*>(base) + i), make_uint2(lo, hi));
   }
 };
 template <>
 struct Elem<LUMINAV_DTYPE_BF16> : Elem16<true> {};
 template <>
 struct Elem<LUMINAV_DTYPE_F16> : Elem16<false> {};
+
+// The two groups of a thread: elements i0..i0+3 and (when `two`) i1..i1+3,
+// as out[0..3] and out[4..7]. All loads are issued before any use.
+template <int D>
+__device__ __forceinline__ void load_groups(const void* base, uint64_t i0, uint64_t i1, bool two, float (&out)[8]) {
+  Elem<D>::load4(base, i0, out);
+  if (two) Elem<D>::load4(base, i1, out + 4);
+}
+
+template <int D>
+__device__ __forceinline__ void store_groups(void* base, uint64_t i0, uint64_t i1, bool two, const float (&x)[8],
+                                             const StepConstants& k, uint64_t seed, uint64_t index_offset) {
+  Elem<D>::store4(base, i0, x, k, seed, index_offset + i0);
+  if (two) Elem<D>::store4(base, i1, x + 4, k, seed, index_offset + i1);
+}
 
 // ---- the tile a block works on ----------------------------------------------
 
@@ -132,19 +172,20 @@ __device__ __forceinline__ void update_element(const StepConstants& k, const Ten
 
 template <int P, int G>
 __device__ __forceinline__ void apply_vector(const StepConstants& k, const TensorGlobals& gl,
-                                             const TensorSlot& s, uint64_t i) {
+                                             const TensorSlot& s, uint64_t i0, uint64_t i1, bool two) {
+  constexpr int F32 = LUMINAV_DTYPE_F32;
   float g[8], m[8], v[8], x[8];
-  Elem<G>::load8(s.grad, i, g);
-  Elem<LUMINAV_DTYPE_F32>::load8(s.exp_avg, i, m);
-  if (!k.tdclm) Elem<LUMINAV_DTYPE_F32>::load8(s.exp_avg_sq, i, v);
-  if (s.master != nullptr) Elem<LUMINAV_DTYPE_F32>::load8(s.master, i, x);
-  else Elem<P>::load8(s.param, i, x);
+  load_groups<G>(s.grad, i0, i1, two, g);
+  load_groups<F32>(s.exp_avg, i0, i1, two, m);
+  if (!k.tdclm) load_groups<F32>(s.exp_avg_sq, i0, i1, two, v);
+  if (s.master != nullptr) load_groups<F32>(s.master, i0, i1, two, x);
+  else load_groups<P>(s.param, i0, i1, two, x);
 #pragma unroll
   for (int e = 0; e < 8; ++e) update_element(k, gl, g[e], m[e], v[e], x[e]);
-  Elem<LUMINAV_DTYPE_F32>::store8(s.exp_avg, i, m, k, 0, 0);
-  if (!k.tdclm) Elem<LUMINAV_DTYPE_F32>::store8(s.exp_avg_sq, i, v, k, 0, 0);
-  if (s.master != nullptr) Elem<LUMINAV_DTYPE_F32>::store8(s.master, i, x, k, 0, 0);
-  Elem<P>::store8(s.param, i, x, k, s.seed, s.index_offset + i);
+  store_groups<F32>(s.exp_avg, i0, i1, two, m, k, 0, 0);
+  if (!k.tdclm) store_groups<F32>(s.exp_avg_sq, i0, i1, two, v, k, 0, 0);
+  if (s.master != nullptr) store_groups<F32>(s.master, i0, i1, two, x, k, 0, 0);
+  store_groups<P>(s.param, i0, i1, two, x, k, s.seed, s.index_offset);
 }
 
 template <int P, int G>
@@ -161,20 +202,20 @@ __device__ __forceinline__ void apply_scalar(const StepConstants& k, const Tenso
   core::store_param<P>(s.param, i, x, k, s.seed, s.index_offset + i);
 }
 
-// Calls body(i, vector) for the tile: 8-element groups from the vector path
-// where the tensor's buffers are 16-byte aligned, single elements elsewhere.
-template <class Body>
-__device__ __forceinline__ void for_tile(const Tile& t, Body body) {
+// Runs the tile (Note [access pattern]): vec(i0, i1, two) over pairs of
+// 4-element groups where the tensor's buffers are 16-byte aligned, one(i) over
+// single elements elsewhere (the tail, unaligned tensors).
+template <class Vec, class One>
+__device__ __forceinline__ void for_tile(const Tile& t, Vec vec, One one) {
   uint64_t scalar_begin = t.begin;
   if (t.slot->vector_ok) {
-    const uint64_t vector_end = t.begin + ((t.end - t.begin) / kElemsPerThread) * kElemsPerThread;
-    for (uint64_t i = t.begin + threadIdx.x * kElemsPerThread; i < vector_end;
-         i += kBlockSize * kElemsPerThread) {
-      body(i, true);
+    const uint64_t groups = (t.end - t.begin) / 4;
+    for (uint64_t g = threadIdx.x; g < groups; g += 2 * kBlockSize) {
+      vec(t.begin + 4 * g, t.begin + 4 * (g + kBlockSize), g + kBlockSize < groups);
     }
-    scalar_begin = vector_end;
+    scalar_begin = t.begin + 4 * groups;
   }
-  for (uint64_t i = scalar_begin + threadIdx.x; i < t.end; i += kBlockSize) body(i, false);
+  for (uint64_t i = scalar_begin + threadIdx.x; i < t.end; i += kBlockSize) one(i);
 }
 
 template <int P, int G>
@@ -185,10 +226,9 @@ __device__ __forceinline__ void apply_tile(const LaunchParams& lp) {
   const TensorGlobals gl = globals_of(s);
   // TD-CLM keeps s in the exp_avg_sq slot; the host finalized its new value.
   if (k.tdclm && t.tile == 0 && threadIdx.x == 0) s.exp_avg_sq[0] = gl.second_moment;
-  for_tile(t, [&](uint64_t i, bool vector) {
-    if (vector) apply_vector<P, G>(k, gl, s, i);
-    else apply_scalar<P, G>(k, gl, s, i);
-  });
+  for_tile(
+      t, [&](uint64_t i0, uint64_t i1, bool two) { apply_vector<P, G>(k, gl, s, i0, i1, two); },
+      [&](uint64_t i) { apply_scalar<P, G>(k, gl, s, i); });
 }
 
 // ---- pass 1: reductions -----------------------------------------------------
@@ -283,29 +323,34 @@ __device__ __forceinline__ void reduce_tile(const LaunchParams& lp) {
   const uint32_t fields = lp.reduce_fields;
   const bool need_state = (fields & kReduceUpdate) != 0;
   Accum a;
-  for_tile(t, [&](uint64_t i, bool vector) {
-    if (vector) {
-      float g[8], m[8], v[8], x[8];
-      Elem<G>::load8(s.grad, i, g);
-      if (need_state) {
-        Elem<LUMINAV_DTYPE_F32>::load8(s.exp_avg, i, m);
-        if (!k.tdclm) Elem<LUMINAV_DTYPE_F32>::load8(s.exp_avg_sq, i, v);
-        if (s.master != nullptr) Elem<LUMINAV_DTYPE_F32>::load8(s.master, i, x);
-        else Elem<P>::load8(s.param, i, x);
-      }
+  constexpr int F32 = LUMINAV_DTYPE_F32;
+  for_tile(
+      t,
+      [&](uint64_t i0, uint64_t i1, bool two) {
+        float g[8], m[8] = {}, v[8] = {}, x[8] = {};
+        load_groups<G>(s.grad, i0, i1, two, g);
+        if (need_state) {
+          load_groups<F32>(s.exp_avg, i0, i1, two, m);
+          if (!k.tdclm) load_groups<F32>(s.exp_avg_sq, i0, i1, two, v);
+          if (s.master != nullptr) load_groups<F32>(s.master, i0, i1, two, x);
+          else load_groups<P>(s.param, i0, i1, two, x);
+        }
+        const int count = two ? 8 : 4;
 #pragma unroll
-      for (int e = 0; e < 8; ++e) reduce_element(k, gl, fields, g[e], m[e], v[e], x[e], a);
-    } else {
-      const float g = core::load_as_f32<G>(s.grad, i);
-      float m = 0.0f, v = 0.0f, x = 0.0f;
-      if (need_state) {
-        m = s.exp_avg[i];
-        v = k.tdclm ? 0.0f : s.exp_avg_sq[i];
-        x = s.master != nullptr ? s.master[i] : core::load_as_f32<P>(s.param, i);
-      }
-      reduce_element(k, gl, fields, g, m, v, x, a);
-    }
-  });
+        for (int e = 0; e < 8; ++e) {
+          if (e < count) reduce_element(k, gl, fields, g[e], m[e], v[e], x[e], a);
+        }
+      },
+      [&](uint64_t i) {
+        const float g = core::load_as_f32<G>(s.grad, i);
+        float m = 0.0f, v = 0.0f, x = 0.0f;
+        if (need_state) {
+          m = s.exp_avg[i];
+          v = k.tdclm ? 0.0f : s.exp_avg_sq[i];
+          x = s.master != nullptr ? s.master[i] : core::load_as_f32<P>(s.param, i);
+        }
+        reduce_element(k, gl, fields, g, m, v, x, a);
+      });
   const Accum total = block_sum(a);
   if (threadIdx.x == 0) {
     total.store(reinterpret_cast<luminav_partials*>(lp.tile_partials +
@@ -321,7 +366,7 @@ __device__ __forceinline__ void reduce_tile(const LaunchParams& lp) {
 using luminav::cuda::LaunchParams;
 
 #define LUMINAV_KERNELS_FOR(PN, P, GN, G)                                                         \
-  extern "C" __global__ void __launch_bounds__(luminav::cuda::kBlockSize)                          \
+  extern "C" __global__ void __launch_bounds__(luminav::cuda::kBlockSize, LUMINAV_CUDA_MIN_BLOCKS) \
       luminav_apply_p##PN##_g##GN(const __grid_constant__ LaunchParams params) {                   \
     luminav::cuda::apply_tile<P, G>(params);                                                       \
   }                                                                                                \

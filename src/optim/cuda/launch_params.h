@@ -17,8 +17,7 @@ namespace luminav::cuda {
 // partials of pass 1, and their combination in tile order, give the same bits
 // on every run (Note [deterministic reductions] in kernels.cu).
 inline constexpr int kBlockSize = 256;
-inline constexpr int kElemsPerThread = 8;   // one 16-byte access of 16-bit values, two of fp32
-inline constexpr uint32_t kApplyTileElems = 8192;  // = kBlockSize * kElemsPerThread * 4
+inline constexpr uint32_t kApplyTileElems = 8192;  // 4 rounds of 2 groups of 4 per thread
 // Reductions tile as core says (Note [scratch layout] in core/reduction_tile.h)
 // so that a caller's scratch of luminav_scratch_bytes(N) always fits.
 inline constexpr uint32_t kReduceTileElems = static_cast<uint32_t>(core::kReductionTile);
@@ -27,7 +26,7 @@ inline constexpr int kMaxSlots = 40;        // keeps LaunchParams under the 4 Ki
 
 // The kernels' parameter list as manifest.json records it; change the tag
 // whenever LaunchParams changes, so that stale artifact directories are refused.
-inline constexpr const char* kLaunchAbi = "(const LaunchParams) luminav-cuda-abi-1";
+inline constexpr const char* kLaunchAbi = "(const LaunchParams) luminav-cuda-abi-2";
 
 // Which fields of luminav_partials a reduction fills (Note [reduction rounds]).
 enum ReduceFields : uint32_t {

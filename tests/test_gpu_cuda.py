@@ -1,0 +1,460 @@
+"""The CUDA backend against the scalar reference backend and the float64 spec, on a GPU.
+
+Runs where torch sees a CUDA device and libluminav's cuda backend is available
+(the H200 of src/optim/cuda/gpu_check.py); elsewhere every test skips.
+LUMINAV_GPU_TEST_HARNESS=1 runs the same code with CPU tensors and the scalar
+backend standing in for the GPU, to check the harness itself without a GPU.
+The library is LUMINAV_LIBRARY when set, else the installed package's.
+"""
+from __future__ import annotations
+
+import ctypes as C
+import itertools
+import os
+import subprocess
+import sys
+import zlib
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from luminav_reference import Hyper, assert_within_forward_error, normwise_relative_error, reference_step  # noqa: E402
+
+torch = pytest.importorskip("torch")
+
+HARNESS = os.environ.get("LUMINAV_GPU_TEST_HARNESS") == "1"
+F32, BF16, F16 = 0, 1, 2
+TORCH_DTYPE = {F32: torch.float32, BF16: torch.bfloat16, F16: torch.float16}
+OK, INVALID, NONFINITE = 0, 1, 2
+
+
+class Hyperparams(C.Structure):
+    _fields_ = [("lr", C.c_double), ("beta1", C.c_double), ("beta2", C.c_double), ("eps", C.c_double),
+                ("weight_decay", C.c_double), ("tau", C.c_double), ("lam", C.c_double),
+                ("bound_ratio", C.c_double), ("buffer_mode", C.c_int), ("cautious", C.c_int),
+                ("bound_mode", C.c_int), ("check_finite", C.c_int), ("stochastic_rounding", C.c_int),
+                ("step", C.c_uint64)]
+
+
+class Tensor(C.Structure):
+    _fields_ = [("param", C.c_void_p), ("grad", C.c_void_p), ("exp_avg", C.c_void_p),
+                ("exp_avg_sq", C.c_void_p), ("master", C.c_void_p), ("num_elements", C.c_size_t),
+                ("index_offset", C.c_uint64), ("seed", C.c_uint64), ("param_dtype", C.c_int),
+                ("grad_dtype", C.c_int)]
+
+
+class Options(C.Structure):
+    _fields_ = [("backend", C.c_char_p), ("device_type", C.c_int), ("device_index", C.c_int),
+                ("stream", C.c_void_p), ("scratch", C.c_void_p), ("scratch_bytes", C.c_size_t)]
+
+
+def library_path() -> str:
+    env = os.environ.get("LUMINAV_LIBRARY")
+    if env:
+        return env
+    import luminamoon
+    return luminamoon.c_library_path()
+
+
+def load_library():
+    lib = C.CDLL(library_path())
+    lib.luminav_last_error_message.restype = C.c_char_p
+    lib.luminav_last_backend.restype = C.c_char_p
+    lib.luminav_backend_name.restype = C.c_char_p
+    lib.luminav_backend_unavailable_reason.restype = C.c_char_p
+    lib.luminav_triton_engine_create.restype = C.c_void_p
+    lib.luminav_triton_engine_destroy.argtypes = [C.c_void_p]
+    lib.luminav_triton_get_platform.restype = C.c_char_p
+    lib.luminav_triton_get_platform.argtypes = [C.c_void_p]
+    lib.luminav_triton_get_arch.restype = C.c_char_p
+    lib.luminav_triton_get_arch.argtypes = [C.c_void_p]
+    f, i, p = C.c_float, C.c_int, C.c_void_p
+    lib.luminav_triton_step_f32.argtypes = [p, p, p, p, p, p, p, C.c_size_t, f, f, f, f, f, f, f,
+                                            i, i, i, f, C.c_uint64, C.c_uint32]
+    lib.luminav_step_multi.argtypes = [C.POINTER(Hyperparams), C.POINTER(Tensor), C.c_size_t,
+                                       C.POINTER(Options)]
+    return lib
+
+
+def backend_reason(lib, name: str) -> str | None:
+    """None when the backend is available, else its reason."""
+    for i in range(lib.luminav_backend_count()):
+        if lib.luminav_backend_name(i).decode() == name:
+            return None if lib.luminav_backend_available(i) else lib.luminav_backend_unavailable_reason(i).decode()
+    return f"backend {name} is not compiled in"
+
+
+@pytest.fixture(scope="module")
+def lib():
+    lib = load_library()
+    if not HARNESS:
+        if not torch.cuda.is_available():
+            pytest.skip("torch sees no CUDA device")
+        reason = backend_reason(lib, "cuda")
+        if reason is not None:
+            pytest.skip(f"cuda backend unavailable: {reason}")
+    return lib
+
+
+def device():
+    return torch.device("cpu") if HARNESS else torch.device("cuda")
+
+
+def gpu_options(stream=None) -> Options:
+    if HARNESS:
+        return Options(backend=b"scalar", device_type=0)
+    s = torch.cuda.current_stream() if stream is None else stream
+    return Options(backend=b"cuda", device_type=1, stream=s.cuda_stream)
+
+
+def scalar_options() -> Options:
+    return Options(backend=b"scalar", device_type=0)
+
+
+def hyperparams(lib, **changes) -> Hyperparams:
+    hp = Hyperparams()
+    lib.luminav_hyperparams_init(C.byref(hp))
+    for k, val in changes.items():
+        setattr(hp, k, val)
+    return hp
+
+
+def as_hyper(hp: Hyperparams) -> Hyper:
+    return Hyper(lr=hp.lr, beta1=hp.beta1, beta2=hp.beta2, eps=hp.eps, weight_decay=hp.weight_decay,
+                 tau=hp.tau, lam=hp.lam, buffer_mode=hp.buffer_mode, cautious=bool(hp.cautious),
+                 bound_mode=hp.bound_mode, bound_ratio=hp.bound_ratio)
+
+
+class State:
+    """One tensor's buffers (torch tensors on one device) and its luminav_tensor."""
+
+    def __init__(self, x, g, m, v, master, param_dtype, grad_dtype, offset=0, seed=0, misalign=0):
+        self.x, self.g, self.m, self.v, self.master = x, g, m, v, master
+        self.param_dtype, self.grad_dtype, self.offset, self.seed = param_dtype, grad_dtype, offset, seed
+        self.misalign = misalign
+
+    @staticmethod
+    def random(gen: torch.Generator, n: int, mode: int, param_dtype: int, grad_dtype: int,
+               with_master: bool, seed: int = 0, misalign: int = 0) -> "State":
+        def randn(scale):
+            return torch.randn(n + misalign, generator=gen, dtype=torch.float64) * scale
+
+        x32 = (randn(0.5)).float()
+        g = (randn(0.01)).to(TORCH_DTYPE[grad_dtype])
+        m = randn(0.01).float()
+        if mode == 2:
+            v = ((torch.rand(n + misalign, generator=gen, dtype=torch.float64) + 0.05) * 1e-4).float()
+        else:
+            v = torch.tensor([4e-5] * (1 + misalign), dtype=torch.float32)
+        master = x32.clone() if with_master else None
+        x = x32.to(TORCH_DTYPE[param_dtype])
+        # `misalign` elements in front make every buffer start off 16 bytes
+        # (the kernels' scalar path); the views are what the step sees.
+        cut = (lambda a: a[misalign:]) if misalign else (lambda a: a)
+        return State(cut(x), cut(g), cut(m), cut(v) if mode == 2 else v[misalign:], cut(master) if with_master else None,
+                     param_dtype, grad_dtype, seed=seed, misalign=misalign)
+
+    def to(self, dev) -> "State":
+        pad = self.misalign
+
+        def mv(a):  # a fresh copy that keeps the misalignment of the original
+            if a is None:
+                return None
+            buf = torch.empty(a.numel() + pad, dtype=a.dtype, device=dev)
+            buf[pad:].copy_(a)
+            return buf[pad:]
+        return State(mv(self.x), mv(self.g), mv(self.m), mv(self.v), mv(self.master), self.param_dtype,
+                     self.grad_dtype, self.offset, self.seed, self.misalign)
+
+    def clone(self) -> "State":
+        return self.to(self.x.device)
+
+    def struct(self) -> Tensor:
+        def ptr(a):
+            return None if a is None else a.data_ptr()
+        return Tensor(ptr(self.x), ptr(self.g), ptr(self.m), ptr(self.v), ptr(self.master), self.x.numel(),
+                      self.offset, self.seed, self.param_dtype, self.grad_dtype)
+
+    def numpy(self) -> dict:
+        def f(a):
+            return None if a is None else a.detach().to("cpu").float().numpy().astype(np.float64)
+
+        def bits(a):
+            two = a.element_size() == 2
+            raw = a.detach().to("cpu").contiguous().view(torch.int16 if two else torch.int32).numpy()
+            return raw.view(np.uint16 if two else np.uint32)
+        return {"x": f(self.x), "x_bits": bits(self.x), "g": f(self.g), "m": f(self.m), "v": f(self.v),
+                "master": f(self.master)}
+
+
+def same_bits(a, b) -> bool:
+    """Equal bit patterns (NaN included)."""
+    view = torch.int16 if a.element_size() == 2 else torch.int32
+    return torch.equal(a.contiguous().view(view), b.contiguous().view(view))
+
+
+def step(lib, hp, states, options) -> int:
+    arr = (Tensor * len(states))(*[s.struct() for s in states])
+    code = lib.luminav_step_multi(C.byref(hp), arr, len(states), C.byref(options))
+    if options.device_type == 1:
+        torch.cuda.synchronize()
+    return code
+
+
+def check_against_scalar(lib, hp, before: State, gpu: State, host: State, what: str):
+    """GPU state after the step vs the scalar backend's, under the spec's accuracy contract."""
+    b, a, r = before.numpy(), gpu.numpy(), host.numpy()
+    x_old = b["master"] if b["master"] is not None else b["x"]
+    ref = reference_step(as_hyper(hp), x_old, b["m"], b["v"], b["g"], int(hp.step))
+    assert_within_forward_error(f"{what} m", a["m"], r["m"], ref.scale_m)
+    assert_within_forward_error(f"{what} v/s", a["v"], r["v"], ref.scale_v)
+    if a["master"] is not None:
+        assert_within_forward_error(f"{what} master", a["master"], r["master"], ref.scale_x)
+        # Bit for bit where fp32 agrees (spec, "Stochastically rounded outputs").
+        same = a["master"] == r["master"]
+        assert np.array_equal(a["x_bits"][same], r["x_bits"][same]), f"{what}: 16-bit param bits differ where fp32 agrees"
+    if before.param_dtype == F32:
+        assert_within_forward_error(f"{what} param", a["x"], r["x"], ref.scale_x)
+    else:
+        # Without a master the fp32 x is not visible: the 16-bit codes agree or are neighbours.
+        diff = np.abs(a["x_bits"].astype(np.int64) - r["x_bits"].astype(np.int64))
+        assert diff.max() <= 1, f"{what}: 16-bit params differ by {diff.max()} codes"
+    # And the scalar backend itself against the float64 spec (both sides of the comparison are sane).
+    assert_within_forward_error(f"{what} scalar m", r["m"], ref.m, ref.scale_m)
+
+
+MODES = [2, 1]
+OPTION_SETS = [
+    dict(),                                            # AdamW
+    dict(lam=0.3),
+    dict(tau=0.5),                                     # soft clip bites for |u| > 0.5
+    dict(cautious=1),
+    dict(bound_mode=1, bound_ratio=1e-4),              # the tensor bound binds
+    dict(bound_mode=2, bound_ratio=1e-3),
+    dict(lam=0.2, tau=1.0, cautious=1, bound_mode=1, bound_ratio=1e-3, weight_decay=0.1),
+]
+DTYPES = [(F32, F32, False), (F32, F32, True), (BF16, BF16, False), (BF16, BF16, True), (F16, F16, True),
+          (F16, F32, False), (BF16, F32, True)]
+
+
+@pytest.mark.parametrize("mode", MODES, ids=["clm", "tdclm"])
+@pytest.mark.parametrize("options", OPTION_SETS, ids=lambda o: ",".join(f"{k}={v}" for k, v in o.items()) or "adamw")
+@pytest.mark.parametrize("dtypes", DTYPES, ids=lambda d: f"p{d[0]}g{d[1]}{'m' if d[2] else ''}")
+@pytest.mark.parametrize("sr", [1, 0], ids=["sr", "rne"])
+def test_one_step_matches_scalar_reference(lib, mode, options, dtypes, sr):
+    param_dtype, grad_dtype, with_master = dtypes
+    if param_dtype == F32 and sr == 0:
+        pytest.skip("rounding mode does not apply to fp32 parameters")
+    gen = torch.Generator().manual_seed(zlib.crc32(repr((mode, options, dtypes, sr)).encode()))
+    hp = hyperparams(lib, buffer_mode=mode, stochastic_rounding=sr, step=7, **options)
+    for n, misalign in [(70001, 0), (4099, 1)]:   # vector path + tail; unaligned scalar path
+        before = State.random(gen, n, mode, param_dtype, grad_dtype, with_master, seed=12345, misalign=misalign)
+        host, gpu = before.clone(), before.to(device())
+        assert step(lib, hp, [host], scalar_options()) == OK, lib.luminav_last_error_message()
+        assert step(lib, hp, [gpu], gpu_options()) == OK, lib.luminav_last_error_message()
+        if not HARNESS:
+            assert lib.luminav_last_backend().decode().startswith("cuda")
+        check_against_scalar(lib, hp, before, gpu, host, f"n={n} misalign={misalign}")
+
+
+def test_adamw_defaults_are_bit_identical_to_the_scalar_backend(lib):
+    # The kernels call core's math with -fmad=false: the same fp32 operations in
+    # the same order, so AdamW (no tanh) agrees bit for bit, not just within 1e-6 s_i.
+    gen = torch.Generator().manual_seed(3)
+    hp = hyperparams(lib, step=3)
+    before = State.random(gen, 1 << 20, 2, F32, F32, False)
+    host, gpu = before.clone(), before.to(device())
+    assert step(lib, hp, [host], scalar_options()) == OK
+    assert step(lib, hp, [gpu], gpu_options()) == OK
+    for name in ("x", "m", "v"):
+        assert torch.equal(getattr(gpu, name).cpu(), getattr(host, name)), name
+
+
+def test_many_tensors_in_one_call_with_mixed_dtypes(lib):
+    gen = torch.Generator().manual_seed(11)
+    hp = hyperparams(lib, cautious=1, bound_mode=1, bound_ratio=1e-3, step=5)
+    sizes = [1, 7, 8, 9, 1000, 8192, 8193, 65536, 65537, 200003] * 9   # 90 tensors: > one launch's 40 slots
+    dtypes = itertools.cycle([(F32, F32, False), (BF16, BF16, True), (F16, F32, False)])
+    befores = []
+    for i, n in enumerate(sizes):
+        p, g, m = next(dtypes)
+        befores.append(State.random(gen, n, 2, p, g, m, seed=i))
+    hosts = [b.clone() for b in befores]
+    gpus = [b.to(device()) for b in befores]
+    assert step(lib, hp, hosts, scalar_options()) == OK
+    assert step(lib, hp, gpus, gpu_options()) == OK, lib.luminav_last_error_message()
+    for i, (b, gg, h) in enumerate(zip(befores, gpus, hosts)):
+        check_against_scalar(lib, hp, b, gg, h, f"tensor {i} (n={sizes[i]})")
+
+
+def test_nonfinite_gradient_anywhere_leaves_every_tensor_untouched(lib):
+    gen = torch.Generator().manual_seed(5)
+    hp = hyperparams(lib)
+    states = [State.random(gen, n, 2, F32, F32, False).to(device()) for n in (10000, 300000)]
+    states[1].g[123457] = float("nan")
+    copies = [s.clone() for s in states]
+    assert step(lib, hp, states, gpu_options()) == NONFINITE
+    assert b"tensors[1]" in lib.luminav_last_error_message()
+    for s, c in zip(states, copies):
+        for name in ("x", "g", "m", "v"):
+            assert same_bits(getattr(s, name), getattr(c, name)), name
+
+
+def test_reductions_are_deterministic_run_to_run(lib):
+    # TD-CLM with the cautious mask and the tensor bound uses every reduction;
+    # the same inputs give the same bits every time (fixed tiles, fixed order).
+    gen = torch.Generator().manual_seed(9)
+    hp = hyperparams(lib, buffer_mode=1, cautious=1, bound_mode=1, bound_ratio=1e-3, step=4)
+    before = State.random(gen, (1 << 22) + 3, 1, F32, F32, False).to(device())
+    results = []
+    for _ in range(3):
+        s = before.clone()
+        assert step(lib, hp, [s], gpu_options()) == OK
+        results.append(s)
+    for s in results[1:]:
+        assert torch.equal(s.x, results[0].x) and torch.equal(s.v, results[0].v)
+
+
+def test_shards_with_index_offset_round_like_the_whole_tensor(lib):
+    gen = torch.Generator().manual_seed(13)
+    hp = hyperparams(lib, step=2)                   # CLM has no cross-element sums without options
+    whole = State.random(gen, 100000, 2, BF16, BF16, True, seed=77).to(device())
+    parts = []
+    for lo, hi in [(0, 40000), (40000, 100000)]:
+        s = State(whole.x[lo:hi].clone(), whole.g[lo:hi].clone(), whole.m[lo:hi].clone(), whole.v[lo:hi].clone(),
+                  whole.master[lo:hi].clone(), BF16, BF16, offset=lo, seed=77)
+        parts.append(s)
+    assert step(lib, hp, [whole], gpu_options()) == OK
+    assert step(lib, hp, parts, gpu_options()) == OK
+    assert torch.equal(torch.cat([p.x for p in parts]), whole.x)
+
+
+def test_hundred_steps_stay_within_normwise_1e5(lib):
+    gen = torch.Generator().manual_seed(21)
+    for mode, param_dtype, with_master in [(2, F32, False), (1, BF16, True)]:
+        hp = hyperparams(lib, buffer_mode=mode, lam=0.1, tau=1.0, cautious=1, bound_mode=2, bound_ratio=1e-2)
+        host = State.random(gen, 50000, mode, param_dtype, param_dtype, with_master)
+        gpu = host.to(device())
+        for t in range(1, 101):
+            hp.step = t
+            g = torch.randn(50000, generator=gen, dtype=torch.float64).mul(0.01).to(TORCH_DTYPE[param_dtype])
+            host.g.copy_(g)
+            gpu.g.copy_(g.to(gpu.g.device))
+            assert step(lib, hp, [host], scalar_options()) == OK
+            assert step(lib, hp, [gpu], gpu_options()) == OK
+        a, r = gpu.numpy(), host.numpy()
+        for name in ("m", "v", "master" if with_master else "x"):
+            err = normwise_relative_error(a[name], r[name])
+            assert err <= 1e-5, f"mode {mode} {name}: normwise relative error {err:.2e}"
+
+
+def test_runs_on_a_side_stream(lib):
+    if HARNESS:
+        pytest.skip("needs a CUDA stream")
+    gen = torch.Generator().manual_seed(17)
+    hp = hyperparams(lib, buffer_mode=1, step=3)
+    before = State.random(gen, 1 << 20, 1, F32, F32, False)
+    host = before.clone()
+    side = torch.cuda.Stream()
+    with torch.cuda.stream(side):
+        gpu = before.to(device())
+        assert lib.luminav_step_multi(C.byref(hp), (Tensor * 1)(gpu.struct()), 1,
+                                      C.byref(gpu_options(side))) == OK
+    side.synchronize()
+    assert step(lib, hp, [host], scalar_options()) == OK
+    check_against_scalar(lib, hp, before, gpu, host, "side stream")
+
+
+def test_host_pointers_with_device_type_cuda_are_refused(lib):
+    if HARNESS:
+        pytest.skip("needs the cuda backend")
+    gen = torch.Generator().manual_seed(1)
+    host = State.random(gen, 1000, 2, F32, F32, False)
+    before = host.clone()
+    code = step(lib, hyperparams(lib), [host], gpu_options())
+    assert code == INVALID, code
+    assert b"not CUDA device memory" in lib.luminav_last_error_message()
+    assert torch.equal(host.x, before.x)
+    # The context is not poisoned: a device step still works.
+    gpu = before.to(device())
+    assert step(lib, hyperparams(lib), [gpu], gpu_options()) == OK
+
+
+def test_standalone_engine_names_cuda_and_the_arch(lib):
+    if HARNESS:
+        pytest.skip("needs the cuda backend")
+    major, minor = torch.cuda.get_device_capability()
+    code = (
+        "import ctypes as C, os, sys, torch\n"
+        "sys.path.insert(0, %r)\n"
+        "import test_gpu_cuda as t\n"
+        "lib = t.load_library()\n"
+        "e = lib.luminav_triton_engine_create()\n"
+        "assert e, lib.luminav_last_error_message()\n"
+        "print(lib.luminav_triton_get_platform(e).decode(), lib.luminav_triton_get_arch(e).decode())\n"
+        "n = 100000\n"
+        "gen = torch.Generator().manual_seed(2)\n"
+        "x = torch.randn(n, generator=gen); g = torch.randn(n, generator=gen) * 0.01\n"
+        "m = torch.zeros(n); v = torch.zeros(n)\n"
+        "xd, gd, md, vd = (a.cuda() for a in (x, g, m, v))\n"
+        "p = lambda a: a.data_ptr()\n"
+        "rc = lib.luminav_triton_step_f32(e, p(xd), p(gd), p(md), p(vd), None, None, n, 1e-3, 0.9, 0.999,"
+        " 1e-8, 0.01, 0.0, 0.0, 2, 0, 0, 0.0, 1, 0)\n"
+        "torch.cuda.synchronize()\n"
+        "assert rc == 0, lib.luminav_last_error_message()\n"
+        "# torch's own AdamW (fp32, step 1) as the independent reference\n"
+        "w = torch.nn.Parameter(x.cuda().clone()); w.grad = g.cuda().clone()\n"
+        "torch.optim.AdamW([w], lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01, foreach=False).step()\n"
+        "err = float((xd - w.detach()).abs().max() / w.detach().abs().max())\n"
+        "print('moved', float((xd.cpu() - x).abs().max()), 'err', err)\n"
+    ) % str(Path(__file__).resolve().parent)
+    env = dict(os.environ, LUMINAV_FORCE_BACKEND="cuda")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    platform, arch = out.stdout.split("\n")[0].split()
+    assert platform == "cuda"
+    assert arch == f"sm_{major}{minor}"
+    fields = out.stdout.split()
+    assert float(fields[fields.index("moved") + 1]) > 0           # the step moved the weights
+    assert float(fields[fields.index("err") + 1]) <= 1e-6          # ... as torch's AdamW does
+
+
+def test_ptx_is_used_when_the_cubin_is_a_stub(lib, tmp_path):
+    """A kernel directory whose sm_XY cubin is a stub: refused by name, the PTX runs instead."""
+    if HARNESS:
+        pytest.skip("needs the cuda backend")
+    import hashlib
+    import json
+    import shutil
+    src = Path(os.environ.get("LUMINAV_CUDA_KERNEL_SOURCE_DIR", Path(library_path()).parent / "luminav_cuda_kernels"))
+    manifest = json.loads((src / "manifest.json").read_text())
+    major, minor = torch.cuda.get_device_capability()
+    stub = b"// LUMINAV_TRITON_AOT_CUBIN\nplaceholder\n"
+    for a in manifest["artifacts"]:
+        if a["kind"] == "ptx":
+            shutil.copy(src / a["file"], tmp_path / a["file"])
+        else:
+            (tmp_path / a["file"]).write_bytes(stub)
+            a["size"], a["sha256"] = len(stub), hashlib.sha256(stub).hexdigest()
+    (tmp_path / "manifest.json").write_text(json.dumps(manifest))
+    code = (
+        "import ctypes as C, sys, torch\n"
+        "sys.path.insert(0, %r)\n"
+        "import test_gpu_cuda as t\n"
+        "lib = t.load_library()\n"
+        "gen = torch.Generator().manual_seed(4)\n"
+        "before = t.State.random(gen, 10000, 2, t.F32, t.F32, False)\n"
+        "host, gpu = before.clone(), before.to('cuda')\n"
+        "hp = t.hyperparams(lib)\n"
+        "assert t.step(lib, hp, [gpu], t.gpu_options()) == 0, lib.luminav_last_error_message()\n"
+        "assert t.step(lib, hp, [host], t.scalar_options()) == 0\n"
+        "t.check_against_scalar(lib, hp, before, gpu, host, 'ptx')\n"
+        "print('ok')\n"
+    ) % str(Path(__file__).resolve().parent)
+    env = dict(os.environ, LUMINAV_CUDA_KERNEL_DIR=str(tmp_path), LUMINAV_LOG="1")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert "(PTX)" in out.stderr, out.stderr
+    assert "is a stub artifact" in out.stderr, out.stderr
