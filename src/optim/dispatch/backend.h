@@ -54,6 +54,15 @@ class Backend {
     *value = *address;
     return LUMINAV_STATUS_OK;
   }
+  // load_scalar for many addresses at once (a GPU backend answers with one
+  // round trip instead of one per tensor); the default calls load_scalar.
+  virtual int load_scalars(std::span<const float* const> addresses, std::span<float> values,
+                           const ExecContext& ctx) {
+    for (size_t j = 0; j < addresses.size(); ++j) {
+      if (const int code = load_scalar(addresses[j], &values[j], ctx); code != LUMINAV_STATUS_OK) return code;
+    }
+    return LUMINAV_STATUS_OK;
+  }
 
   // Pass 1, read-only: one partials struct per tensor.
   virtual int reduce(const core::StepConstants& k, std::span<const luminav_tensor> tensors,

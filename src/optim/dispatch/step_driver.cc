@@ -98,10 +98,10 @@ core::Status run_step(const luminav_hyperparams* hp, const luminav_tensor* tenso
 
   std::vector<float> s_old(work.size(), 0.0f);
   if (k.tdclm) {
-    for (size_t j = 0; j < work.size(); ++j) {
-      const int code = backend->load_scalar(work[j].exp_avg_sq, &s_old[j], ctx);
-      if (code != LUMINAV_STATUS_OK) return backend_failure(*backend, code, "load_scalar");
-    }
+    std::vector<const float*> addresses(work.size());
+    for (size_t j = 0; j < work.size(); ++j) addresses[j] = work[j].exp_avg_sq;
+    const int code = backend->load_scalars(addresses, s_old, ctx);
+    if (code != LUMINAV_STATUS_OK) return backend_failure(*backend, code, "load_scalars");
   }
   std::vector<core::TensorGlobals> globals(work.size());
   for (size_t j = 0; j < work.size(); ++j) globals[j] = core::initial_globals(k, s_old[j]);
