@@ -156,7 +156,7 @@ def test_closure_is_called_once_with_grad_enabled_and_its_loss_returned():
         loss.backward()
         return loss
     loss = opt.step(closure)
-    assert calls == [True] and float(loss) == 5.0
+    assert calls == [True] and float(loss.detach()) == 5.0
     assert p[0] < 1.0 and p[1] > -2.0
 
 
