@@ -27,6 +27,7 @@ __all__ = [
     "did_you_mean",
     "damerau_levenshtein",
     "arrow_io_available",
+    "available_stages",
     "OUTPUT_FORMATS",
     "INPUT_EXTENSIONS",
 ]

@@ -144,9 +144,9 @@ RunTotals RunTotals::from_json(std::string_view json) {
     for (auto e : examples) {
       std::string_view shard, message;
       uint64_t line = 0;
-      (void)e["shard"].get(shard);
-      (void)e["message"].get(message);
-      (void)e["line"].get(line);
+      if (e["shard"].get(shard)) shard = {};
+      if (e["message"].get(message)) message = {};
+      if (e["line"].get(line)) line = {};
       t.malformed_examples.push_back({0, line, std::string(message)});
       t.malformed_shards.emplace_back(shard);
     }
@@ -242,9 +242,9 @@ void check_manifest(std::string_view json, const std::vector<ShardStat>& shards,
     std::string_view path;
     uint64_t size = 0;
     int64_t mtime = 0;
-    (void)entry["path"].get(path);
-    (void)entry["size"].get(size);
-    (void)entry["mtime_ns"].get(mtime);
+    if (entry["path"].get(path)) path = {};
+    if (entry["size"].get(size)) size = {};
+    if (entry["mtime_ns"].get(mtime)) mtime = {};
     const ShardStat& now = shards[i++];
     if (path != now.path) {
       throw DataError(DataErrorKind::kInputChanged,

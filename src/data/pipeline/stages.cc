@@ -1,6 +1,7 @@
 // The FusedPipeline's stage adapters: each wraps one stage class of the data
 // engine behind PipelineStage; a stage this build lacks is reported missing.
 #include <cinttypes>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 
@@ -90,6 +91,19 @@ class CleanStage final : public PipelineStage {
 #endif
 
 #if defined(LUMINA_HAVE_QUALITY_FILTER)
+// A JSON number that always reads back as a float (so metric columns get one
+// type), or null for NaN and infinities, which JSON cannot hold.
+void append_double(std::string& out, double v) {
+  if (!std::isfinite(v)) {
+    out += "null";
+    return;
+  }
+  char number[40];
+  int n = std::snprintf(number, sizeof number, "%.17g", v);
+  out.append(number, static_cast<size_t>(n));
+  if (std::string_view(number, n).find_first_of(".e") == std::string_view::npos) out += ".0";
+}
+
 class QualityStage final : public PipelineStage {
  public:
   QualityStage(QualityThresholds thresholds, bool want_metrics)
@@ -100,7 +114,6 @@ class QualityStage final : public PipelineStage {
     KeptDocs kept = gather_kept(batch);
     QualityResult result = filter_.evaluate(kept.view);
     const auto& checks = quality_checks();
-    char number[32];
     for (size_t j = 0; j < kept.size(); ++j) {
       uint32_t i = kept.index[j];
       if (want_metrics_) {
@@ -108,8 +121,8 @@ class QualityStage final : public PipelineStage {
         for (size_t m = 0; m < kQualityMetricCount; ++m) {
           json.push_back(m == 0 ? '{' : ',');
           json_text::append_string(json, quality_metric_name(static_cast<QualityMetric>(m)));
-          std::snprintf(number, sizeof number, ":%.17g", result.metric(static_cast<QualityMetric>(m), j));
-          json += number;
+          json.push_back(':');
+          append_double(json, result.metric(static_cast<QualityMetric>(m), j));
         }
         json.push_back('}');
       }
