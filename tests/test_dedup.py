@@ -107,6 +107,17 @@ def test_key_set_stays_within_16_bytes_per_distinct_document():
     assert tracked.memory_bytes == 2 * tracked.set_memory_bytes
 
 
+def test_presized_set_never_grows():
+    n = 100_000
+    d = data.StreamDeduplicator(expected_distinct=n, track_matches=False)
+    start = d.set_memory_bytes
+    d.add([f"doc {i}" for i in range(n)])
+    assert d.set_memory_bytes == start  # no growth, so no transient second table
+    assert d.set_memory_bytes / n <= 10.1  # 8 bytes at load 0.8
+    with pytest.raises(ValueError):
+        data.StreamDeduplicator(expected_distinct=-1)
+
+
 def committed_keys(blocks):
     return {ref.exact_key(t) for block in blocks for t in block}
 

@@ -25,6 +25,9 @@ struct StreamDeduplicatorOptions {
   // that each drop names the document it duplicated. Costs a second 8-byte
   // array beside the hash slots (the hash set alone stays <= 16 B/document).
   bool track_matches = true;
+  // Distinct documents expected: the set is sized for them up front, so it
+  // never grows (a growth briefly holds the old and the new table, 2.5x).
+  uint64_t expected_distinct = 0;
   WalOptions wal;  // wal.path empty: in memory only
   int num_threads = 0;  // hashing threads; 0: data_num_threads() (data_threads.h)
 };

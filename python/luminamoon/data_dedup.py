@@ -65,6 +65,9 @@ class StreamDeduplicator:
     (a second 8 bytes per slot; the key set alone stays <= 16 B/document).
     resume_position: the ``committed_position`` a checkpoint recorded; the
     WAL is replayed up to there and the rest is cut.
+    expected_distinct: size the set for this many distinct documents up front
+    (no growth, so no transient 2.5x copy of the table while growing).
+    num_threads: hashing threads (0: ``luminamoon.data.get_num_threads()``).
     """
 
     def __init__(
@@ -76,12 +79,15 @@ class StreamDeduplicator:
         sync: str = "fdatasync",
         resume_position: Optional[int] = None,
         num_threads: int = 0,
+        expected_distinct: int = 0,
         _split_write_pause_us: int = 0,
     ) -> None:
         _check_sync(sync)
+        if expected_distinct < 0:
+            raise ValueError(f"expected_distinct must be >= 0, got {expected_distinct}")
         self._d = _native._StreamDeduplicator(
             _path(wal_path), bool(normalized), bool(track_matches), sync, resume_position,
-            int(num_threads), int(_split_write_pause_us),
+            int(num_threads), int(_split_write_pause_us), int(expected_distinct),
         )
         self.wal_path = _path(wal_path)
         #: ref of the kept document each text of the last ``add`` duplicated (-1: kept).

@@ -110,8 +110,9 @@ void register_data_dedup(nb::module_& m) {
           "__init__",
           [](DedupHandle* self, std::optional<std::string> wal_path, bool normalized,
              bool track_matches, const std::string& sync, std::optional<uint64_t> resume_position,
-             int num_threads, unsigned split_pause_us) {
+             int num_threads, unsigned split_pause_us, uint64_t expected_distinct) {
             StreamDeduplicatorOptions o;
+            o.expected_distinct = expected_distinct;
             o.key = normalized ? DedupKey::kNormalizedText : DedupKey::kText;
             o.track_matches = track_matches;
             o.wal = wal_options(std::move(wal_path), sync, resume_position, split_pause_us);
@@ -123,7 +124,7 @@ void register_data_dedup(nb::module_& m) {
           },
           nb::arg("wal_path").none(), nb::arg("normalized"), nb::arg("track_matches"),
           nb::arg("sync"), nb::arg("resume_position").none(), nb::arg("num_threads"),
-          nb::arg("split_write_pause_us"))
+          nb::arg("split_write_pause_us"), nb::arg("expected_distinct"))
       .def(
           "add",
           [](DedupHandle& h, const StringTensor& texts, std::optional<RefArray> refs) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -16,12 +17,16 @@ namespace luminamoon {
 // between growths the load stays in (0.533, 0.8]: 8 / load <= 15 bytes per key
 // once the 128-byte minimum table holds 8 keys (a power-of-two table would dip
 // to load 0.4 = 20 bytes). Growing allocates the new table before freeing the
-// old one, so the transient peak during a growth is 2.5x the old table.
+// old one, so the transient peak during a growth is 2.5x the old table; a
+// caller that knows the count passes `expected` and never grows.
 class HashKeySet {
  public:
   static constexpr size_t kMinCapacity = 16;
 
-  explicit HashKeySet(bool with_refs) : with_refs_(with_refs) { allocate(kMinCapacity); }
+  explicit HashKeySet(bool with_refs, size_t expected = 0) : with_refs_(with_refs) {
+    // Sized so that `expected` keys fit without a growth (no 2.5x transient).
+    allocate(std::max(kMinCapacity, expected + expected / 4 + 1));
+  }
 
   // Inserts `key` with `ref`. Returns true when new; when already present
   // returns false and sets *first_ref to the ref stored with it (0 without refs).

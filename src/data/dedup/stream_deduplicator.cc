@@ -6,6 +6,7 @@
 #include <tbb/parallel_for.h>
 #include <xxhash.h>
 
+#include <algorithm>
 #include <optional>
 #include <string>
 
@@ -49,7 +50,10 @@ struct StreamDeduplicator::Impl {
   WalReplayStats no_wal_stats;
   uint64_t seen = 0;
 
-  explicit Impl(StreamDeduplicatorOptions o) : options(std::move(o)), set(options.track_matches) {
+  explicit Impl(StreamDeduplicatorOptions o)
+      : options(std::move(o)),
+        set(options.track_matches, static_cast<size_t>(std::min<uint64_t>(
+                                       options.expected_distinct, uint64_t{1} << 40))) {
     if (options.key != DedupKey::kText && options.key != DedupKey::kNormalizedText) {
       throw DataError(DataErrorKind::kUsage, "StreamDeduplicator: unknown key mode");
     }
