@@ -272,15 +272,18 @@ def test_adamw_defaults_are_bit_identical_to_the_scalar_backend(lib):
         assert torch.equal(getattr(gpu, name).cpu(), getattr(host, name)), name
 
 
-def test_many_tensors_in_one_call_with_mixed_dtypes(lib):
+@pytest.mark.parametrize("mode", MODES, ids=["clm", "tdclm"])
+def test_many_tensors_in_one_call_with_mixed_dtypes(lib, mode):
+    # 90 tensors: several launches of up to 40 slots, and in TD-CLM the s of
+    # every tensor read back in one gather (Backend::load_scalars).
     gen = torch.Generator().manual_seed(11)
-    hp = hyperparams(lib, cautious=1, bound_mode=1, bound_ratio=1e-3, step=5)
+    hp = hyperparams(lib, buffer_mode=mode, cautious=1, bound_mode=1, bound_ratio=1e-3, step=5)
     sizes = [1, 7, 8, 9, 1000, 8192, 8193, 65536, 65537, 200003] * 9   # 90 tensors: > one launch's 40 slots
     dtypes = itertools.cycle([(F32, F32, False), (BF16, BF16, True), (F16, F32, False)])
     befores = []
     for i, n in enumerate(sizes):
         p, g, m = next(dtypes)
-        befores.append(State.random(gen, n, 2, p, g, m, seed=i))
+        befores.append(State.random(gen, n, mode, p, g, m, seed=i))
     hosts = [b.clone() for b in befores]
     gpus = [b.to(device()) for b in befores]
     assert step(lib, hp, hosts, scalar_options()) == OK

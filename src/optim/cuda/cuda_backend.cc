@@ -144,20 +144,45 @@ class CudaBackend final : public Backend {
   }
 
   int load_scalar(const float* address, float* value, const ExecContext& ctx) override {
+    return load_scalars(std::span(&address, 1), std::span(value, 1), ctx);
+  }
+
+  // One gather kernel per kMaxSlots addresses, one copy, one synchronisation.
+  int load_scalars(std::span<const float* const> addresses, std::span<float> values,
+                   const ExecContext& ctx) override {
+    if (addresses.empty()) return LUMINAV_STATUS_OK;
     ContextState* state = nullptr;
     std::string why;
     if (!context_state(ctx.device_index, &state, &why)) return fail(LUMINAV_STATUS_BACKEND_UNAVAILABLE, why);
-    const drv::Api& a = api();
     ContextGuard guard(this, ctx.device_index);
     if (!guard.ok) return fail(LUMINAV_STATUS_DRIVER_ERROR, guard.why);
+    for (size_t j = 0; j < addresses.size(); ++j) {
+      if (!is_device_memory(addresses[j])) {
+        return fail(LUMINAV_STATUS_INVALID_ARGUMENT,
+                    "tensors[" + std::to_string(j) + "]: exp_avg_sq is not CUDA device memory");
+      }
+    }
     std::lock_guard lock(state->mutex);
-    if (!ensure_host_results(*state, sizeof(float), &why)) return fail(LUMINAV_STATUS_DRIVER_ERROR, why);
+    const drv::Api& a = api();
+    const size_t bytes = addresses.size() * sizeof(float);
+    if (!ensure_device(&state->results, &state->results_bytes, bytes, &why) ||
+        !ensure_host_results(*state, bytes, &why)) {
+      return fail(LUMINAV_STATUS_OUT_OF_MEMORY, why);
+    }
+    const Kernel* gather = find_kernel(*state, "luminav_gather_scalars");
+    if (gather == nullptr) return fail(LUMINAV_STATUS_INTERNAL, "luminav_gather_scalars missing from the module");
     const CUstream stream = static_cast<CUstream>(ctx.stream);
-    CUresult r = a.cuMemcpyDtoHAsync(state->host_results, reinterpret_cast<CUdeviceptr>(address),
-                                     sizeof(float), stream);
+    for (size_t first = 0; first < addresses.size(); first += kMaxSlots) {
+      LaunchParams lp{};
+      lp.num_slots = static_cast<uint32_t>(std::min<size_t>(kMaxSlots, addresses.size() - first));
+      for (uint32_t i = 0; i < lp.num_slots; ++i) lp.slots[i].exp_avg_sq = const_cast<float*>(addresses[first + i]);
+      lp.scalars = reinterpret_cast<float*>(state->results) + first;
+      if (int code = launch(*gather, 1, lp, stream); code != LUMINAV_STATUS_OK) return code;
+    }
+    CUresult r = a.cuMemcpyDtoHAsync(state->host_results, state->results, bytes, stream);
     if (r == drv::CUDA_SUCCESS) r = a.cuStreamSynchronize(stream);
     if (r != drv::CUDA_SUCCESS) return fail(LUMINAV_STATUS_DRIVER_ERROR, driver().error("cuMemcpyDtoHAsync", r));
-    std::memcpy(value, state->host_results, sizeof(float));
+    std::memcpy(values.data(), state->host_results, bytes);
     return LUMINAV_STATUS_OK;
   }
 

@@ -397,3 +397,10 @@ extern "C" __global__ void __launch_bounds__(luminav::cuda::kBlockSize)
   const Accum total = block_sum(a);
   if (threadIdx.x == 0) total.store(&params.tensor_partials[j]);
 }
+
+// Reads each slot's exp_avg_sq[0] (the TD-CLM s before the step) into
+// params.scalars, so that the host needs one copy, not one per tensor.
+extern "C" __global__ void __launch_bounds__(luminav::cuda::kBlockSize)
+    luminav_gather_scalars(const __grid_constant__ LaunchParams params) {
+  if (threadIdx.x < params.num_slots) params.scalars[threadIdx.x] = params.slots[threadIdx.x].exp_avg_sq[0];
+}

@@ -26,7 +26,7 @@ inline constexpr int kMaxSlots = 40;        // keeps LaunchParams under the 4 Ki
 
 // The kernels' parameter list as manifest.json records it; change the tag
 // whenever LaunchParams changes, so that stale artifact directories are refused.
-inline constexpr const char* kLaunchAbi = "(const LaunchParams) luminav-cuda-abi-2";
+inline constexpr const char* kLaunchAbi = "(const LaunchParams) luminav-cuda-abi-3";
 
 // Which fields of luminav_partials a reduction fills (Note [reduction rounds]).
 enum ReduceFields : uint32_t {
@@ -56,7 +56,8 @@ struct LaunchParams {
   uint32_t tile_elems;                // kApplyTileElems or kReduceTileElems
   uint32_t reserved;
   unsigned char* tile_partials;       // device: one luminav_partials per tile, kTilePartialStride apart
-  luminav_partials* tensor_partials;  // one per slot (mapped host memory)
+  luminav_partials* tensor_partials;  // device: one per slot
+  float* scalars;                     // device: gather output, one per slot
   uint32_t first_tile[kMaxSlots + 1];
   TensorSlot slots[kMaxSlots];
 };
