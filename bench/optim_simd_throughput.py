@@ -1,0 +1,204 @@
+"""LuminaV's simd backend side by side with the machine's copy bandwidth, torch's CPU AdamW
+(fused=True and foreach=True) and the scalar backend, in one run.
+
+Elements per second of one step of one tensor, for N = 2^lo .. 2^hi, for CLM and
+TD-CLM with fp32 parameters and with bf16 parameters/gradients plus fp32 master
+weights (stochastic rounding on, finite check on: the library's defaults).
+Each figure is the median of --repeats timings, each timing the mean of enough
+back-to-back steps to last --min-time seconds (after one warm-up step).
+
+The floor of a variant is (bytes it must move per element) / (copy bandwidth),
+the bytes counted in src/optim/simd/step_kernels.cc (Note [bytes moved]):
+CLM fp32 32 B, TD-CLM fp32 24 B, CLM bf16+master 30 B, TD-CLM bf16+master 22 B
+(every input read once, every output written once, plus the gradient read of
+the finite check / TD-CLM reduction). The copy bandwidth is measured here, in
+the same run: a STREAM-style copy (bytes read + bytes written) of two 512 MiB
+buffers with torch's multi-threaded copy_ and with NumPy's single-threaded
+memcpy; the larger is the floor's bandwidth. torch's AdamW moves 28 B per fp32
+element (param, grad, exp_avg, exp_avg_sq read; param and both moments written).
+
+    .venvs/simd/bin/python bench/optim_simd_throughput.py --lo 16 --hi 27 --json out.json
+
+Our steps go through luminamoon._native.step_multi with a prebuilt descriptor
+(the native entry point the torch front end calls); torch's through
+optimizer.step(). Both use the machine's cores (torch.get_num_threads() and
+luminav_get_num_threads(), both default to the core count).
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import platform
+import statistics
+import subprocess
+import sys
+import time
+
+import numpy as np
+import torch
+
+from luminamoon import _native
+
+BYTES_PER_ELEMENT = {
+    "clm_f32": 32,
+    "tdclm_f32": 24,
+    "clm_bf16_master": 30,
+    "tdclm_bf16_master": 22,
+    "torch_f32": 28,
+}
+
+
+def timed(run_once, min_time: float, repeats: int) -> float:
+    """Median over `repeats` of the mean seconds per call of `run_once`."""
+    run_once()  # warm-up (first touch, dispatch, thread start)
+    start = time.perf_counter()
+    run_once()
+    single = max(time.perf_counter() - start, 1e-7)
+    calls = max(1, int(min_time / single))
+    samples = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        for _ in range(calls):
+            run_once()
+        samples.append((time.perf_counter() - start) / calls)
+    return statistics.median(samples)
+
+
+def copy_bandwidth(repeats: int) -> dict:
+    """Bytes read + written per second of a 512 MiB buffer copy."""
+    n = 1 << 27  # float32 elements: 512 MiB per buffer
+    src = torch.randn(n)
+    dst = torch.empty(n)
+    torch_s = timed(lambda: dst.copy_(src), 0.5, repeats)
+    a = src.numpy()
+    b = dst.numpy()
+    numpy_s = timed(lambda: np.copyto(b, a), 0.5, repeats)
+    moved = 2 * 4 * n
+    return {"torch_copy_GBps": moved / torch_s / 1e9, "numpy_memcpy_GBps": moved / numpy_s / 1e9}
+
+
+class LuminaVCase:
+    """Buffers and a prebuilt descriptor for one variant at one N."""
+
+    def __init__(self, variant: str, n: int, backend: str):
+        self.variant = variant
+        tdclm = variant.startswith("tdclm")
+        bf16 = "bf16" in variant
+        g = torch.randn(n) * 1e-2
+        if bf16:
+            self.master = torch.randn(n)
+            self.param = self.master.to(torch.bfloat16)
+            self.grad = g.to(torch.bfloat16)
+        else:
+            self.master = None
+            self.param = torch.randn(n)
+            self.grad = g
+        self.m = torch.zeros(n)
+        self.v = torch.full((1,), 1e-4) if tdclm else torch.zeros(n)
+        dtype = _native.DTYPE_BF16 if bf16 else _native.DTYPE_F32
+        self.desc = _native.TensorDesc(
+            self.param.data_ptr(), self.grad.data_ptr(), self.m.data_ptr(), self.v.data_ptr(),
+            self.master.data_ptr() if bf16 else 0, n, 0, 12345, dtype, dtype)
+        self.hp = _native.Hyperparams()
+        self.hp.buffer_mode = 1 if tdclm else 2
+        self.hp.step = 0
+        self.options = _native.RunOptions(backend)
+
+    def step(self) -> None:
+        self.hp.step += 1
+        status = _native.step_multi(self.hp, [self.desc], self.options)
+        code = status[0] if isinstance(status, tuple) else status
+        if code != 0:
+            raise RuntimeError(f"luminav step failed: {status}")
+
+
+def torch_case(n: int, mode: str):
+    p = torch.nn.Parameter(torch.randn(n))
+    p.grad = torch.randn(n) * 1e-2
+    kwargs = {"fused": True} if mode == "fused" else {"foreach": True}
+    opt = torch.optim.AdamW([p], lr=1e-3, **kwargs)
+    return opt, p
+
+
+def machine() -> str:
+    try:
+        out = subprocess.run(["lscpu"], capture_output=True, text=True, check=True).stdout
+        model = next(line.split(":", 1)[1].strip() for line in out.splitlines()
+                     if line.startswith("Model name"))
+    except Exception:  # noqa: BLE001 - informational only
+        model = platform.processor()
+    return f"{model}, {torch.get_num_threads()} threads"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--lo", type=int, default=16, help="smallest N = 2^lo")
+    ap.add_argument("--hi", type=int, default=27, help="largest N = 2^hi")
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--min-time", type=float, default=0.2, help="seconds per timing")
+    ap.add_argument("--no-scalar", action="store_true", help="skip the scalar backend")
+    ap.add_argument("--variants", default="clm_f32,tdclm_f32,clm_bf16_master,tdclm_bf16_master")
+    ap.add_argument("--json", help="write the results here")
+    args = ap.parse_args()
+
+    variants = args.variants.split(",")
+    bw = copy_bandwidth(args.repeats)
+    floor_bw = max(bw.values()) * 1e9
+    print(f"# {machine()}; {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC")
+    print(f"# copy bandwidth: torch copy_ {bw['torch_copy_GBps']:.2f} GB/s, "
+          f"numpy memcpy {bw['numpy_memcpy_GBps']:.2f} GB/s (read + write)")
+    rows = []
+    for e in range(args.lo, args.hi + 1):
+        n = 1 << e
+        row = {"log2_n": e, "n": n}
+        for variant in variants:
+            case = LuminaVCase(variant, n, "simd")
+            row[f"simd_{variant}"] = n / timed(case.step, args.min_time, args.repeats)
+            assert _native.last_backend().startswith("simd")
+            row["simd_target"] = _native.last_backend()
+            del case
+            if not args.no_scalar:
+                case = LuminaVCase(variant, n, "scalar")
+                reps = args.repeats if e < 24 else 3
+                row[f"scalar_{variant}"] = n / timed(case.step, args.min_time, reps)
+                del case
+        for mode in ("fused", "foreach"):
+            opt, p = torch_case(n, mode)
+            row[f"torch_{mode}"] = n / timed(opt.step, args.min_time, args.repeats)
+            del opt, p
+        rows.append(row)
+        cells = " ".join(f"{k}={v / 1e6:.0f}M/s" for k, v in row.items()
+                         if isinstance(v, float))
+        print(f"N=2^{e}: {cells}", flush=True)
+
+    print()
+    print("| N | " + " | ".join(f"simd {v}" for v in variants)
+          + " | torch fused | torch foreach | "
+          + ("" if args.no_scalar else " | ".join(f"scalar {v}" for v in variants) + " | ")
+          + "CLM f32 / fused | CLM f32 % floor |")
+    print("|" + "---|" * (3 + len(variants) * (1 if args.no_scalar else 2) + 2))
+    for row in rows:
+        cells = [f"2^{row['log2_n']}"]
+        cells += [f"{row[f'simd_{v}'] / 1e6:.0f}" for v in variants]
+        cells += [f"{row['torch_fused'] / 1e6:.0f}", f"{row['torch_foreach'] / 1e6:.0f}"]
+        if not args.no_scalar:
+            cells += [f"{row[f'scalar_{v}'] / 1e6:.0f}" for v in variants]
+        if "simd_clm_f32" in row:
+            cells.append(f"{row['simd_clm_f32'] / row['torch_fused']:.2f}x")
+            floor_rate = floor_bw / BYTES_PER_ELEMENT["clm_f32"]
+            cells.append(f"{100 * row['simd_clm_f32'] / floor_rate:.0f}%")
+        print("| " + " | ".join(cells) + " |")
+    print()
+    for v in variants:
+        print(f"floor {v}: {floor_bw / BYTES_PER_ELEMENT[v] / 1e6:.0f} M elements/s "
+              f"({BYTES_PER_ELEMENT[v]} B/element)")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"machine": machine(), "copy_bandwidth": bw, "bytes_per_element": BYTES_PER_ELEMENT,
+                       "rows": rows, "argv": sys.argv}, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
