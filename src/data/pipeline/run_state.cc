@@ -185,7 +185,7 @@ CommitRecord CommitRecord::from_json(std::string_view json) {
   if (!root["positions"].get(positions)) {
     for (auto [name, v] : positions) r.positions[std::string(name)] = v.get_uint64().value_unsafe();
   }
-  std::string_view totals = simdjson::to_string(root["totals"]);
+  std::string totals = simdjson::to_string(root["totals"]);
   r.totals = RunTotals::from_json(totals);
   return r;
 }
