@@ -1,0 +1,100 @@
+"""Writers: every format we write is read back by pyarrow (and Parquet by
+polars) and equals the documents that went in; parts split by rows or bytes
+and sort in stream order; dropped and metrics outputs; summary.json."""
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+pa = pytest.importorskip("pyarrow")
+
+from luminamoon.data_cli import generate_corpus  # noqa: E402
+from luminamoon.data_pipeline import FusedPipeline, arrow_io_available  # noqa: E402
+from test_pipeline_support import part_files, read_part, read_rows, write_jsonl  # noqa: E402
+
+RAW = dict(clean=False, quality=False, dedup=False, minhash=False, pii=False)
+FORMATS = ["ndjson"] + (["parquet", "arrow", "arrow_stream"] if arrow_io_available() else [])
+
+RECORDS = [{"id": f"r{i}", "text": f"document {i} \u00e9\u4e2d " + "x" * (i % 5), "n": i,
+            "score": i / 8, "ok": i % 2 == 0, "lang": "en" if i % 3 else "fr"} for i in range(23)]
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_every_format_reads_back_equal(tmp_path, fmt):
+    write_jsonl(tmp_path / "in.jsonl", RECORDS)
+    out = tmp_path / "out"
+    summary = FusedPipeline(**dict(RAW, format=fmt, part_rows=5, batch_docs=5)).run(
+        [str(tmp_path / "in.jsonl")], out, resume=False)
+    parts = part_files(str(out))
+    assert len(parts) == summary["parts"] == 5
+    assert parts == sorted(parts)
+    rows = read_rows(str(out))
+    assert rows == RECORDS
+    assert summary["bytes_out"] == sum(os.path.getsize(p) for p in parts)
+    if fmt == "parquet":
+        pl = pytest.importorskip("polars")
+        frame = pl.concat([pl.read_parquet(p) for p in parts])
+        assert frame.to_dicts() == RECORDS
+        assert pa.parquet.ParquetFile(parts[0]).metadata.row_group(0).column(0).compression == "ZSTD"
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_parts_split_by_bytes(tmp_path, fmt):
+    write_jsonl(tmp_path / "in.jsonl", [{"text": "y" * 1000} for _ in range(40)])
+    out = tmp_path / "out"
+    summary = FusedPipeline(**dict(RAW, format=fmt, part_bytes=4000, batch_docs=2)).run(
+        [str(tmp_path / "in.jsonl")], out, resume=False)
+    assert summary["parts"] == 10  # 2 documents per batch, a part closes at >= 4000 text bytes
+    assert [len(read_part(p)) for p in part_files(str(out))] == [4] * 10
+
+
+@pytest.mark.skipif(not arrow_io_available(), reason="Parquet needs luminamoon._data_io")
+def test_full_pipeline_outputs_agree_across_formats(tmp_path):
+    corpus = generate_corpus(str(tmp_path / "corpus"), shards=2, docs_per_shard=300, seed=3)
+    outputs = {}
+    for fmt in ("parquet", "ndjson"):
+        out = tmp_path / fmt
+        summary = FusedPipeline(format=fmt, write_dropped=True, write_metrics=True, part_rows=200).run(
+            corpus, out, resume=False)
+        outputs[fmt] = (summary, out)
+    (s_pq, out_pq), (s_nd, out_nd) = outputs["parquet"], outputs["ndjson"]
+    kept = read_rows(str(out_pq))
+    assert kept == read_rows(str(out_nd))
+    assert len(kept) == s_pq["documents_kept"] > 0
+    # Dropped documents: one row each, with the reasons the summary counts.
+    dropped = read_rows(str(out_pq / "dropped"))
+    counts: dict = {}
+    for row in dropped:
+        counts.setdefault(row["stage"], {}).setdefault(row["reason"], 0)
+        counts[row["stage"]][row["reason"]] += 1
+    assert counts == s_pq["dropped"]
+    assert s_pq["documents_kept"] + sum(n for r in counts.values() for n in r.values()) == \
+        s_pq["records_in"]
+    near = [r for r in dropped if r["reason"] == "near_duplicate"]
+    assert near and all(r["detail"].startswith("shard-") for r in near)  # names the matched document
+    # Metrics: one row per document the quality stage measured, float columns.
+    metrics = read_part(part_files(str(out_pq / "metrics"))[0])
+    assert metrics.schema.field("entropy").type == pa.float64()
+    assert metrics.schema.field("word_count").type == pa.float64()
+    ids = {r["id"] for r in kept}
+    assert ids <= set(read_rows(str(out_pq / "metrics"))[i]["id"] for i in range(
+        sum(len(read_part(p)) for p in part_files(str(out_pq / "metrics")))))
+    # No PII survives in the kept text.
+    assert not any("@example.org" in r["text"] or "4111 1111 1111 1111" in r["text"] for r in kept)
+    assert s_pq["counters"]["pii.email"] > 0
+    with open(out_pq / "summary.json") as f:
+        on_disk = json.load(f)
+    assert on_disk["documents_kept"] == s_pq["documents_kept"]
+    assert on_disk["bytes_in"] == sum(os.path.getsize(p) for p in corpus)
+    assert on_disk["this_run"]["documents_per_second"] > 0
+
+
+def test_arrow_formats_unavailable_message_mentions_ndjson(tmp_path, monkeypatch):
+    from luminamoon import data_pipeline
+    monkeypatch.setattr(data_pipeline, "_backend_module", __import__("luminamoon._native").__dict__["_native"])
+    write_jsonl(tmp_path / "in.jsonl", RECORDS[:2])
+    with pytest.raises(data_pipeline.DataError) as e:
+        FusedPipeline(**dict(RAW, format="parquet")).run([str(tmp_path / "in.jsonl")], tmp_path / "o")
+    assert e.value.exit_code == 7 and "ndjson" in str(e.value)
