@@ -65,8 +65,8 @@ warm = [f"warm up {i}" for i in range(batch)]
 d = data.StreamDeduplicator(track_matches=track)
 d.add(warm)
 del d
+before = hwm()  # the peak so far: interpreter, module, one batch of strings
 d = data.StreamDeduplicator(track_matches=track, expected_distinct=presize)
-before = hwm()
 for lo in range(0, n, batch):
     d.add([f"distinct document number {i}" for i in range(lo, lo + batch)])
 print(len(d), d.set_memory_bytes, d.memory_bytes, hwm() - before)

@@ -98,6 +98,29 @@ struct LshHandle {
   std::mutex mu;
 };
 
+// Runs f(h.impl) without the GIL and under the object's lock.
+template <class Handle, class F>
+void with_object(Handle& h, F&& f) {
+  translating([&] {
+    nb::gil_scoped_release release;
+    std::lock_guard lock(h.mu);
+    f(h.impl);
+  });
+}
+
+// The (keep, matched, similarity) arrays of one LSH decision pass.
+struct LshDecisions {
+  std::vector<uint8_t> keep;
+  std::vector<int64_t> matched;
+  std::vector<double> similarity;
+  explicit LshDecisions(size_t n) : keep(n), matched(n), similarity(n) {}
+  nb::tuple to_python() {
+    const size_t n = keep.size();
+    return nb::make_tuple(numpy_from(std::move(keep), {n}), numpy_from(std::move(matched), {n}),
+                          numpy_from(std::move(similarity), {n}));
+  }
+};
+
 }  // namespace
 
 void register_data_dedup(nb::module_& m) {
@@ -132,31 +155,13 @@ void register_data_dedup(nb::module_& m) {
             std::vector<uint8_t> keep(n);
             std::vector<int64_t> matched(n);
             auto ref_span = refs_of(refs, n);
-            translating([&] {
-              nb::gil_scoped_release release;
-              std::lock_guard lock(h.mu);
-              h.impl.add(texts.view(), ref_span, keep, matched);
-            });
+            with_object(h, [&](auto& d) { d.add(texts.view(), ref_span, keep, matched); });
             return nb::make_tuple(numpy_from(std::move(keep), {n}),
                                   numpy_from(std::move(matched), {n}));
           },
           nb::arg("texts"), nb::arg("refs").none())
-      .def("flush",
-           [](DedupHandle& h) {
-             translating([&] {
-               nb::gil_scoped_release release;
-               std::lock_guard lock(h.mu);
-               h.impl.flush();
-             });
-           })
-      .def("commit",
-           [](DedupHandle& h) {
-             translating([&] {
-               nb::gil_scoped_release release;
-               std::lock_guard lock(h.mu);
-               h.impl.commit();
-             });
-           })
+      .def("flush", [](DedupHandle& h) { with_object(h, [](auto& o) { o.flush(); }); })
+      .def("commit", [](DedupHandle& h) { with_object(h, [](auto& o) { o.commit(); }); })
       .def("key_of", [](DedupHandle& h, nb::bytes text) {
         return h.impl.key_of({text.c_str(), text.size()});
       })
@@ -223,19 +228,12 @@ void register_data_dedup(nb::module_& m) {
       .def(
           "add",
           [](LshHandle& h, const StringTensor& texts, std::optional<RefArray> refs) {
-            const size_t n = texts.size();
-            std::vector<uint8_t> keep(n);
-            std::vector<int64_t> matched(n);
-            std::vector<double> similarity(n);
-            auto ref_span = refs_of(refs, n);
-            translating([&] {
-              nb::gil_scoped_release release;
-              std::lock_guard lock(h.mu);
-              h.impl.add(texts.view(), ref_span, keep, matched, similarity);
+            LshDecisions out(texts.size());
+            auto ref_span = refs_of(refs, texts.size());
+            with_object(h, [&](auto& lsh) {
+              lsh.add(texts.view(), ref_span, out.keep, out.matched, out.similarity);
             });
-            return nb::make_tuple(numpy_from(std::move(keep), {n}),
-                                  numpy_from(std::move(matched), {n}),
-                                  numpy_from(std::move(similarity), {n}));
+            return out.to_python();
           },
           nb::arg("texts"), nb::arg("refs").none())
       .def(
@@ -245,19 +243,13 @@ void register_data_dedup(nb::module_& m) {
             if (sigs.shape(1) != static_cast<size_t>(h.impl.hasher().params().num_perm)) {
               throw nb::value_error("signatures must have num_perm columns");
             }
-            std::vector<uint8_t> keep(n);
-            std::vector<int64_t> matched(n);
-            std::vector<double> similarity(n);
+            LshDecisions out(n);
             auto ref_span = refs_of(refs, n);
-            translating([&] {
-              nb::gil_scoped_release release;
-              std::lock_guard lock(h.mu);
-              h.impl.add_signatures({sigs.data(), n * sigs.shape(1)}, ref_span, keep, matched,
-                                    similarity);
+            with_object(h, [&](auto& lsh) {
+              lsh.add_signatures({sigs.data(), n * sigs.shape(1)}, ref_span, out.keep, out.matched,
+                                 out.similarity);
             });
-            return nb::make_tuple(numpy_from(std::move(keep), {n}),
-                                  numpy_from(std::move(matched), {n}),
-                                  numpy_from(std::move(similarity), {n}));
+            return out.to_python();
           },
           nb::arg("signatures"), nb::arg("refs").none())
       .def("shingle_hashes",
@@ -273,22 +265,8 @@ void register_data_dedup(nb::module_& m) {
              const size_t n = a.size();
              return nb::make_tuple(numpy_from(std::move(a), {n}), numpy_from(std::move(b), {n}));
            })
-      .def("flush",
-           [](LshHandle& h) {
-             translating([&] {
-               nb::gil_scoped_release release;
-               std::lock_guard lock(h.mu);
-               h.impl.flush();
-             });
-           })
-      .def("commit",
-           [](LshHandle& h) {
-             translating([&] {
-               nb::gil_scoped_release release;
-               std::lock_guard lock(h.mu);
-               h.impl.commit();
-             });
-           })
+      .def("flush", [](LshHandle& h) { with_object(h, [](auto& o) { o.flush(); }); })
+      .def("commit", [](LshHandle& h) { with_object(h, [](auto& o) { o.commit(); }); })
       .def_prop_ro("committed_position", [](LshHandle& h) { return h.impl.committed_position(); })
       .def_prop_ro("kept", [](LshHandle& h) { return h.impl.kept(); })
       .def_prop_ro("documents_seen", [](LshHandle& h) { return h.impl.documents_seen(); })
