@@ -16,6 +16,8 @@
 
 #include <gtest/gtest.h>
 
+#include "optim/core/half_convert.h"
+
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "optim/simd/accurate_tanh_test.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
@@ -26,18 +28,6 @@
 #ifndef LUMINAV_SIMD_TANH_TEST_HELPERS
 #define LUMINAV_SIMD_TANH_TEST_HELPERS
 namespace luminav::simd::test {
-
-inline float bits_to_float(uint32_t u) {
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
-
-inline uint32_t float_to_bits(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return u;
-}
 
 // |got - exact| in units of the fp32 spacing at the exact value.
 inline double ulp_error(float got, double exact) {
@@ -84,7 +74,7 @@ void TestTanhWithinTwoUlp() {
   const size_t lanes = hn::Lanes(d);
   const bool exhaustive = std::getenv("LUMINAV_EXHAUSTIVE_F32") != nullptr;
   const uint32_t stride = exhaustive ? 1 : 499;
-  const uint32_t last = test::float_to_bits(12.0f);
+  const uint32_t last = core::float_bits(12.0f);
   test::Sweep ours, highway;
   std::vector<float> xs;
   xs.reserve(size_t{1} << 22);
@@ -97,7 +87,7 @@ void TestTanhWithinTwoUlp() {
     xs.clear();
   };
   for (uint64_t u = 0; u <= last; u += stride) {
-    const float x = test::bits_to_float(static_cast<uint32_t>(u));
+    const float x = core::bits_float(static_cast<uint32_t>(u));
     xs.push_back(x);
     if ((u / stride) % 5 == 0) xs.push_back(-x);
     if (xs.size() >= (size_t{1} << 22)) flush();

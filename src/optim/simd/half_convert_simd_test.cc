@@ -34,12 +34,6 @@
 #define LUMINAV_SIMD_HALF_CONVERT_TEST_HELPERS
 namespace luminav::simd::test {
 
-inline float as_float(uint32_t u) {
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
-
 inline bool exhaustive_f32() {
   const char* env = std::getenv("LUMINAV_EXHAUSTIVE_F32");
   return env != nullptr && env[0] == '1';
@@ -117,7 +111,7 @@ void check_rne(const std::vector<uint32_t>& patterns) {
   convert_f32(patterns, f16, [](D d, hn::Vec<D> x, size_t) { return f32_to_f16_rne(d, x); });
   size_t mismatches = 0;
   for (size_t i = 0; i < patterns.size(); ++i) {
-    const float x = test::as_float(patterns[i]);
+    const float x = core::bits_float(patterns[i]);
     if (bf[i] != core::f32_to_bf16_rne(x) || f16[i] != core::f32_to_f16_rne(x)) {
       if (++mismatches < 5) {
         ADD_FAILURE() << "f32 0x" << std::hex << patterns[i] << ": bf16 " << bf[i] << " vs "
@@ -157,7 +151,7 @@ void TestStochasticRounding() {
         draws[i] = kEdges[i % 8];
       } else {
         // Threshold-adjacent draws for f16 (variants 2..5: offsets -2..+1).
-        const float x = std::fabs(test::as_float(patterns[i]));
+        const float x = std::fabs(core::bits_float(patterns[i]));
         const uint16_t lo = core::f32_to_f16_stochastic(x, 0xffffffffu);
         const double a = core::f16_to_f32(lo);
         const double b = core::f16_to_f32(static_cast<uint16_t>(lo + 1));
@@ -176,7 +170,7 @@ void TestStochasticRounding() {
     });
     size_t mismatches = 0;
     for (size_t i = 0; i < patterns.size(); ++i) {
-      const float x = test::as_float(patterns[i]);
+      const float x = core::bits_float(patterns[i]);
       const uint16_t want_bf = core::f32_to_bf16_stochastic(x, draws[i]);
       const uint16_t want_f16 = core::f32_to_f16_stochastic(x, draws[i]);
       if (bf[i] != want_bf || f16[i] != want_f16) {

@@ -10,13 +10,15 @@
 // machine has cores; a larger setting still gives the same pieces and the
 // same bits, only fewer of them run at a time.)
 // With torch: torch's intra-op pool (OpenMP in the CPU wheels) and this arena
-// are separate pools of the same cores, and they do not run at the same time
-// because torch.optim calls the step synchronously between its own ops. To
-// avoid oversubscription, give both the same count:
-// luminav_set_num_threads(torch.get_num_threads()) (the Python front end
-// does this), and set OMP_WAIT_POLICY=PASSIVE if profiles show OpenMP
-// workers still spinning while the step runs (libgomp spins briefly after
-// each parallel region by default). Steps too small to pay for a wake-up run
+// are separate pools of the same cores, and they do not compute at the same
+// time because torch.optim calls the step synchronously between its own ops.
+// Both default to the core count. To avoid oversubscription when torch runs
+// with fewer threads, give both the same count: luminav_set_num_threads(
+// torch.get_num_threads()) (Python: luminamoon._native.set_num_threads), or
+// LUMINAV_NUM_THREADS equal to OMP_NUM_THREADS; and set OMP_WAIT_POLICY=PASSIVE
+// if profiles show OpenMP workers still spinning while the step runs (libgomp
+// spins for a while after each parallel region by default; docs/benchmarks.md
+// has the measurement). Steps too small to pay for a wake-up run
 // inline on the calling thread (simd_backend.cc, kMinPieceElements).
 
 #include "optim/simd/parallel_pieces.h"

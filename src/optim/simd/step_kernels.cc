@@ -24,6 +24,7 @@
 #include <cstring>
 #include <type_traits>
 
+#include "optim/core/dtype_dispatch.h"
 #include "optim/core/reduction_rounds.h"
 #include "optim/core/update_math.h"
 #include "optim/simd/step_kernels.h"
@@ -279,33 +280,14 @@ LUMINAV_SIMD_FLATTEN void reduce_typed(const StepConstants& k_in, const TensorGl
   }
 }
 
-// ---- dtype dispatch ---------------------------------------------------------
-
-// Calls f.template operator()<P, G>() for the tensor's (validated) dtypes.
-template <class F>
-HWY_INLINE void with_dtypes(const luminav_tensor& t, F&& f) {
-  auto with_grad = [&]<int P>() {
-    switch (t.grad_dtype) {
-      case LUMINAV_DTYPE_F32: f.template operator()<P, LUMINAV_DTYPE_F32>(); break;
-      case LUMINAV_DTYPE_BF16: f.template operator()<P, LUMINAV_DTYPE_BF16>(); break;
-      default: f.template operator()<P, LUMINAV_DTYPE_F16>(); break;
-    }
-  };
-  switch (t.param_dtype) {
-    case LUMINAV_DTYPE_F32: with_grad.template operator()<LUMINAV_DTYPE_F32>(); break;
-    case LUMINAV_DTYPE_BF16: with_grad.template operator()<LUMINAV_DTYPE_BF16>(); break;
-    default: with_grad.template operator()<LUMINAV_DTYPE_F16>(); break;
-  }
-}
-
 void ApplyRange(const StepConstants& k, const TensorGlobals& gl, const luminav_tensor& t,
                 size_t begin, size_t end) {
-  with_dtypes(t, [&]<int P, int G>() { apply_typed<P, G>(k, gl, t, begin, end); });
+  core::with_dtypes(t, [&]<int P, int G>() { apply_typed<P, G>(k, gl, t, begin, end); });
 }
 
 void ReduceRange(const StepConstants& k, const TensorGlobals& gl, const luminav_tensor& t,
                  int round, size_t begin, size_t end, luminav_partials* out) {
-  with_dtypes(t, [&]<int P, int G>() { reduce_typed<P, G>(k, gl, t, round, begin, end, *out); });
+  core::with_dtypes(t, [&]<int P, int G>() { reduce_typed<P, G>(k, gl, t, round, begin, end, *out); });
 }
 
 int64_t DispatchedTarget() { return HWY_TARGET; }
