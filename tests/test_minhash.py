@@ -218,3 +218,33 @@ def test_bad_inputs_are_refused_without_changing_the_index():
     assert len(lsh) == 0 and lsh.documents_seen == 0
     with pytest.raises(ValueError):
         data.estimated_jaccard(np.zeros(3), np.zeros(4))
+
+
+def test_empty_batches():
+    lsh = data.MinHashLSH()
+    assert lsh.signatures([]).shape == (0, 64)
+    keep, matched = lsh.add([])
+    assert keep.shape == (0,) and matched.shape == (0,)
+    assert data.StreamDeduplicator().add([]).shape == (0,)
+
+
+def test_signatures_release_the_gil():
+    import threading
+    import time
+
+    tensor = data.StringTensor(texts_for_tests(2000, seed=13) * 25)  # ~30 MB of native work
+    lsh = data.MinHashLSH()
+    t0 = time.perf_counter()
+    lsh.signatures(tensor, num_threads=1)
+    serial = time.perf_counter() - t0
+    done = threading.Event()
+    worker = threading.Thread(target=lambda: (lsh.signatures(tensor, num_threads=1), done.set()))
+    worker.start()
+    last = time.perf_counter()
+    longest_gap = 0.0
+    while not done.is_set():  # this loop stalls for the whole call if the GIL is held
+        now = time.perf_counter()
+        longest_gap = max(longest_gap, now - last)
+        last = now
+    worker.join()
+    assert longest_gap < serial / 2, (longest_gap, serial)
