@@ -324,6 +324,9 @@ class LuminaV(Optimizer):
         master_buf = (describe_buffer(_local(master), f"{e.name}.master", _F32_ONLY, writable=True)
                       if master is not None else None)
         e.buffers = [b for b in (param, grad, exp_avg, exp_avg_sq, master_buf) if b is not None]
+        for b in (grad, exp_avg, master_buf):
+            if b is not None and b.numel != param.numel:
+                raise ValueError(f"{b.name} has {b.numel} elements but the parameter (shard) has {param.numel}")
         if len({b.device_label for b in e.buffers}) != 1:
             raise ValueError(f"{e.name}: parameter, gradient and state are on different devices: "
                              + ", ".join(f"{b.name} on {b.device_label}" for b in e.buffers))
