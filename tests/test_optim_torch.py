@@ -66,6 +66,16 @@ def test_clm_defaults_track_adamw_on_a_real_model_for_100_steps(digits, backend)
         assert int(sa["step"]) == int(sb["step"]) == 100
 
 
+def test_cpu_tensors_route_to_the_simd_backend_when_it_is_available():
+    p = torch.nn.Parameter(torch.randn(1000))
+    p.grad = torch.randn(1000)
+    LuminaV([p]).step()
+    simd = any(name == "simd" and ok for name, ok, _ in optim.backends())
+    assert optim.last_backend().split(":")[0] == ("simd" if simd else "scalar")
+    LuminaV([p], backend="scalar").step()
+    assert optim.last_backend() == "scalar"
+
+
 def test_an_adamw_checkpoint_loads_into_clm_and_continues(digits):
     ours, theirs = mlp(), mlp()
     ref = torch.optim.AdamW(theirs.parameters(), lr=3e-3)
@@ -244,10 +254,15 @@ def test_master_weights_can_be_turned_off_and_training_still_works(digits):
 # ---- non-finite gradients --------------------------------------------------------------------
 
 
+def _bytes(t: torch.Tensor) -> torch.Tensor:
+    return t.detach().reshape(-1).contiguous().view(torch.uint8).clone()
+
+
 def _snapshot(model, opt):
-    out = [p.detach().clone() for p in model.parameters()]
+    """Every byte of every parameter and state tensor (torch.equal on these is byte equality)."""
+    out = [_bytes(p) for p in model.parameters()]
     for p in model.parameters():
-        out += [v.clone() for v in opt.state[p].values()]
+        out += [_bytes(v) for v in opt.state[p].values()]
     return out
 
 
