@@ -8,6 +8,12 @@
 // partials, each the in-order sum of its tile partials. Which thread computes
 // a tile never enters the result, so 1, 2 or 7 threads give the same bits.
 // Pass 2 has no sums and splits anywhere (at multiples of 64 elements).
+// Note [reverse pass 1]: each thread walks its share of pass 1 from the last
+// tile to the first, and pass 2 (which follows the same shares, split at the
+// same element positions up to alignment) from the first to the last, so
+// pass 2 starts on the gradient lines pass 1 touched most recently: as much
+// of the second gradient read as the cache holds comes from the cache
+// rather than from memory. The order of computation never enters the sums.
 // Note [multi-tensor step]: the tensors of one call form one work list (tiles
 // for pass 1, the concatenated element range for pass 2), split into equal
 // element shares, one parallel loop for the whole call: a thousand small
@@ -148,9 +154,12 @@ class SimdBackend final : public Backend {
     simd::run_pieces(pieces, [&](int p) {
       const size_t lo = share_start(total, pieces, p);
       const size_t hi = share_start(total, pieces, p + 1);
-      auto first = std::lower_bound(tiles.begin(), tiles.end(), lo,
-                                    [](const Tile& a, size_t e) { return a.first_element < e; });
-      for (auto it = first; it != tiles.end() && it->first_element < hi; ++it) {
+      const auto by_start = [](const Tile& a, size_t e) { return a.first_element < e; };
+      const auto first = std::lower_bound(tiles.begin(), tiles.end(), lo, by_start);
+      const auto last = std::lower_bound(first, tiles.end(), hi, by_start);
+      // Last tile first (Note [reverse pass 1]).
+      for (auto it = last; it != first;) {
+        --it;
         simd::reduce_range(k, globals[it->tensor], tensors[it->tensor], round, it->begin, it->end,
                            partials[static_cast<size_t>(it - tiles.begin())].sums);
       }
