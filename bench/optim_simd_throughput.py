@@ -11,10 +11,12 @@ The floor of a variant is (bytes it must move per element) / (copy bandwidth),
 the bytes counted in src/optim/simd/step_kernels.cc (Note [bytes moved]):
 CLM fp32 32 B, TD-CLM fp32 24 B, CLM bf16+master 30 B, TD-CLM bf16+master 22 B
 (every input read once, every output written once, plus the gradient read of
-the finite check / TD-CLM reduction). The copy bandwidth is measured here, in
-the same run: a STREAM-style copy (bytes read + bytes written) of two 512 MiB
-buffers with torch's multi-threaded copy_ and with NumPy's single-threaded
-memcpy; the larger is the floor's bandwidth. torch's AdamW moves 28 B per fp32
+the finite check / TD-CLM reduction; "_nocheck" variants turn the check off).
+The bandwidth is measured here, in the same run: a STREAM-style copy (bytes
+read + bytes written) of two 512 MiB buffers with torch's multi-threaded copy_
+and with NumPy's single-threaded memcpy, and torch's multi-threaded in-place
+update of one 512 MiB buffer (the optimizer's own pattern: state read and
+written back, no write-allocate traffic); the largest is the floor's bandwidth. torch's AdamW moves 28 B per fp32
 element (param, grad, exp_avg, exp_avg_sq read; param and both moments written).
 
     .venvs/simd/bin/python bench/optim_simd_throughput.py --lo 16 --hi 27 --json out.json
@@ -42,6 +44,7 @@ from luminamoon import _native
 
 BYTES_PER_ELEMENT = {
     "clm_f32": 32,
+    "clm_f32_nocheck": 28,
     "tdclm_f32": 24,
     "clm_bf16_master": 30,
     "tdclm_bf16_master": 22,
@@ -66,7 +69,9 @@ def timed(run_once, min_time: float, repeats: int) -> float:
 
 
 def copy_bandwidth(repeats: int) -> dict:
-    """Bytes read + written per second of a 512 MiB buffer copy."""
+    """Bytes read + written per second: copies of a 512 MiB buffer (STREAM copy,
+    torch's threads and NumPy's single-threaded memcpy) and an in-place update of
+    one 512 MiB buffer (read and written back, as the optimizer's state is)."""
     n = 1 << 27  # float32 elements: 512 MiB per buffer
     src = torch.randn(n)
     dst = torch.empty(n)
@@ -74,8 +79,10 @@ def copy_bandwidth(repeats: int) -> dict:
     a = src.numpy()
     b = dst.numpy()
     numpy_s = timed(lambda: np.copyto(b, a), 0.5, repeats)
+    inplace_s = timed(lambda: src.mul_(1.0), 0.5, repeats)
     moved = 2 * 4 * n
-    return {"torch_copy_GBps": moved / torch_s / 1e9, "numpy_memcpy_GBps": moved / numpy_s / 1e9}
+    return {"torch_copy_GBps": moved / torch_s / 1e9, "numpy_memcpy_GBps": moved / numpy_s / 1e9,
+            "torch_inplace_GBps": moved / inplace_s / 1e9}
 
 
 class LuminaVCase:
@@ -84,6 +91,7 @@ class LuminaVCase:
     def __init__(self, variant: str, n: int, backend: str):
         self.variant = variant
         tdclm = variant.startswith("tdclm")
+        check_finite = not variant.endswith("_nocheck")
         bf16 = "bf16" in variant
         g = torch.randn(n) * 1e-2
         if bf16:
@@ -103,6 +111,7 @@ class LuminaVCase:
         self.hp = _native.Hyperparams()
         self.hp.buffer_mode = 1 if tdclm else 2
         self.hp.step = 0
+        self.hp.check_finite = int(check_finite)
         self.options = _native.RunOptions(backend)
 
     def step(self) -> None:
@@ -131,6 +140,68 @@ def machine() -> str:
     return f"{model}, {torch.get_num_threads()} threads"
 
 
+def report(rows: list[dict], bw: dict, variants: list[str], spread: dict | None = None) -> None:
+    """Markdown tables: elements/s side by side, then the targets' ratios."""
+    floor_bw = max(bw.values()) * 1e9
+    cols = [f"simd_{v}" for v in variants] + ["torch_fused", "torch_foreach"]
+    cols += [c for c in (f"scalar_{v}" for v in variants) if c in rows[0]]
+    print()
+    print("Elements per second (millions), median:")
+    print()
+    print("| N | " + " | ".join(c.replace("_", " ") for c in cols) + " |")
+    print("|---" * (len(cols) + 1) + "|")
+    for row in rows:
+        cells = [f"2^{row['log2_n']}"]
+        for c in cols:
+            cell = f"{row[c] / 1e6:.0f}"
+            if spread and c in spread.get(row["log2_n"], {}):
+                lo, hi = spread[row["log2_n"]][c]
+                cell += f" ({lo / 1e6:.0f}-{hi / 1e6:.0f})"
+            cells.append(cell)
+        print("| " + " | ".join(cells) + " |")
+    print()
+    print(f"Floors at {floor_bw / 1e9:.1f} GB/s: " + ", ".join(
+        f"{v} {floor_bw / BYTES_PER_ELEMENT[v] / 1e6:.0f} M/s ({BYTES_PER_ELEMENT[v]} B)" for v in variants))
+    print()
+    ratios = [("CLM f32 / torch fused", "simd_clm_f32", "torch_fused"),
+              ("CLM f32 no check / torch fused", "simd_clm_f32_nocheck", "torch_fused"),
+              ("TD-CLM / CLM f32 (bytes 32/24 = 1.33)", "simd_tdclm_f32", "simd_clm_f32"),
+              ("TD-CLM / CLM bf16+master (bytes 30/22 = 1.36)", "simd_tdclm_bf16_master",
+               "simd_clm_bf16_master")]
+    ratios = [r for r in ratios if r[1] in rows[0] and r[2] in rows[0]]
+    floors = [v for v in variants if f"simd_{v}" in rows[0]]
+    print("| N | " + " | ".join(r[0] for r in ratios) + " | "
+          + " | ".join(f"{v} % of floor" for v in floors) + " |")
+    print("|---" * (len(ratios) + len(floors) + 1) + "|")
+    for row in rows:
+        cells = [f"2^{row['log2_n']}"] + [f"{row[a] / row[b]:.2f}" for _, a, b in ratios]
+        cells += [f"{100 * row[f'simd_{v}'] * BYTES_PER_ELEMENT[v] / floor_bw:.0f}%" for v in floors]
+        print("| " + " | ".join(cells) + " |")
+
+
+def combine(paths: list[str]) -> int:
+    """Medians (and min-max) over several runs' JSON files."""
+    runs = [json.load(open(p)) for p in paths]
+    bw = {k: statistics.median(r["copy_bandwidth"][k] for r in runs) for k in runs[0]["copy_bandwidth"]}
+    print(f"# {len(runs)} runs; {runs[0]['machine']}")
+    print("# bandwidth medians (read + write, GB/s): "
+          + ", ".join(f"{k} {v:.2f} (" + "/".join(f"{r['copy_bandwidth'][k]:.1f}" for r in runs) + ")"
+                      for k, v in bw.items()))
+    rows, spread = [], {}
+    for i, row in enumerate(runs[0]["rows"]):
+        merged = {"log2_n": row["log2_n"], "n": row["n"]}
+        spread[row["log2_n"]] = {}
+        for k, v in row.items():
+            if isinstance(v, float):
+                values = [r["rows"][i][k] for r in runs]
+                merged[k] = statistics.median(values)
+                spread[row["log2_n"]][k] = (min(values), max(values))
+        rows.append(merged)
+    variants = [k[len("simd_"):] for k in runs[0]["rows"][0] if k.startswith("simd_") and k != "simd_target"]
+    report(rows, bw, variants, spread)
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--lo", type=int, default=16, help="smallest N = 2^lo")
@@ -138,16 +209,22 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--min-time", type=float, default=0.2, help="seconds per timing")
     ap.add_argument("--no-scalar", action="store_true", help="skip the scalar backend")
-    ap.add_argument("--variants", default="clm_f32,tdclm_f32,clm_bf16_master,tdclm_bf16_master")
+    ap.add_argument("--variants",
+                    default="clm_f32,clm_f32_nocheck,tdclm_f32,clm_bf16_master,tdclm_bf16_master")
     ap.add_argument("--json", help="write the results here")
+    ap.add_argument("--combine", nargs="+", metavar="JSON", help="only print medians over earlier runs")
     args = ap.parse_args()
+    if args.combine:
+        return combine(args.combine)
 
     variants = args.variants.split(",")
     bw = copy_bandwidth(args.repeats)
     floor_bw = max(bw.values()) * 1e9
-    print(f"# {machine()}; {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC")
-    print(f"# copy bandwidth: torch copy_ {bw['torch_copy_GBps']:.2f} GB/s, "
-          f"numpy memcpy {bw['numpy_memcpy_GBps']:.2f} GB/s (read + write)")
+    print(f"# {machine()}; {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC; "
+          f"{_native.last_backend() or 'simd'}")
+    print(f"# bandwidth (read + write): torch copy_ {bw['torch_copy_GBps']:.2f} GB/s, "
+          f"numpy memcpy {bw['numpy_memcpy_GBps']:.2f} GB/s, "
+          f"torch in-place {bw['torch_inplace_GBps']:.2f} GB/s; floor uses the largest")
     rows = []
     for e in range(args.lo, args.hi + 1):
         n = 1 << e
@@ -168,35 +245,16 @@ def main() -> int:
             row[f"torch_{mode}"] = n / timed(opt.step, args.min_time, args.repeats)
             del opt, p
         rows.append(row)
-        cells = " ".join(f"{k}={v / 1e6:.0f}M/s" for k, v in row.items()
-                         if isinstance(v, float))
+        cells = " ".join(f"{k}={v / 1e6:.0f}M/s" for k, v in row.items() if isinstance(v, float))
         print(f"N=2^{e}: {cells}", flush=True)
 
-    print()
-    print("| N | " + " | ".join(f"simd {v}" for v in variants)
-          + " | torch fused | torch foreach | "
-          + ("" if args.no_scalar else " | ".join(f"scalar {v}" for v in variants) + " | ")
-          + "CLM f32 / fused | CLM f32 % floor |")
-    print("|" + "---|" * (3 + len(variants) * (1 if args.no_scalar else 2) + 2))
-    for row in rows:
-        cells = [f"2^{row['log2_n']}"]
-        cells += [f"{row[f'simd_{v}'] / 1e6:.0f}" for v in variants]
-        cells += [f"{row['torch_fused'] / 1e6:.0f}", f"{row['torch_foreach'] / 1e6:.0f}"]
-        if not args.no_scalar:
-            cells += [f"{row[f'scalar_{v}'] / 1e6:.0f}" for v in variants]
-        if "simd_clm_f32" in row:
-            cells.append(f"{row['simd_clm_f32'] / row['torch_fused']:.2f}x")
-            floor_rate = floor_bw / BYTES_PER_ELEMENT["clm_f32"]
-            cells.append(f"{100 * row['simd_clm_f32'] / floor_rate:.0f}%")
-        print("| " + " | ".join(cells) + " |")
-    print()
-    for v in variants:
-        print(f"floor {v}: {floor_bw / BYTES_PER_ELEMENT[v] / 1e6:.0f} M elements/s "
-              f"({BYTES_PER_ELEMENT[v]} B/element)")
+    report(rows, bw, variants)
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"machine": machine(), "copy_bandwidth": bw, "bytes_per_element": BYTES_PER_ELEMENT,
-                       "rows": rows, "argv": sys.argv}, f, indent=1)
+                       "rows": rows, "argv": sys.argv,
+                       "date": f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC"},
+                      f, indent=1)
     return 0
 
 
