@@ -2,9 +2,12 @@
 // (8 bytes a slot), with an optional parallel array of 64-bit refs.
 #pragma once
 
-#include <cstdint>
 #include <algorithm>
+#include <cstdint>
+#include <cstdlib>
 #include <cstring>
+#include <new>
+#include <utility>
 #include <vector>
 
 namespace luminamoon {
@@ -16,9 +19,49 @@ namespace luminamoon {
 // held in a side flag. The table grows by 1.5x when more than 80% full, so
 // between growths the load stays in (0.533, 0.8]: 8 / load <= 15 bytes per key
 // once the 128-byte minimum table holds 8 keys (a power-of-two table would dip
-// to load 0.4 = 20 bytes). Growing allocates the new table before freeing the
-// old one, so the transient peak during a growth is 2.5x the old table; a
-// caller that knows the count passes `expected` and never grows.
+// to load 0.4 = 20 bytes). A growth extends the arrays in place (realloc,
+// which glibc serves with mremap for large blocks: no copy, no second table)
+// and rehashes in place, so even the peak stays 12 / 0.8 = 15 bytes per key
+// plus a 1-bit-per-slot scratch bitmap. A caller that knows the count passes
+// `expected` and never grows.
+//
+// Note [in-place rehash]
+// After extending to C' slots, every old slot i in order: a key not yet
+// marked "placed" is picked up (slot emptied) and inserted from its new home,
+// skipping occupied placed slots; it takes the first slot that is empty or
+// holds an unplaced key, and an unplaced key found there is picked up in turn
+// and inserted the same way. Placed keys never move again, and every slot
+// between a placed key's home and its slot is occupied by placed keys, which
+// is the linear-probing invariant once all keys are placed. Each step places
+// one key, so the work is bounded by the number of keys times the probe length.
+
+// A zero-filled array grown with realloc.
+template <class T>
+class ReallocArray {
+ public:
+  ReallocArray() = default;
+  ~ReallocArray() { std::free(data_); }
+  ReallocArray(ReallocArray&& o) noexcept : data_(std::exchange(o.data_, nullptr)), size_(std::exchange(o.size_, 0)) {}
+  ReallocArray& operator=(ReallocArray&& o) noexcept {
+    std::swap(data_, o.data_);
+    std::swap(size_, o.size_);
+    return *this;
+  }
+  void resize_zeroed(size_t n) {
+    void* p = std::realloc(data_, std::max<size_t>(n, 1) * sizeof(T));
+    if (p == nullptr) throw std::bad_alloc();
+    data_ = static_cast<T*>(p);
+    if (n > size_) std::memset(data_ + size_, 0, (n - size_) * sizeof(T));
+    size_ = n;
+  }
+  T& operator[](size_t i) { return data_[i]; }
+  const T& operator[](size_t i) const { return data_[i]; }
+
+ private:
+  T* data_ = nullptr;
+  size_t size_ = 0;
+};
+
 class HashKeySet {
  public:
   static constexpr size_t kMinCapacity = 16;
@@ -99,32 +142,35 @@ class HashKeySet {
 
   void allocate(size_t capacity) {
     capacity_ = capacity;
-    keys_.assign(capacity, 0);
-    if (with_refs_) refs_.assign(capacity, 0);
+    keys_.resize_zeroed(capacity);
+    if (with_refs_) refs_.resize_zeroed(capacity);
   }
 
-  void grow() {
-    std::vector<uint64_t> old_keys = std::move(keys_);
-    std::vector<int64_t> old_refs = std::move(refs_);
+  void grow() {  // Note [in-place rehash]
     const size_t old_capacity = capacity_;
-    keys_ = {};
-    refs_ = {};
     allocate(old_capacity + old_capacity / 2);
-    for (size_t j = 0; j < old_capacity; ++j) {
-      uint64_t key = old_keys[j];
-      if (key == 0) continue;
-      size_t i = home(key, capacity_);
-      while (keys_[i] != 0) i = i + 1 == capacity_ ? 0 : i + 1;
-      keys_[i] = key;
-      if (with_refs_) refs_[i] = old_refs[j];
+    std::vector<uint64_t> placed((capacity_ + 63) / 64, 0);
+    auto is_placed = [&](size_t j) { return (placed[j >> 6] >> (j & 63)) & 1; };
+    for (size_t i = 0; i < old_capacity; ++i) {
+      if (keys_[i] == 0 || is_placed(i)) continue;
+      uint64_t key = keys_[i];
+      int64_t ref = with_refs_ ? refs_[i] : 0;
+      keys_[i] = 0;
+      while (key != 0) {
+        size_t j = home(key, capacity_);
+        while (keys_[j] != 0 && is_placed(j)) j = j + 1 == capacity_ ? 0 : j + 1;
+        std::swap(key, keys_[j]);
+        if (with_refs_) std::swap(ref, refs_[j]);
+        placed[j >> 6] |= uint64_t{1} << (j & 63);
+      }
     }
   }
 
   bool with_refs_;
   size_t capacity_ = 0;
   size_t size_ = 0;  // includes the zero key
-  std::vector<uint64_t> keys_;
-  std::vector<int64_t> refs_;
+  ReallocArray<uint64_t> keys_;
+  ReallocArray<int64_t> refs_;
   bool has_zero_ = false;
   int64_t zero_ref_ = 0;
 };

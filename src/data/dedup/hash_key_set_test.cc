@@ -32,6 +32,24 @@ TEST(HashKeySet, MatchesUnorderedMapIncludingZeroKey) {
   EXPECT_EQ(visited, reference.size());
 }
 
+TEST(HashKeySet, InPlaceGrowthKeepsClustersThatWrapAround) {
+  // Keys at the very top of the range all land in the last slots and wrap to
+  // slot 0: the in-place rehash must move such clusters correctly.
+  HashKeySet set(/*with_refs=*/true);
+  int64_t first;
+  for (int64_t i = 0; i < 5000; ++i) {
+    ASSERT_TRUE(set.insert(~uint64_t{0} - static_cast<uint64_t>(i), i, &first));
+    ASSERT_TRUE(set.insert(static_cast<uint64_t>(i) + 1, -i, &first));
+  }
+  for (int64_t i = 0; i < 5000; ++i) {
+    ASSERT_FALSE(set.insert(~uint64_t{0} - static_cast<uint64_t>(i), 0, &first));
+    ASSERT_EQ(first, i);
+    ASSERT_FALSE(set.insert(static_cast<uint64_t>(i) + 1, 0, &first));
+    ASSERT_EQ(first, -i);
+  }
+  EXPECT_EQ(set.size(), 10000u);
+}
+
 TEST(HashKeySet, AtMostSixteenBytesPerKeyAtEverySize) {
   HashKeySet set(/*with_refs=*/false);
   std::mt19937_64 rng(11);
