@@ -66,6 +66,23 @@ TEST(MinHashKernel, VectorEqualsScalarReferenceOnEveryTarget) {
   }
 }
 
+// Values computed by the Python reference (tests/dedup_reference.py: the
+// `xxhash` package and Python integers), so the C++ entry point is checked
+// against the same independent definition as the Python one.
+TEST(MinHasher, MatchesThePythonReferenceOnAKnownText) {
+  const std::string text = "The quick brown fox jumps over the lazy dog, twice: the QUICK brown fox!";
+  MinHasher h;
+  std::vector<uint64_t> sig(64);
+  h.signature(text, sig);
+  EXPECT_EQ(sig[0], 0x45c8b70e36074bull);
+  EXPECT_EQ(sig[1], 0x374987626c8efdbull);
+  EXPECT_EQ(sig[2], 0xd6a44435526f17ull);
+  EXPECT_EQ(sig[3], 0x18287703cb1b1bdull);
+  EXPECT_EQ(sig[63], 0x2d680a32944e62dull);
+  EXPECT_EQ(StreamDeduplicator::key_of(text, DedupKey::kText), 0x59c77b86a9fb01d4ull);
+  EXPECT_EQ(StreamDeduplicator::key_of(text, DedupKey::kNormalizedText), 0xc342426b279fa7fbull);
+}
+
 TEST(MinHasher, ShinglesAreWordNgramsOfTheNormalizedText) {
   MinHasher h({.num_perm = 4, .ngram = 2});
   auto s = h.shingle_hashes("A b, C");
