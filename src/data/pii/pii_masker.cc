@@ -148,7 +148,8 @@ PiiMasker::PiiMasker(PiiOptions options) : options_(options), impl_(std::make_un
   for (size_t i = 0; i < kPatternCount; ++i) {
     if (!options_.enabled[static_cast<size_t>(kPatterns[i].type)]) continue;
     exprs.push_back(kPatterns[i].regex);
-    flags.push_back(HS_FLAG_SOM_LEFTMOST);
+    // See validate_email: leftmost starts for the e-mail pattern cost 20x the scan.
+    flags.push_back(kPatterns[i].rule == Rule::kEmail ? 0u : HS_FLAG_SOM_LEFTMOST);
     ids.push_back(static_cast<unsigned>(i));
   }
   if (exprs.empty()) return;  // nothing to mask

@@ -59,7 +59,9 @@ inline uint64_t mix(uint64_t a, uint64_t b) {
 }
 
 bool is_stop_word(const uint8_t* s, size_t n) {
-  auto punct = [](uint8_t c) { return c < 0x80 && std::ispunct(c); };
+  auto punct = [](uint8_t c) {  // Python's string.punctuation
+    return (c >= 0x21 && c <= 0x2F) || (c >= 0x3A && c <= 0x40) || (c >= 0x5B && c <= 0x60) || (c >= 0x7B && c <= 0x7E);
+  };
   size_t b = 0, e = n;
   while (b < e && punct(s[b])) ++b;
   while (e > b && punct(s[e - 1])) --e;
@@ -82,7 +84,9 @@ struct Scratch {
   std::vector<uint64_t> word_hash, gram_hash, prev_hash;
   std::vector<uint32_t> gram_count;
   std::vector<uint64_t> char_prefix;
-  std::vector<uint8_t> candidate;
+  std::vector<std::pair<size_t, size_t>> segments;
+  std::vector<uint32_t> starts, ends;
+  std::vector<uint8_t> white;
   detail::NgramCounter counter;
   std::string fixed;
 };
@@ -122,8 +126,33 @@ void count_duplicates(const uint8_t* s, const Segments& segs, detail::NgramCount
 
 }  // namespace
 
+namespace {
+
+// Byte classes of ASCII for the word and line scans.
+struct AsciiClasses {
+  uint8_t white[256] = {};  // non-ASCII bytes: 0 (see Note [branch-free words])
+  bool alpha[128] = {};
+  constexpr AsciiClasses() {
+    for (int c = 0; c < 128; ++c) {
+      white[c] = c == ' ' || (c >= 0x09 && c <= 0x0D);
+      alpha[c] = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+    }
+  }
+};
+constexpr AsciiClasses kAscii;
+
+// Start of the code point that ends just before s[e] (valid UTF-8, e > 0).
+inline size_t cp_start_before(const uint8_t* s, size_t e) {
+  size_t i = e - 1;
+  while ((s[i] & 0xC0) == 0x80) --i;
+  return i;
+}
+
+}  // namespace
+
 QualityMetrics compute_quality_metrics(std::string_view text) {
-  thread_local Scratch sc;
+  thread_local Scratch tls;
+  Scratch& sc = tls;  // one TLS lookup, not one per use
   QualityMetrics m{};
   if (!is_valid_utf8(text)) {  // metrics are defined on code points: decode the standard's way
     sc.fixed.clear();
@@ -134,132 +163,188 @@ QualityMetrics compute_quality_metrics(std::string_view text) {
   const size_t n = text.size();
   auto M = [&](QualityMetric k) -> double& { return m[static_cast<size_t>(k)]; };
 
-  // One pass over code points: entropy counts, words, lines, symbols.
-  uint64_t total_cp = 0, hashes = 0, ellipses = 0, dot_run = 0;
-  uint64_t alpha_words = 0, stop_words = 0;
-  uint64_t lines = 1, bullet_lines = 0, ellipsis_lines = 0;
-  sc.words.clear();
-  bool in_word = false, word_alpha = false, line_started = false, gap = false;
-  uint32_t word_begin = 0, word_len = 0;
-  // The last non-White_Space code point of the line (and the two before it,
-  // for "..."), to test "ends with an ellipsis" at the newline.
-  uint32_t last1 = 0, last2 = 0, last3 = 0;
-  auto end_line = [&] {
-    if ((last1 == '.' && last2 == '.' && last3 == '.') || last1 == kEllipsis) ++ellipsis_lines;
-    last1 = last2 = last3 = 0;
-    line_started = false;
-    gap = false;
-  };
-  auto end_word = [&](size_t at) {
-    sc.words.push_back({word_begin, static_cast<uint32_t>(at), word_len});
-    alpha_words += word_alpha;
-    stop_words += is_stop_word(s + word_begin, at - word_begin);
-    in_word = false;
-  };
-  size_t i = 0;
-  while (i < n) {
-    const size_t at = i;
-    const uint32_t cp = unicode::next_code_point(s, i);
-    ++total_cp;
-    if (cp < 0x80) {
-      ++sc.cp_counts[cp];  // ASCII slots are always "touched" (reset below)
-    } else if (sc.cp_counts[cp]++ == 0) {
-      sc.touched.push_back(cp);
+  // Pass 1: byte histogram (four tables, so that runs of one byte do not
+  // serialize on one counter), then the non-ASCII code points.
+  uint32_t hist[4][256] = {};
+  {
+    size_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+      ++hist[0][s[i]];
+      ++hist[1][s[i + 1]];
+      ++hist[2][s[i + 2]];
+      ++hist[3][s[i + 3]];
     }
-    if (cp == '.') {
-      ++dot_run;
-    } else {
-      ellipses += dot_run / 3;
-      dot_run = 0;
+    for (; i < n; ++i) ++hist[0][s[i]];
+  }
+  uint64_t byte_count[256];
+  uint64_t continuation = 0, non_ascii = 0;
+  for (int b = 0; b < 256; ++b) {
+    byte_count[b] = uint64_t(hist[0][b]) + hist[1][b] + hist[2][b] + hist[3][b];
+    if (b >= 0x80) non_ascii += byte_count[b];
+    if (b >= 0x80 && b < 0xC0) continuation += byte_count[b];
+  }
+  const uint64_t total_cp = n - continuation;
+  double sum_clogc = 0.0;
+  for (int b = 0; b < 0x80; ++b)
+    if (byte_count[b]) sum_clogc += double(byte_count[b]) * std::log2(double(byte_count[b]));
+  uint64_t ellipsis_chars = 0;
+  if (non_ascii) {
+    for (size_t i = 0; i < n;) {
+      if (s[i] < 0x80) {
+        ++i;
+        continue;
+      }
+      const uint32_t cp = unicode::next_code_point(s, i);
+      if (sc.cp_counts[cp]++ == 0) sc.touched.push_back(cp);
     }
-    hashes += cp == '#';
-    ellipses += cp == kEllipsis;
-    const bool ws = unicode::is_white_space(cp);
-    if (ws) {
-      if (in_word) end_word(at);
-      gap = true;
-    } else {
-      if (!in_word) {
-        in_word = true;
-        word_alpha = false;
-        word_begin = static_cast<uint32_t>(at);
-        word_len = 0;
-      }
-      ++word_len;
-      word_alpha = word_alpha || unicode::is_alphabetic(cp);
-      if (!line_started) {
-        line_started = true;
-        bullet_lines += cp == kBullet || cp == '-' || cp == '*';
-      }
-      // the tail of the line with trailing White_Space removed, up to 3 code points
-      if (gap) {
-        last3 = last2 = 0;
-      } else {
-        last3 = last2;
-        last2 = last1;
-      }
-      last1 = cp;
-      gap = false;
+    ellipsis_chars = sc.cp_counts[kEllipsis];
+    for (uint32_t cp : sc.touched) {
+      const double c = sc.cp_counts[cp];
+      sum_clogc += c * std::log2(c);
+      sc.cp_counts[cp] = 0;
     }
-    if (cp == '\n') {
-      end_line();
-      ++lines;
+    sc.touched.clear();
+  }
+  M(QualityMetric::kEntropy) = total_cp ? std::max(0.0, std::log2(double(total_cp)) - sum_clogc / double(total_cp)) : 0.0;
+  // Non-overlapping "..." (Python's str.count): floor(run / 3) per run of dots.
+  uint64_t dot_triples = 0;
+  if (byte_count['.'] >= 3) {
+    const uint8_t* p = s;
+    const uint8_t* end = s + n;
+    while ((p = static_cast<const uint8_t*>(std::memchr(p, '.', static_cast<size_t>(end - p))))) {
+      const uint8_t* q = p;
+      while (q < end && *q == '.') ++q;
+      dot_triples += static_cast<uint64_t>(q - p) / 3;
+      p = q;
     }
   }
-  if (in_word) end_word(n);
-  ellipses += dot_run / 3;
-  end_line();
 
-  // Entropy from the counts, then reset only what was touched.
-  double sum_clogc = 0.0;
-  auto take = [&](uint32_t cp) {
-    const uint32_t c = sc.cp_counts[cp];
-    if (c) sum_clogc += double(c) * std::log2(double(c));
-    sc.cp_counts[cp] = 0;
-  };
-  for (uint32_t cp = 0; cp < 0x80; ++cp) take(cp);
-  for (uint32_t cp : sc.touched) take(cp);
-  sc.touched.clear();
-  M(QualityMetric::kEntropy) = total_cp ? std::log2(double(total_cp)) - sum_clogc / double(total_cp) : 0.0;
-  if (M(QualityMetric::kEntropy) < 0) M(QualityMetric::kEntropy) = 0.0;  // -0.0 and rounding
+  // Pass 2: words (maximal runs outside White_Space).
+  sc.words.clear();
+  uint64_t alpha_words = 0, stop_words = 0;
+  {
+    // Note [branch-free words]: the word boundaries are found without a
+    // branch per byte (a mispredicted branch at every word edge cost more
+    // than the rest of the metrics). First one White_Space flag per byte:
+    // ASCII by table, and the few multi-byte White_Space code points (their
+    // lead bytes are C2, E1, E2, E3) mark all their bytes. Then starts and
+    // ends are written unconditionally; the write index advances on an edge.
+    sc.white.resize(n + 1);
+    uint8_t* white = sc.white.data();
+    for (size_t i = 0; i < n; ++i) white[i] = kAscii.white[s[i]];
+    if (byte_count[0xC2] | byte_count[0xE1] | byte_count[0xE2] | byte_count[0xE3]) {
+      for (size_t i = 0; i < n; ++i) {
+        const uint8_t b = s[i];
+        if (b != 0xC2 && (b < 0xE1 || b > 0xE3)) continue;
+        size_t j = i;
+        if (unicode::is_white_space(unicode::next_code_point(s, j))) std::memset(white + i, 1, j - i);
+      }
+    }
+    sc.starts.resize(n / 2 + 2);
+    sc.ends.resize(n / 2 + 2);
+    uint32_t* starts = sc.starts.data();
+    uint32_t* ends = sc.ends.data();
+    size_t ks = 0, ke = 0;
+    uint32_t prev_white = 1;
+    for (size_t i = 0; i < n; ++i) {
+      const uint32_t w = white[i];
+      starts[ks] = static_cast<uint32_t>(i);
+      ks += prev_white & (w ^ 1);
+      ends[ke] = static_cast<uint32_t>(i);
+      ke += (prev_white ^ 1) & w;
+      prev_white = w;
+    }
+    if (!prev_white) ends[ke++] = static_cast<uint32_t>(n);
+    sc.words.resize(ks);
+    for (size_t k = 0; k < ks; ++k) {
+      const size_t b = starts[k], e = ends[k];
+      uint32_t len = static_cast<uint32_t>(e - b);
+      bool alpha = s[b] < 0x80 && kAscii.alpha[s[b]];
+      if (non_ascii) {
+        for (size_t j = b; j < e; ++j) len -= (s[j] & 0xC0) == 0x80;
+        for (size_t j = b; !alpha && j < e;) alpha = unicode::is_alphabetic(unicode::next_code_point(s, j));
+      } else {
+        for (size_t j = b + 1; !alpha && j < e; ++j) alpha = kAscii.alpha[s[j]];
+      }
+      sc.words[k] = {static_cast<uint32_t>(b), static_cast<uint32_t>(e), len};
+      alpha_words += alpha;
+      if (e - b <= 40) stop_words += is_stop_word(s + b, e - b);
+    }
+  }
+
+  // Pass 3: lines (bullets, ellipses), found with memchr.
+  uint64_t lines = 0, bullet_lines = 0, ellipsis_lines = 0;
+  std::vector<std::pair<size_t, size_t>>& segs = sc.segments;
+  segs.clear();
+  for (size_t lb = 0;;) {
+    const void* nl = std::memchr(s + lb, '\n', n - lb);
+    const size_t le = nl ? static_cast<size_t>(static_cast<const uint8_t*>(nl) - s) : n;
+    ++lines;
+    if (le > lb) segs.emplace_back(lb, le);
+    size_t f = lb;  // first non-White_Space code point
+    while (f < le) {
+      if (s[f] < 0x80) {
+        if (!kAscii.white[s[f]]) break;
+        ++f;
+      } else {
+        size_t j = f;
+        if (!unicode::is_white_space(unicode::next_code_point(s, j))) break;
+        f = j;
+      }
+    }
+    if (f < le && (s[f] == '-' || s[f] == '*' || (s[f] == 0xE2 && f + 3 <= le && s[f + 1] == 0x80 && s[f + 2] == 0xA2)))
+      ++bullet_lines;
+    size_t t = le;  // end of the line without trailing White_Space
+    while (t > f) {
+      if (s[t - 1] < 0x80) {
+        if (!kAscii.white[s[t - 1]]) break;
+        --t;
+      } else {
+        const size_t c = cp_start_before(s, t);
+        size_t j = c;
+        if (!unicode::is_white_space(unicode::next_code_point(s, j))) break;
+        t = c;
+      }
+    }
+    if ((t - f >= 3 && s[t - 1] == '.' && s[t - 2] == '.' && s[t - 3] == '.') ||
+        (t - f >= 3 && s[t - 3] == 0xE2 && s[t - 2] == 0x80 && s[t - 1] == 0xA6))
+      ++ellipsis_lines;
+    if (!nl) break;
+    lb = le + 1;
+  }
 
   const size_t W = sc.words.size();
   uint64_t word_chars = 0;
   for (const Word& w : sc.words) word_chars += w.length;
   M(QualityMetric::kWordCount) = double(W);
   M(QualityMetric::kMeanWordLength) = W ? double(word_chars) / double(W) : 0.0;
-  M(QualityMetric::kSymbolWordRatio) = W ? double(hashes + ellipses) / double(W) : 0.0;
+  M(QualityMetric::kSymbolWordRatio) = W ? double(byte_count['#'] + dot_triples + ellipsis_chars) / double(W) : 0.0;
   M(QualityMetric::kBulletLineFrac) = double(bullet_lines) / double(lines);
   M(QualityMetric::kEllipsisLineFrac) = double(ellipsis_lines) / double(lines);
   M(QualityMetric::kAlphaWordFrac) = W ? double(alpha_words) / double(W) : 0.0;
   M(QualityMetric::kStopWordCount) = double(stop_words);
 
-  // Duplicate lines and paragraphs.
-  std::vector<std::pair<size_t, size_t>> segs;
+  // Duplicate lines (the non-empty segments above) and paragraphs (the
+  // non-empty segments between runs of two or more "\n").
   {
-    size_t b = 0;
-    for (size_t k = 0; k <= n; ++k) {
-      if (k == n || s[k] == '\n') {
-        if (k > b) segs.emplace_back(b, k);
-        b = k + 1;
-      }
-    }
     uint64_t chars = 0;
     count_duplicates(s, segs, sc.counter, &M(QualityMetric::kDupLineFrac), &chars);
     M(QualityMetric::kDupLineCharFrac) = total_cp ? double(chars) / double(total_cp) : 0.0;
     segs.clear();
-    b = 0;
-    size_t k = 0;
-    while (k <= n) {
-      if (k < n && s[k] == '\n' && k + 1 < n && s[k + 1] == '\n') {
+    size_t b = 0, k = 0;
+    while (k < n) {
+      const void* nl = std::memchr(s + k, '\n', n - k);
+      if (!nl) break;
+      k = static_cast<size_t>(static_cast<const uint8_t*>(nl) - s);
+      if (k + 1 < n && s[k + 1] == '\n') {
         if (k > b) segs.emplace_back(b, k);
         while (k < n && s[k] == '\n') ++k;
         b = k;
-        continue;
+      } else {
+        ++k;
       }
-      if (k == n && k > b) segs.emplace_back(b, k);
-      ++k;
     }
+    if (n > b) segs.emplace_back(b, n);
     count_duplicates(s, segs, sc.counter, &M(QualityMetric::kDupParaFrac), &chars);
     M(QualityMetric::kDupParaCharFrac) = total_cp ? double(chars) / double(total_cp) : 0.0;
   }
