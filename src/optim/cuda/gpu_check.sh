@@ -3,7 +3,7 @@
 # (tests/test_gpu_cuda.py against the scalar reference), the side-by-side
 # benchmark (bench/cuda_step_bench.py) and an Nsight Compute look at the
 # kernels. Run from the repository root on a machine with a CUDA GPU:
-#   src/optim/cuda/gpu_check.sh [LIBDIR] [tests] [bench] [variants] [ncu]
+#   src/optim/cuda/gpu_check.sh [LIBDIR] [tests] [bench] [variants] [build] [torch] [ncu]
 # LIBDIR holds libluminav.so (and any libraries it needs that the machine
 # lacks); the default is the installed package's. Logs go to $OUT (or ./gpu_out).
 set -u
@@ -40,6 +40,21 @@ for phase in $phases; do
         LUMINAV_CUDA_KERNEL_DIR=$dir timeout 90 python3 bench/cuda_step_bench.py \
           --only clm,clm_nocheck,tdclm,clm_bf16_master --reps 15
       done 2>&1 | tee "$out/variants.log" | grep -E "==|luminav" ;;
+    build)
+      # The Python package built on this machine (its python3 differs from the
+      # one the library was built with), for tests/test_gpu_torch.py.
+      # GPU_DEPS_PREFIX holds simdjson and OpenSSL when the machine lacks them.
+      prefix=${GPU_DEPS_PREFIX:-$PWD/.gpu_bundle/prefix}
+      export LD_LIBRARY_PATH=$prefix/lib:$prefix/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
+      timeout 400 python3 -m pip install -q --no-build-isolation --no-deps --target /tmp/lm_site \
+        -Cbuild-dir=/tmp/lm_build -Ccmake.define.LUMINA_WITH_DATA=OFF -Ccmake.define.LUMINA_WITH_SIMD=OFF \
+        -Ccmake.define.LUMINA_WITH_VULKAN=OFF "-Ccmake.define.LUMINA_CUDA_ARCHS=90;PTX" \
+        -Ccmake.define.CMAKE_PREFIX_PATH="$prefix" -Ccmake.define.OPENSSL_INCLUDE_DIR="$prefix/include" \
+        -Ccmake.define.OPENSSL_CRYPTO_LIBRARY="$prefix/lib/libcrypto.so" . > "$out/build.log" 2>&1
+      echo "build rc=$?"; grep -E "LuminaMoon:|rror" "$out/build.log" | head -30 ;;
+    torch)
+      PYTHONPATH=/tmp/lm_site timeout 240 python3 -m pytest -q -p no:cacheprovider -o addopts= tests/test_gpu_torch.py -rs 2>&1 \
+        | tee "$out/pytest_torch.log" | tail -30 ;;
     ncu)
       timeout 130 ncu --clock-control none -k regex:luminav_apply -c 2 --section SpeedOfLight \
         --section MemoryWorkloadAnalysis --section LaunchStats --section Occupancy \
