@@ -278,6 +278,8 @@ def test_resume_position_replays_up_to_the_checkpoint(tmp_path):
     d.close()
     with pytest.raises(data.DedupStateCorruptError, match="not the end of a valid block"):
         data.StreamDeduplicator(wal, resume_position=pos[0] - 3)
+    with data.StreamDeduplicator(wal, resume_position=0) as empty:  # nothing committed yet
+        assert len(empty) == 0
     with pytest.raises(data.DedupStateCorruptError, match="bytes were committed"):
         data.StreamDeduplicator(wal, resume_position=pos[2] + 100)
 

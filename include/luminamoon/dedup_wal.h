@@ -21,8 +21,9 @@ struct WalOptions {
   WalSync sync = WalSync::kFdatasync;
   // Bytes of the log that a checkpoint recorded (committed_position() at the
   // time). The log is replayed up to exactly there and the rest is cut; it
-  // must be a block boundary inside the valid log, else DataError(kStateCorrupt).
-  // Unset: replay every valid block (a torn tail is still cut).
+  // must be a block boundary inside the valid log, else DataError(kStateCorrupt);
+  // 0 means "nothing committed" (header only). Unset: replay every valid
+  // block (a torn tail is still cut).
   std::optional<uint64_t> resume_position;
   // Test hook: write each block in two write(2) calls this far apart, so that a
   // test can kill the process between them and leave a torn tail.

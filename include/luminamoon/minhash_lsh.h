@@ -84,6 +84,8 @@ struct NearDupMatch {
   double similarity = 0.0;        // estimated Jaccard with it
 };
 
+// One caller at a time (not thread-safe; the Python wrapper holds a lock).
+// Signatures inside add() run on num_threads threads.
 class MinHashLSH {
  public:
   explicit MinHashLSH(MinHashLSHOptions options = {});

@@ -35,6 +35,8 @@ struct StreamDeduplicatorOptions {
 // The value `matched` holds for a kept document.
 inline constexpr int64_t kNoMatch = -1;
 
+// One caller at a time (not thread-safe; the Python wrapper holds a lock).
+// Hashing inside add() runs on num_threads threads.
 class StreamDeduplicator {
  public:
   explicit StreamDeduplicator(StreamDeduplicatorOptions options = {});

@@ -103,6 +103,8 @@ void AppendLog::fail(const char* operation) const {
 AppendLog::AppendLog(const WalOptions& options, const AppendLogFormat& format,
                      const RecordSink& sink)
     : options_(options), format_(format) {
+  // A checkpoint taken before anything was committed may record 0: header only.
+  if (options_.resume_position == uint64_t{0}) options_.resume_position = kAppendLogHeaderBytes;
   if (format_.record_size == 0 || format_.record_size > kMaxBlockPayload) {
     throw DataError(DataErrorKind::kUsage, std::string(format_.what) + ": bad record size");
   }
