@@ -19,6 +19,7 @@ static_assert(std::endian::native == std::endian::little,
               "band keys hash the signature's bytes as stored; a big-endian port must swap");
 
 constexpr uint32_t kEndOfChain = UINT32_MAX;
+constexpr size_t kMaxPermutations = 4096;  // MinHasher's limit
 
 // .lsh record: the kept document's ref, then its signature.
 AppendLogFormat index_format(const MinHashLSHOptions& o) {
@@ -52,7 +53,9 @@ struct MinHashLSH::Impl {
   size_t width;  // num_perm
   std::vector<HashKeySet> bands;  // band key -> first kept document with it
   std::vector<uint32_t> next;     // kept * bands: the chain of documents sharing a key
-  std::vector<uint64_t> signatures;  // kept * width
+  // kept * width: the low 32 bits of each kept signature value, all that
+  // verification compares (Note [verification on 32 bits]).
+  std::vector<uint32_t> signatures;
   std::vector<int64_t> refs;
   std::optional<AppendLog> log;
   WalReplayStats no_log_stats;
@@ -86,7 +89,7 @@ struct MinHashLSH::Impl {
     if (id >= kEndOfChain) {
       throw DataError(DataErrorKind::kUsage, "MinHashLSH: more than 2^32-1 kept documents");
     }
-    signatures.insert(signatures.end(), sig, sig + width);
+    for (size_t k = 0; k < width; ++k) signatures.push_back(static_cast<uint32_t>(sig[k]));
     refs.push_back(ref);
     for (int b = 0; b < options.bands; ++b) {
       int64_t head;
@@ -100,8 +103,17 @@ struct MinHashLSH::Impl {
   }
 
   // The most similar kept document at or above the threshold (earliest on a tie).
+  // Note [verification on 32 bits]
+  // Candidates are verified on the low 32 bits of each signature value: two
+  // different minima (uniform below 2^61) agree there with probability 2^-32,
+  // so over 64 positions a comparison gains a spurious match with probability
+  // ~1.5e-8, far below the estimate's own standard error (~0.05), and the
+  // index keeps 4 instead of 8 bytes per value. Band keys are computed from the
+  // full values at insertion, and the .lsh log stores the full values.
   NearDupMatch best_match(const uint64_t* sig, uint32_t* best_id) const {
     NearDupMatch best;
+    uint32_t low[kMaxPermutations];
+    for (size_t k = 0; k < width; ++k) low[k] = static_cast<uint32_t>(sig[k]);
     uint32_t best_doc = kEndOfChain;
     double best_similarity = -1.0;
     for (int b = 0; b < options.bands; ++b) {
@@ -109,7 +121,10 @@ struct MinHashLSH::Impl {
       if (!bands[b].find(band_key(sig, b), &head)) continue;
       for (uint32_t c = static_cast<uint32_t>(head); c != kEndOfChain;
            c = next[static_cast<size_t>(c) * options.bands + b]) {
-        double sim = estimated_jaccard({sig, width}, {signatures.data() + c * width, width});
+        const uint32_t* other = signatures.data() + static_cast<size_t>(c) * width;
+        size_t equal = 0;
+        for (size_t k = 0; k < width; ++k) equal += low[k] == other[k];
+        const double sim = static_cast<double>(equal) / static_cast<double>(width);
         if (sim >= options.threshold &&
             (sim > best_similarity || (sim == best_similarity && c < best_doc))) {
           best_similarity = sim;
@@ -196,7 +211,7 @@ const MinHashLSHOptions& MinHashLSH::options() const { return impl_->options; }
 uint64_t MinHashLSH::kept() const { return impl_->refs.size(); }
 uint64_t MinHashLSH::documents_seen() const { return impl_->seen; }
 uint64_t MinHashLSH::memory_bytes() const {
-  uint64_t bytes = impl_->signatures.capacity() * 8 + impl_->refs.capacity() * 8 +
+  uint64_t bytes = impl_->signatures.capacity() * 4 + impl_->refs.capacity() * 8 +
                    impl_->next.capacity() * 4;
   for (const auto& b : impl_->bands) bytes += b.memory_bytes();
   return bytes;
