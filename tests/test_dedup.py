@@ -189,7 +189,11 @@ def test_child_killed_in_the_middle_of_a_block_leaves_a_cut_torn_tail(tmp_path):
             lines.append(line)
             if line == "begin 2":
                 break
-        time.sleep(0.5)  # block 2's first half is written, the writer sleeps
+        committed = wal.stat().st_size
+        deadline = time.monotonic() + 4.0
+        while wal.stat().st_size == committed and time.monotonic() < deadline:
+            time.sleep(0.01)  # wait for block 2's first half; the writer then sleeps 5 s
+        assert wal.stat().st_size > committed, "the first half of block 2 never appeared"
         child.send_signal(signal.SIGKILL)
     finally:
         child.wait(timeout=30)
