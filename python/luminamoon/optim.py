@@ -20,8 +20,7 @@ In every error case no buffer is modified.
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -87,8 +86,7 @@ def raise_for_status(status: int, message: str) -> None:
 # ---- buffers -------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Buffer:
+class Buffer(NamedTuple):
     """A validated view of one array: where it lives and what it holds."""
 
     name: str
@@ -119,9 +117,15 @@ def _device_of_torch(tensor, name: str) -> tuple[int, int, str]:
         "(supported: cpu, cuda)")
 
 
+_TORCH_DTYPE_CODES: dict = {}
+
+
 def _torch_dtype_code(tensor) -> int | None:
-    torch = _torch_module()
-    return {torch.float32: DTYPE_F32, torch.bfloat16: DTYPE_BF16, torch.float16: DTYPE_F16}.get(tensor.dtype)
+    if not _TORCH_DTYPE_CODES:
+        torch = _torch_module()
+        _TORCH_DTYPE_CODES.update({torch.float32: DTYPE_F32, torch.bfloat16: DTYPE_BF16,
+                                   torch.float16: DTYPE_F16})
+    return _TORCH_DTYPE_CODES.get(tensor.dtype)
 
 
 def _numpy_dtype_code(array: np.ndarray) -> int | None:
@@ -144,16 +148,19 @@ def describe_buffer(obj: Any, name: str, allowed: frozenset[int], *, writable: b
     if torch is not None and isinstance(obj, torch.Tensor):
         if obj.layout != torch.strided:
             raise ValueError(f"{name}: {obj.layout} tensors are not supported (dense tensors only)")
-        if obj.is_complex():
-            raise ValueError(f"{name}: complex tensors are not supported (dtype {obj.dtype})")
         code = _torch_dtype_code(obj)
         if code is None or code not in allowed:
+            if obj.is_complex():
+                raise ValueError(f"{name}: complex tensors are not supported (dtype {obj.dtype})")
             raise ValueError(f"{name}: dtype {obj.dtype} is not supported here "
                              f"(expected {_allowed_names(allowed)})")
         if not obj.is_contiguous():
             raise ValueError(f"{name}: the tensor is not contiguous (shape {tuple(obj.shape)}, "
                              f"strides {obj.stride()}); pass .contiguous() or a dense tensor")
-        device_type, device_index, label = _device_of_torch(obj, name)
+        if obj.is_cpu:
+            device_type, device_index, label = _native.DEVICE_CPU, 0, "cpu"
+        else:
+            device_type, device_index, label = _device_of_torch(obj, name)
         numel = obj.numel()
         return Buffer(name, obj.data_ptr() if numel else 0, numel, numel * obj.element_size(),
                       code, device_type, device_index, label)

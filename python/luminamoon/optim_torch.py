@@ -78,12 +78,17 @@ def _local(tensor: torch.Tensor) -> torch.Tensor:
     return tensor.to_local() if _is_dtensor(tensor) else tensor
 
 
+_DTENSOR: list = []  # [DTensor class or None], looked up once
+
+
 def _is_dtensor(tensor) -> bool:
-    try:
-        from torch.distributed.tensor import DTensor
-    except ImportError:  # torch built without distributed
-        return False
-    return isinstance(tensor, DTensor)
+    if not _DTENSOR:
+        try:
+            from torch.distributed.tensor import DTensor
+        except ImportError:  # torch built without distributed
+            DTensor = None
+        _DTENSOR.append(DTensor)
+    return _DTENSOR[0] is not None and isinstance(tensor, _DTENSOR[0])
 
 
 def _shard_of(param, name: str) -> _Shard | None:
@@ -135,6 +140,7 @@ class LuminaV(Optimizer):
         self.skip_nonfinite = bool(skip_nonfinite)
         self.skipped_steps = 0
         self.last_native_calls = 0
+        self._names: dict[tuple[int, int], str] = {}
         super().__init__(params, defaults)
 
     # ---- groups ---------------------------------------------------------------------
@@ -175,6 +181,14 @@ class LuminaV(Optimizer):
             buffer_mode=_MODES[group["mode"]], cautious=group["cautious"], bound_mode=_BOUNDS[group["bound"]],
             bound_ratio=0.0 if ratio is None else ratio, step=step, check_finite=group["check_finite"],
             stochastic_rounding=group["stochastic_rounding"])
+
+    def _cached_name(self, group: dict, index: int) -> str:
+        # Names are for messages; building them for every parameter of every step costs.
+        key = (id(group), index)
+        name = self._names.get(key)
+        if name is None:
+            name = self._names[key] = self._name(group, index)
+        return name
 
     @staticmethod
     def _name(group: dict, index: int) -> str:
@@ -219,6 +233,7 @@ class LuminaV(Optimizer):
                   for old_id, p in zip(old["params"], new["params"])}
         saved_state = state_dict["state"]
         super().load_state_dict(state_dict)
+        self._names.clear()  # the groups are new dicts (and may bring param_names)
         for group in self.param_groups:
             for key, value in self.defaults.items():
                 group.setdefault(key, value)  # an AdamW group lacks LuminaV's options
@@ -276,7 +291,7 @@ class LuminaV(Optimizer):
             for pi, p in enumerate(group["params"]):
                 if p.grad is None:
                     continue
-                name = self._name(group, pi)
+                name = self._cached_name(group, pi)
                 grad = p.grad
                 if grad.is_sparse or grad.layout != torch.strided:
                     raise ValueError(f"{name}: LuminaV does not support sparse gradients ({grad.layout})")
