@@ -337,3 +337,38 @@ def test_key_of_matches_the_reference():
         assert d.key_of(t) == ref.exact_key(t)
         assert n.key_of(t) == ref.exact_key(t, normalized=True)
         assert t not in d
+
+
+FULL_DISK_CHILD = textwrap.dedent(
+    """
+    import resource, signal, sys
+    import luminamoon.data as data
+    wal = sys.argv[1]
+    d = data.StreamDeduplicator(wal)
+    d.add([f"small-{i}" for i in range(10)])
+    d.commit()
+    # The file may not grow past 4 KiB from here on: the next block cannot fit.
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))
+    d.add([f"big-{i}" for i in range(1000)])
+    try:
+        d.commit()
+    except OSError as e:
+        print("OSError", e)
+    print(len(d), d.committed_position)
+    """
+)
+
+
+def test_a_failed_append_leaves_no_half_block(tmp_path):
+    wal = tmp_path / "full.dedup"
+    out = subprocess.run([sys.executable, "-c", FULL_DISK_CHILD, str(wal)], capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0].startswith("OSError") and "write" in lines[0]
+    size = wal.stat().st_size
+    assert size == int(lines[1].split()[1])  # truncated back to the last whole block
+    d = data.StreamDeduplicator(wal)
+    assert d.replay_stats["cut_bytes"] == 0
+    assert set(d.keys().tolist()) == {ref.exact_key(f"small-{i}") for i in range(10)}
