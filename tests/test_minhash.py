@@ -232,7 +232,7 @@ def test_signatures_release_the_gil():
     import threading
     import time
 
-    tensor = data.StringTensor(texts_for_tests(2000, seed=13) * 25)  # ~30 MB of native work
+    tensor = data.StringTensor(texts_for_tests(2000, seed=13) * 12)  # ~15 MB of native work
     lsh = data.MinHashLSH()
     t0 = time.perf_counter()
     lsh.signatures(tensor, num_threads=1)
