@@ -27,6 +27,7 @@ class NgramCounter {
     ++counts_[s];
     return s;
   }
+  uint32_t count_at(size_t slot) const { return counts_[slot]; }
   uint32_t count(uint64_t key) const {
     key = key ? key : 1;
     size_t s = static_cast<size_t>(key) & mask_;

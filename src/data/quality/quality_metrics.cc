@@ -82,10 +82,10 @@ struct Scratch {
   std::vector<uint32_t> touched;
   std::vector<Word> words;
   std::vector<uint64_t> word_hash, gram_hash, prev_hash;
-  std::vector<uint32_t> gram_count;
+  std::vector<uint32_t> gram_count, slot;
   std::vector<uint64_t> char_prefix;
   std::vector<std::pair<size_t, size_t>> segments;
-  std::vector<uint32_t> starts, ends;
+  std::vector<uint32_t> starts, ends, start_cp, end_cp;
   std::vector<uint8_t> white;
   detail::NgramCounter counter;
   std::string fixed;
@@ -244,31 +244,46 @@ QualityMetrics compute_quality_metrics(std::string_view text) {
     sc.ends.resize(n / 2 + 2);
     uint32_t* starts = sc.starts.data();
     uint32_t* ends = sc.ends.data();
+    // The code point index of each edge comes along (i minus the
+    // continuation bytes so far), so a word's length needs no second pass.
+    sc.start_cp.resize(n / 2 + 2);
+    sc.end_cp.resize(n / 2 + 2);
+    uint32_t* start_cp = sc.start_cp.data();
+    uint32_t* end_cp = sc.end_cp.data();
     size_t ks = 0, ke = 0;
-    uint32_t prev_white = 1;
+    uint32_t prev_white = 1, cont = 0;
     for (size_t i = 0; i < n; ++i) {
       const uint32_t w = white[i];
       starts[ks] = static_cast<uint32_t>(i);
+      start_cp[ks] = static_cast<uint32_t>(i) - cont;
       ks += prev_white & (w ^ 1);
       ends[ke] = static_cast<uint32_t>(i);
+      end_cp[ke] = static_cast<uint32_t>(i) - cont;
       ke += (prev_white ^ 1) & w;
       prev_white = w;
+      cont += (s[i] & 0xC0) == 0x80;
     }
-    if (!prev_white) ends[ke++] = static_cast<uint32_t>(n);
+    if (!prev_white) {
+      ends[ke] = static_cast<uint32_t>(n);
+      end_cp[ke++] = static_cast<uint32_t>(n) - cont;
+    }
     sc.words.resize(ks);
     for (size_t k = 0; k < ks; ++k) {
       const size_t b = starts[k], e = ends[k];
-      uint32_t len = static_cast<uint32_t>(e - b);
       bool alpha = s[b] < 0x80 && kAscii.alpha[s[b]];
-      if (non_ascii) {
-        for (size_t j = b; j < e; ++j) len -= (s[j] & 0xC0) == 0x80;
-        for (size_t j = b; !alpha && j < e;) alpha = unicode::is_alphabetic(unicode::next_code_point(s, j));
-      } else {
-        for (size_t j = b + 1; !alpha && j < e; ++j) alpha = kAscii.alpha[s[j]];
+      if (!alpha) {
+        if (non_ascii) {
+          for (size_t j = b; !alpha && j < e;) alpha = unicode::is_alphabetic(unicode::next_code_point(s, j));
+        } else {
+          for (size_t j = b + 1; !alpha && j < e; ++j) alpha = kAscii.alpha[s[j]];
+        }
       }
-      sc.words[k] = {static_cast<uint32_t>(b), static_cast<uint32_t>(e), len};
+      sc.words[k] = {static_cast<uint32_t>(b), static_cast<uint32_t>(e), end_cp[k] - start_cp[k]};
       alpha_words += alpha;
-      if (e - b <= 40) stop_words += is_stop_word(s + b, e - b);
+      // A stop word is 2..4 letters plus ASCII punctuation around it.
+      const size_t len = e - b;
+      if (len <= 4 || (len <= 40 && (!kAscii.alpha[s[b] & 0x7F] || !kAscii.alpha[s[e - 1] & 0x7F])))
+        stop_words += is_stop_word(s + b, len);
     }
   }
 
@@ -372,15 +387,18 @@ QualityMetrics compute_quality_metrics(std::string_view text) {
       for (uint32_t p = 0; p + gram <= W; ++p)
         if (sc.gram_count[p] >= 2) cand.push_back(p);
     sc.counter.reset(cand.size());
-    for (uint32_t p : cand) {
+    sc.slot.resize(cand.size());
+    for (size_t k = 0; k < cand.size(); ++k) {
+      const uint32_t p = cand[k];
       sc.gram_hash[p] = mix(sc.gram_hash[p], sc.word_hash[p + gram - 1]);
-      sc.counter.add(sc.gram_hash[p]);
+      sc.slot[k] = static_cast<uint32_t>(sc.counter.add(sc.gram_hash[p]));
     }
     uint32_t best = 0;
     int64_t best_pos = -1;
     std::fill(sc.gram_count.begin(), sc.gram_count.end(), 0);
-    for (uint32_t p : cand) {
-      const uint32_t c = sc.counter.count(sc.gram_hash[p]);
+    for (size_t k = 0; k < cand.size(); ++k) {
+      const uint32_t p = cand[k];
+      const uint32_t c = sc.counter.count_at(sc.slot[k]);
       sc.gram_count[p] = c;
       if (c > best) {
         best = c;
