@@ -134,20 +134,10 @@ class StringTensor:
         return self._t.argsort()
 
     def __arrow_c_array__(self, requested_schema: Any = None):
-        fmt = "U"
-        if requested_schema is not None:
-            wanted = _native._arrow_schema_format(requested_schema)
-            if wanted in ("U", "u", "vu"):
-                fmt = wanted
-        return self._t.arrow_array_capsules(fmt)
+        return self._t.arrow_array_capsules(_export_format(requested_schema))
 
     def __arrow_c_stream__(self, requested_schema: Any = None):
-        fmt = "U"
-        if requested_schema is not None:
-            wanted = _native._arrow_schema_format(requested_schema)
-            if wanted in ("U", "u", "vu"):
-                fmt = wanted
-        return self._t.arrow_stream_capsule(fmt)
+        return self._t.arrow_stream_capsule(_export_format(requested_schema))
 
     def to_arrow(self, type: str = "large_string"):
         """A pyarrow array over the same bytes: large_string, string (offsets converted) or string_view."""
@@ -158,6 +148,17 @@ class StringTensor:
             raise ValueError(f"type must be 'large_string', 'string' or 'string_view', got {type!r}")
         schema, array = self._t.arrow_array_capsules(fmt)
         return pa.Array._import_from_c_capsule(schema, array)
+
+
+def _export_format(requested_schema: Any) -> str:
+    """The Arrow format to export: the requested one when it is a layout we hold
+    (large_string "U", string "u", string_view "vu"), else large_string (the
+    PyCapsule protocol makes the request a hint)."""
+    if requested_schema is not None:
+        wanted = _native._arrow_schema_format(requested_schema)
+        if wanted in ("U", "u", "vu"):
+            return wanted
+    return "U"
 
 
 def _to_native(items: Any):

@@ -1,7 +1,6 @@
 // TextCleaner: the UTF-8 policy, then the kernel, per document and per batch.
 #include "luminamoon/text_cleaner.h"
 
-#include <atomic>
 #include <exception>
 #include <string>
 
@@ -73,20 +72,18 @@ CleanResult TextCleaner::clean(const TextBatchView& batch) const {
   result.status.assign(batch.size, CleanStatus::kKept);
   // Under kError the lowest failing document is reported, whatever the
   // scheduling: every chunk still runs, and the first error is kept by index.
-  std::atomic<size_t> first_bad{SIZE_MAX};
+  detail::LowestIndex first_bad;
   const InvalidUtf8Policy policy = policy_;
   result.texts = detail::transform_documents(batch, [&](size_t i, std::string_view in, std::string& out) {
     thread_local std::string scratch;
     try {
       result.status[i] = clean_append(policy, in, out, i, scratch);
     } catch (const InvalidUtf8Error&) {
-      size_t cur = first_bad.load();
-      while (i < cur && !first_bad.compare_exchange_weak(cur, i)) {
-      }
+      first_bad.offer(i);
     }
   });
-  if (first_bad.load() != SIZE_MAX) {
-    const size_t doc = first_bad.load();
+  if (first_bad.any()) {
+    const size_t doc = first_bad.get();
     throw InvalidUtf8Error(doc, first_invalid_utf8(batch[doc]));
   }
   return result;

@@ -7,6 +7,8 @@
 #include <tbb/task_arena.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cstdint>
 #include <cstring>
 #include <string>
 #include <string_view>
@@ -16,6 +18,22 @@
 #include "luminamoon/text_batch.h"
 
 namespace luminamoon::detail {
+
+// The lowest document index offered from any thread (for "first bad
+// document" errors that do not depend on scheduling).
+class LowestIndex {
+ public:
+  void offer(size_t i) {
+    size_t cur = value_.load();
+    while (i < cur && !value_.compare_exchange_weak(cur, i)) {
+    }
+  }
+  bool any() const { return value_.load() != SIZE_MAX; }
+  size_t get() const { return value_.load(); }
+
+ private:
+  std::atomic<size_t> value_{SIZE_MAX};
+};
 
 // Runs body() in an arena of data_num_threads() threads.
 template <class Body>

@@ -233,13 +233,11 @@ PiiResult PiiMasker::mask(const TextBatchView& batch) const {
     if (batch.offsets[i + 1] - batch.offsets[i] > static_cast<int64_t>(UINT32_MAX))
       throw std::length_error("PIIMasker: document " + std::to_string(i) + " is over 4 GiB");
   std::array<std::atomic<int64_t>, kPiiTypeCount> counts{};
-  std::atomic<size_t> first_invalid{SIZE_MAX};
+  detail::LowestIndex first_invalid;
   PiiResult result;
   result.texts = detail::transform_documents(batch, [&](size_t i, std::string_view in, std::string& out) {
     if (!is_valid_utf8(in)) {
-      size_t cur = first_invalid.load();
-      while (i < cur && !first_invalid.compare_exchange_weak(cur, i)) {
-      }
+      first_invalid.offer(i);
       return;
     }
     std::array<int64_t, kPiiTypeCount> local{};
@@ -247,8 +245,8 @@ PiiResult PiiMasker::mask(const TextBatchView& batch) const {
     for (size_t k = 0; k < kPiiTypeCount; ++k)
       if (local[k]) counts[k].fetch_add(local[k], std::memory_order_relaxed);
   });
-  if (first_invalid.load() != SIZE_MAX)
-    throw std::invalid_argument("mask_pii: document " + std::to_string(first_invalid.load()) +
+  if (first_invalid.any())
+    throw std::invalid_argument("mask_pii: document " + std::to_string(first_invalid.get()) +
                                 " is not valid UTF-8 (clean it first)");
   for (size_t k = 0; k < kPiiTypeCount; ++k) result.counts[k] = counts[k].load();
   return result;
