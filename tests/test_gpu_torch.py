@@ -95,12 +95,12 @@ def test_steps_on_the_current_stream_without_device_synchronisation():
     assert lm_optim.last_backend().startswith("cuda")
 
 
-def test_non_contiguous_and_mixed_device_inputs_are_refused():
+def test_non_contiguous_and_unsupported_dtype_inputs_are_refused():
     p = torch.nn.Parameter(torch.randn(64, 32, device="cuda").t())  # a transposed view
     p.grad = torch.randn(64, 32, device="cuda").t()
     with pytest.raises(ValueError, match="contiguous"):
         LuminaV([p]).step()
-    q = torch.nn.Parameter(torch.randn(100, device="cuda"))
-    q.grad = torch.randn(100)  # on the CPU
-    with pytest.raises(ValueError, match="device"):
+    q = torch.nn.Parameter(torch.randn(100, device="cuda", dtype=torch.float64))
+    q.grad = torch.randn(100, device="cuda", dtype=torch.float64)
+    with pytest.raises(ValueError, match="dtype"):
         LuminaV([q]).step()

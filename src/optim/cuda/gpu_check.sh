@@ -56,8 +56,8 @@ for phase in $phases; do
       PYTHONPATH=/tmp/lm_site timeout 240 python3 -m pytest -q -p no:cacheprovider -o addopts= tests/test_gpu_torch.py -rs 2>&1 \
         | tee "$out/pytest_torch.log" | tail -30 ;;
     ncu)
-      timeout 130 ncu --clock-control none -k regex:luminav_apply -c 2 --section SpeedOfLight \
+      timeout 130 ncu --clock-control none -k regex:"luminav_(apply|reduce)" -c 4 --section SpeedOfLight \
         --section MemoryWorkloadAnalysis --section LaunchStats --section Occupancy \
-        python3 bench/cuda_step_bench.py --only clm_nocheck,clm_bf16_master --warmup 0 --reps 1 2>&1 | tee "$out/ncu.log" | tail -120 ;;
+        python3 bench/cuda_step_bench.py --only clm,clm_bf16_master --warmup 0 --reps 1 2>&1 | tee "$out/ncu.log" | tail -120 ;;
   esac
 done
