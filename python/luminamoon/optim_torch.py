@@ -141,6 +141,7 @@ class LuminaV(Optimizer):
         self.skipped_steps = 0
         self.last_native_calls = 0
         self._names: dict[tuple[int, int], str] = {}
+        self._prepared: dict = {}  # Note [prepared buffers]
         super().__init__(params, defaults)
 
     # ---- groups ---------------------------------------------------------------------
@@ -234,6 +235,7 @@ class LuminaV(Optimizer):
         saved_state = state_dict["state"]
         super().load_state_dict(state_dict)
         self._names.clear()  # the groups are new dicts (and may bring param_names)
+        self._prepared.clear()
         for group in self.param_groups:
             for key, value in self.defaults.items():
                 group.setdefault(key, value)  # an AdamW group lacks LuminaV's options
@@ -298,7 +300,8 @@ class LuminaV(Optimizer):
                 if grad.is_complex():
                     raise ValueError(f"{name}: complex gradients are not supported")
                 state = self.state.get(p)
-                if not state:
+                committed = bool(state)
+                if not committed:
                     state = staged[p] = self._new_state(group, p)
                 self._check_state(group, p, state, name)
                 local_p, local_g = _local(p), _local(grad)
@@ -306,7 +309,7 @@ class LuminaV(Optimizer):
                     local_g = local_g.contiguous()  # read-only: a dense copy is as good
                 shard = _shard_of(p, name)
                 entry = _Entry(p, name, local_p, local_g, state, int(state["step"]) + 1, shard)
-                self._describe(entry)
+                self._describe(entry, committed)
                 all_buffers.extend(entry.buffers)
                 entries.append(entry)
             if entries:
@@ -321,34 +324,65 @@ class LuminaV(Optimizer):
             raise ValueError(f"{name}: exp_avg_sq holds {state['exp_avg_sq'].numel()} values but mode "
                              f"{group['mode']!r} needs {want}; the mode cannot change during training")
 
-    def _describe(self, e: _Entry) -> None:
+    def _describe(self, e: _Entry, committed: bool) -> None:
+        """Validates the buffers of one parameter and builds its native descriptor.
+
+        Note [prepared buffers]: the parameter and state buffers rarely change
+        between steps; their checked views are cached per parameter under a
+        signature (pointers, identities, dtype, layout) and rebuilt when it
+        changes. Gradients are checked on every step. Only committed state is
+        cached (staged state may be discarded by a failing step).
+        """
+        p = e.local_param
+        state = e.state
+        master = state.get("master")
+        exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
+        cacheable = committed and e.shard is None and not _is_dtensor(e.param)
+        signature = None
+        if cacheable:
+            signature = (p.data_ptr(), p.dtype, p.is_contiguous(), p.device, id(exp_avg), exp_avg.data_ptr(),
+                         id(exp_avg_sq), exp_avg_sq.data_ptr(), id(master),
+                         master.data_ptr() if master is not None else 0)
+        prepared = self._prepared.get(e.param) if cacheable else None
+        if prepared is not None and prepared[0] == signature:
+            param, exp_avg_buf, exp_avg_sq_buf, master_buf, seed = prepared[1]
+        else:
+            param, exp_avg_buf, exp_avg_sq_buf, master_buf = self._state_buffers(e, master)
+            seed = int(state["seed"])
+            if cacheable:
+                self._prepared[e.param] = (signature, (param, exp_avg_buf, exp_avg_sq_buf, master_buf, seed))
+        if e.local_grad.device != p.device:
+            raise ValueError(f"{e.name}: the gradient is on {e.local_grad.device}, the parameter on {p.device}")
+        grad = describe_buffer(e.local_grad, f"{e.name}.grad", _FLOAT_DTYPES, writable=False)
+        if grad.numel != param.numel:
+            raise ValueError(f"{grad.name} has {grad.numel} elements but the parameter (shard) has {param.numel}")
+        e.buffers = [b for b in (param, grad, exp_avg_buf, exp_avg_sq_buf, master_buf) if b is not None]
+        e.desc = _native.TensorDesc(param.ptr, grad.ptr, exp_avg_buf.ptr, exp_avg_sq_buf.ptr,
+                                    master_buf.ptr if master_buf else 0, param.numel,
+                                    e.shard.index_offset if e.shard else 0, seed, param.dtype, grad.dtype)
+
+    @staticmethod
+    def _state_buffers(e: _Entry, master) -> tuple:
         p = e.local_param
         if p.device.type not in ("cpu", "cuda"):
             accelerator = torch.accelerator.current_accelerator() if torch.accelerator.is_available() else None
             what = " (this machine's torch.accelerator)" if accelerator == p.device.type else ""
             raise ValueError(f"{e.name} is on device '{p.device}'{what}, which no LuminaV backend serves "
                              "(supported: cpu, cuda)")
-        if e.local_grad.device != p.device:
-            raise ValueError(f"{e.name}: the gradient is on {e.local_grad.device}, the parameter on {p.device}")
         param = describe_buffer(p, f"{e.name}.param", _FLOAT_DTYPES, writable=True)
-        grad = describe_buffer(e.local_grad, f"{e.name}.grad", _FLOAT_DTYPES, writable=False)
         exp_avg = describe_buffer(_local(e.state["exp_avg"]), f"{e.name}.exp_avg", _F32_ONLY, writable=True)
         exp_avg_sq = describe_buffer(_local(e.state["exp_avg_sq"]), f"{e.name}.exp_avg_sq", _F32_ONLY,
                                      writable=True)
-        master = e.state.get("master")
         master_buf = (describe_buffer(_local(master), f"{e.name}.master", _F32_ONLY, writable=True)
                       if master is not None else None)
-        e.buffers = [b for b in (param, grad, exp_avg, exp_avg_sq, master_buf) if b is not None]
-        for b in (grad, exp_avg, master_buf):
+        buffers = [b for b in (param, exp_avg, exp_avg_sq, master_buf) if b is not None]
+        for b in (exp_avg, master_buf):
             if b is not None and b.numel != param.numel:
                 raise ValueError(f"{b.name} has {b.numel} elements but the parameter (shard) has {param.numel}")
-        if len({b.device_label for b in e.buffers}) != 1:
-            raise ValueError(f"{e.name}: parameter, gradient and state are on different devices: "
-                             + ", ".join(f"{b.name} on {b.device_label}" for b in e.buffers))
-        e.desc = _native.TensorDesc(param.ptr, grad.ptr, exp_avg.ptr, exp_avg_sq.ptr,
-                                    master_buf.ptr if master_buf else 0, param.numel,
-                                    e.shard.index_offset if e.shard else 0, int(e.state["seed"]),
-                                    param.dtype, grad.dtype)
+        if len({b.device_label for b in buffers}) != 1:
+            raise ValueError(f"{e.name}: parameter and state are on different devices: "
+                             + ", ".join(f"{b.name} on {b.device_label}" for b in buffers))
+        return param, exp_avg, exp_avg_sq, master_buf
 
     def _run(self, entries_by_group: dict[int, list[_Entry]]) -> None:
         calls = []      # (group, hp, entries, options): one native multi-tensor call each
