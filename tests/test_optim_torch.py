@@ -378,3 +378,18 @@ def test_the_gil_is_released_during_native_work():
     # tens of milliseconds. Holding the GIL through it would starve this loop.
     assert sum(native_seconds) > 0.02
     assert counter > 5_000, (counter, native_seconds)
+
+
+def test_replaced_parameter_storage_and_state_tensors_are_picked_up():
+    # Note [prepared buffers]: the cached views must follow p.data and state replacements.
+    p = torch.nn.Parameter(torch.ones(6))
+    opt = LuminaV([p], lr=0.1, weight_decay=0.0)
+    p.grad = torch.ones(6)
+    opt.step()
+    old = p.data
+    p.data = torch.full((6,), 5.0)
+    opt.state[p]["exp_avg"] = torch.zeros(6)
+    opt.step()
+    assert torch.all(p.detach() < 5.0)                 # the new storage was updated
+    assert torch.equal(old, torch.full((6,), 0.9))     # the old one was left alone after step 1
+    assert torch.all(opt.state[p]["exp_avg"] > 0)      # the new state tensor was used
