@@ -85,7 +85,7 @@ struct Scratch {
   std::vector<uint32_t> gram_count, slot;
   std::vector<uint64_t> char_prefix;
   std::vector<std::pair<size_t, size_t>> segments;
-  std::vector<uint32_t> starts, ends, start_cp, end_cp;
+  std::vector<uint64_t> starts, ends;
   std::vector<uint8_t> white;
   detail::NgramCounter counter;
   std::string fixed;
@@ -240,36 +240,30 @@ QualityMetrics compute_quality_metrics(std::string_view text) {
         if (unicode::is_white_space(unicode::next_code_point(s, j))) std::memset(white + i, 1, j - i);
       }
     }
+    // Each edge stores its byte index (low half) and code point index (high
+    // half: the byte index minus the continuation bytes so far) in one word,
+    // so a word's length needs no second pass.
     sc.starts.resize(n / 2 + 2);
     sc.ends.resize(n / 2 + 2);
-    uint32_t* starts = sc.starts.data();
-    uint32_t* ends = sc.ends.data();
-    // The code point index of each edge comes along (i minus the
-    // continuation bytes so far), so a word's length needs no second pass.
-    sc.start_cp.resize(n / 2 + 2);
-    sc.end_cp.resize(n / 2 + 2);
-    uint32_t* start_cp = sc.start_cp.data();
-    uint32_t* end_cp = sc.end_cp.data();
+    uint64_t* starts = sc.starts.data();
+    uint64_t* ends = sc.ends.data();
     size_t ks = 0, ke = 0;
-    uint32_t prev_white = 1, cont = 0;
+    uint32_t prev_white = 1;
+    uint64_t cont = 0;
     for (size_t i = 0; i < n; ++i) {
       const uint32_t w = white[i];
-      starts[ks] = static_cast<uint32_t>(i);
-      start_cp[ks] = static_cast<uint32_t>(i) - cont;
+      const uint64_t edge = i | ((i - cont) << 32);
+      starts[ks] = edge;
       ks += prev_white & (w ^ 1);
-      ends[ke] = static_cast<uint32_t>(i);
-      end_cp[ke] = static_cast<uint32_t>(i) - cont;
+      ends[ke] = edge;
       ke += (prev_white ^ 1) & w;
       prev_white = w;
       cont += (s[i] & 0xC0) == 0x80;
     }
-    if (!prev_white) {
-      ends[ke] = static_cast<uint32_t>(n);
-      end_cp[ke++] = static_cast<uint32_t>(n) - cont;
-    }
+    if (!prev_white) ends[ke++] = n | ((n - cont) << 32);
     sc.words.resize(ks);
     for (size_t k = 0; k < ks; ++k) {
-      const size_t b = starts[k], e = ends[k];
+      const size_t b = starts[k] & 0xFFFFFFFFu, e = ends[k] & 0xFFFFFFFFu;
       bool alpha = s[b] < 0x80 && kAscii.alpha[s[b]];
       if (!alpha) {
         if (non_ascii) {
@@ -278,7 +272,8 @@ QualityMetrics compute_quality_metrics(std::string_view text) {
           for (size_t j = b + 1; !alpha && j < e; ++j) alpha = kAscii.alpha[s[j]];
         }
       }
-      sc.words[k] = {static_cast<uint32_t>(b), static_cast<uint32_t>(e), end_cp[k] - start_cp[k]};
+      sc.words[k] = {static_cast<uint32_t>(b), static_cast<uint32_t>(e),
+                     static_cast<uint32_t>((ends[k] >> 32) - (starts[k] >> 32))};
       alpha_words += alpha;
       // A stop word is 2..4 letters plus ASCII punctuation around it.
       const size_t len = e - b;
