@@ -122,6 +122,47 @@ class LuminaVCase:
             raise RuntimeError(f"luminav step failed: {status}")
 
 
+def gpt_like_shapes() -> list[int]:
+    """Element counts of a small GPT-like model: 12 blocks of width 256 (attention
+    and MLP weights, biases, norms) and a 8192 x 256 embedding; 147 tensors."""
+    d = 256
+    block = [3 * d * d, 3 * d, d * d, d, 4 * d * d, 4 * d, 4 * d * d, d, d, d, d, d]
+    return [8192 * d] + block * 12 + [d, d]
+
+
+def multi_tensor(repeats: int, min_time: float) -> dict:
+    """One step over the GPT-like list: one native call for all tensors, one call per
+    tensor, and torch's fused and foreach AdamW over the same list."""
+    shapes = gpt_like_shapes()
+    cases = [LuminaVCase("clm_f32", n, "simd") for n in shapes]
+    descs = [c.desc for c in cases]
+    hp, options = cases[0].hp, cases[0].options
+
+    def one_call():
+        hp.step += 1
+        _native.step_multi(hp, descs, options)
+
+    def per_tensor():
+        hp.step += 1
+        for d in descs:
+            _native.step_multi(hp, [d], options)
+
+    total = sum(shapes)
+    out = {"tensors": len(shapes), "elements": total,
+           "simd_one_call": total / timed(one_call, min_time, repeats),
+           "simd_call_per_tensor": total / timed(per_tensor, min_time, repeats)}
+    del cases, descs
+    for mode in ("fused", "foreach"):
+        params = [torch.nn.Parameter(torch.randn(n)) for n in shapes]
+        for q in params:
+            q.grad = torch.randn_like(q) * 1e-2
+        kwargs = {"fused": True} if mode == "fused" else {"foreach": True}
+        opt = torch.optim.AdamW(params, lr=1e-3, **kwargs)
+        out[f"torch_{mode}"] = total / timed(opt.step, min_time, repeats)
+        del opt, params
+    return out
+
+
 def torch_case(n: int, mode: str):
     p = torch.nn.Parameter(torch.randn(n))
     p.grad = torch.randn(n) * 1e-2
@@ -199,6 +240,14 @@ def combine(paths: list[str]) -> int:
         rows.append(merged)
     variants = [k[len("simd_"):] for k in runs[0]["rows"][0] if k.startswith("simd_") and k != "simd_target"]
     report(rows, bw, variants, spread)
+    multis = [r["multi_tensor"] for r in runs if r.get("multi_tensor")]
+    if multis:
+        print()
+        print(f"GPT-like list, {multis[0]['tensors']} tensors, {multis[0]['elements']} elements, CLM f32, "
+              "M elements/s, median (min-max): " + ", ".join(
+                  f"{k} {statistics.median(m[k] for m in multis) / 1e6:.0f} "
+                  f"({min(m[k] for m in multis) / 1e6:.0f}-{max(m[k] for m in multis) / 1e6:.0f})"
+                  for k, v in multis[0].items() if isinstance(v, float)))
     return 0
 
 
@@ -213,6 +262,7 @@ def main() -> int:
                     default="clm_f32,clm_f32_nocheck,tdclm_f32,clm_bf16_master,tdclm_bf16_master")
     ap.add_argument("--json", help="write the results here")
     ap.add_argument("--combine", nargs="+", metavar="JSON", help="only print medians over earlier runs")
+    ap.add_argument("--no-list", action="store_true", help="skip the GPT-like multi-tensor step")
     args = ap.parse_args()
     if args.combine:
         return combine(args.combine)
@@ -249,10 +299,17 @@ def main() -> int:
         print(f"N=2^{e}: {cells}", flush=True)
 
     report(rows, bw, variants)
+    multi = None
+    if not args.no_list:
+        multi = multi_tensor(args.repeats, args.min_time)
+        print()
+        print(f"GPT-like list, {multi['tensors']} tensors, {multi['elements']} elements, CLM f32 "
+              "(M elements/s): " + ", ".join(f"{k} {v / 1e6:.0f}" for k, v in multi.items()
+                                              if isinstance(v, float)))
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"machine": machine(), "copy_bandwidth": bw, "bytes_per_element": BYTES_PER_ELEMENT,
-                       "rows": rows, "argv": sys.argv,
+                       "rows": rows, "multi_tensor": multi, "argv": sys.argv,
                        "date": f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC"},
                       f, indent=1)
     return 0
