@@ -5,6 +5,23 @@
     luminamoon data demo [-o DIR]        the pipeline over a small generated corpus
     luminamoon data generate DIR         a synthetic corpus (planted duplicates, PII, junk)
 
+Output: OUTPUT_DIR/part-NNNNNNNN.<ext> (kept documents, names sort in stream
+order), dropped/ and metrics/ (with --write-dropped / --write-metrics),
+summary.json, and _state/ (checkpoint.meta, WAL, LSH index, commit records).
+A killed run resumes from its last checkpoint with the same command.
+
+Config file (TOML, or YAML with PyYAML), every key optional:
+    [reader]   text_field = "text"  id_field = "id"  txt_mode = "file"  batch_docs = 2048
+    [clean]    enabled = true  invalid_utf8 = "replace"
+    [quality]  enabled = true
+    [quality.thresholds]  min_words = 50  min_entropy = 3.0  max_dup_line_frac = 0.3  # null disables
+    [dedup]    enabled = true  normalized = false
+    [minhash]  enabled = true  num_perm = 64  ngram = 5  bands = 8  rows = 8  threshold = 0.8
+    [pii]      enabled = true  types = ["email", "ip_address"]  keep_private_ip = false
+    [output]   format = "parquet"  compression = "zstd"  part_rows = 100000  part_bytes = 268435456
+               write_dropped = false  write_metrics = false
+    [runtime]  num_threads = 0  max_batches_in_flight = 0
+
 Exit codes: see EXIT_CODES in luminamoon.data_pipeline (0 ok, 2 usage, 3 input,
 4 state corrupt, 5 input changed, 6 output, 7 unavailable, 130 interrupted).
 """
@@ -367,6 +384,9 @@ def main(argv: Optional[list[str]] = None) -> int:
     except KeyboardInterrupt:
         print("interrupted; the last checkpoint is kept: rerun the same command to resume", file=sys.stderr)
         return 130
+    except Exception as e:  # a bug, not bad input: say so, keep the exit code distinct
+        print(f"internal error ({type(e).__name__}): {e}; the last checkpoint is kept", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

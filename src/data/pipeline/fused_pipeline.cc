@@ -309,6 +309,10 @@ std::string FusedPipeline::run(const std::vector<std::string>& inputs,
       progress_.parts_committed = writer.next_part();
     };
 
+    struct NotRunningOnExit {
+      PipelineProgress& p;
+      ~NotRunningOnExit() { p.running = false; }
+    } not_running{progress_};
     run_stages(config_, source, stages, cancelled_, [&](BatchPtr batch) {
       writer.add(*batch);
       part_totals.add_batch(*batch);

@@ -137,31 +137,30 @@ class QualityStage final : public PipelineStage {
 #endif
 
 #if defined(LUMINA_HAVE_DEDUP)
-class ExactDedupStage final : public PipelineStage {
+// Exact and near dedup alike: decisions in stream order, drops naming the
+// matched document, one log block appended per batch (Note [commit order]).
+template <class Engine>
+class OrderedDedupStage final : public PipelineStage {
  public:
-  ExactDedupStage(const StageContext& context, bool normalized) : context_(context) {
-    StreamDeduplicatorOptions options;
-    options.key = normalized ? DedupKey::kNormalizedText : DedupKey::kText;
-    options.wal = wal_options(context, "dedup", "dedup.wal");
-    options.num_threads = context.num_threads;
-    path_ = options.wal.path;
-    dedup_ = StreamDeduplicator(std::move(options));
-  }
-  const char* name() const override { return "dedup"; }
+  OrderedDedupStage(const StageContext& context, const char* name, const char* reason,
+                    std::string path, Engine engine)
+      : context_(context), name_(name), reason_(reason), path_(std::move(path)),
+        engine_(std::move(engine)) {}
+  const char* name() const override { return name_; }
   StageMode mode() const override { return StageMode::kOrdered; }
   void process(DocBatch& batch) override {
     KeptDocs kept = gather_kept(batch);
     std::vector<uint8_t> keep(kept.size());
     std::vector<int64_t> matched(kept.size());
-    dedup_.add(kept.view, kept.refs, keep, matched);
+    engine_.add(kept.view, kept.refs, keep, matched);
     for (size_t j = 0; j < kept.size(); ++j) {
       if (!keep[j]) {
-        batch.drop(kept.index[j], "dedup", "exact_duplicate",
+        batch.drop(kept.index[j], name_, reason_,
                    matched[j] == kNoMatch ? std::string() : ref_name(context_, matched[j]));
       }
     }
-    dedup_.commit();
-    batch.state_positions.emplace_back("dedup", dedup_.committed_position());
+    engine_.commit();
+    batch.state_positions.emplace_back(name_, engine_.committed_position());
   }
   void sync() override {
     if (!path_.empty()) durable::fsync_path(path_);
@@ -170,54 +169,39 @@ class ExactDedupStage final : public PipelineStage {
 
  private:
   const StageContext& context_;
+  const char* name_;
+  const char* reason_;
   std::string path_;
-  StreamDeduplicator dedup_;
+  Engine engine_;
 };
+
+std::unique_ptr<PipelineStage> make_exact_dedup(const StageContext& context, bool normalized) {
+  StreamDeduplicatorOptions options;
+  options.key = normalized ? DedupKey::kNormalizedText : DedupKey::kText;
+  options.wal = wal_options(context, "dedup", "dedup.wal");
+  options.num_threads = context.num_threads;
+  std::string path = options.wal.path;
+  return std::make_unique<OrderedDedupStage<StreamDeduplicator>>(
+      context, "dedup", "exact_duplicate", path, StreamDeduplicator(std::move(options)));
+}
 #endif
 
 #if defined(LUMINA_HAVE_MINHASH)
-class NearDedupStage final : public PipelineStage {
- public:
-  NearDedupStage(const StageContext& context, const PipelineConfig& config) : context_(context) {
-    MinHashLSHOptions options;
-    options.params.num_perm = config.minhash_num_perm;
-    options.params.ngram = config.minhash_ngram;
-    options.params.seed = config.minhash_seed;
-    options.bands = config.minhash_bands;
-    options.rows = config.minhash_rows;
-    options.threshold = config.minhash_threshold;
-    options.index = wal_options(context, "minhash", "minhash.lsh");
-    options.num_threads = context.num_threads;
-    path_ = options.index.path;
-    lsh_ = MinHashLSH(std::move(options));
-  }
-  const char* name() const override { return "minhash"; }
-  StageMode mode() const override { return StageMode::kOrdered; }
-  void process(DocBatch& batch) override {
-    KeptDocs kept = gather_kept(batch);
-    std::vector<uint8_t> keep(kept.size());
-    std::vector<int64_t> matched(kept.size());
-    std::vector<double> similarity(kept.size());
-    lsh_.add(kept.view, kept.refs, keep, matched, similarity);
-    for (size_t j = 0; j < kept.size(); ++j) {
-      if (!keep[j]) {
-        batch.drop(kept.index[j], "minhash", "near_duplicate",
-                   matched[j] == kNoMatch ? std::string() : ref_name(context_, matched[j]));
-      }
-    }
-    lsh_.commit();
-    batch.state_positions.emplace_back("minhash", lsh_.committed_position());
-  }
-  void sync() override {
-    if (!path_.empty()) durable::fsync_path(path_);
-  }
-  std::vector<std::string> state_files() const override { return {path_}; }
-
- private:
-  const StageContext& context_;
-  std::string path_;
-  MinHashLSH lsh_;
-};
+std::unique_ptr<PipelineStage> make_near_dedup(const StageContext& context,
+                                               const PipelineConfig& config) {
+  MinHashLSHOptions options;
+  options.params.num_perm = config.minhash_num_perm;
+  options.params.ngram = config.minhash_ngram;
+  options.params.seed = config.minhash_seed;
+  options.bands = config.minhash_bands;
+  options.rows = config.minhash_rows;
+  options.threshold = config.minhash_threshold;
+  options.index = wal_options(context, "minhash", "minhash.lsh");
+  options.num_threads = context.num_threads;
+  std::string path = options.index.path;
+  return std::make_unique<OrderedDedupStage<MinHashLSH>>(context, "minhash", "near_duplicate", path,
+                                                         MinHashLSH(std::move(options)));
+}
 #endif
 
 #if defined(LUMINA_HAVE_PII_MASKER)
@@ -308,14 +292,14 @@ std::vector<std::unique_ptr<PipelineStage>> make_stages(const PipelineConfig& co
   }
   if (config.dedup) {
 #if defined(LUMINA_HAVE_DEDUP)
-    stages.push_back(std::make_unique<ExactDedupStage>(context, config.dedup_normalized));
+    stages.push_back(make_exact_dedup(context, config.dedup_normalized));
 #else
     lack("dedup");
 #endif
   }
   if (config.minhash) {
 #if defined(LUMINA_HAVE_MINHASH)
-    stages.push_back(std::make_unique<NearDedupStage>(context, config));
+    stages.push_back(make_near_dedup(context, config));
 #else
     lack("minhash");
 #endif
