@@ -90,6 +90,22 @@ def test_an_adamw_checkpoint_loads_into_clm_and_continues(digits):
         assert normwise_relative_error(a.detach().numpy(), b.detach().numpy()) <= 1e-5
 
 
+def test_an_adamw_checkpoint_loads_into_tdclm_with_s_the_mean_of_v(digits):
+    ours, theirs = mlp(), mlp()
+    ref = torch.optim.AdamW(theirs.parameters(), lr=3e-3)
+    train(theirs, ref, digits, 5)
+    ours.load_state_dict(theirs.state_dict())
+    opt = LuminaV(ours.parameters(), lr=3e-3, mode="tdclm")
+    opt.load_state_dict(copy.deepcopy(ref.state_dict()))
+    for a, b in zip(ours.parameters(), theirs.parameters()):
+        s = opt.state[a]["exp_avg_sq"]
+        assert s.numel() == 1 and s.dtype == torch.float32
+        torch.testing.assert_close(s, ref.state[b]["exp_avg_sq"].mean(), rtol=1e-6, atol=0)
+        assert int(opt.state[a]["step"]) == 5
+    losses = train(ours, opt, digits, 5)
+    assert all(np.isfinite(losses))
+
+
 def test_state_names_follow_adamw_and_state_memory_per_parameter(digits):
     for mode, bytes_per_param in (("clm", 8), ("tdclm", 4)):
         model = mlp()
