@@ -204,3 +204,40 @@ def test_stochastic_rounding_bits_depend_only_on_seed_step_and_index(rng):
         outs.append(param.copy())
     np.testing.assert_array_equal(outs[0], outs[1])
     assert not np.array_equal(outs[0], outs[2])
+
+
+# ---- random hyperparameters and sizes (hypothesis) --------------------------------------
+
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+
+@settings(max_examples=60, deadline=None)
+@given(n=st.integers(0, 300), mode=st.sampled_from([1, 2]), tau=st.sampled_from([0.0, 0.05, 2.0]),
+       lam=st.floats(0.0, 1.0), cautious=st.booleans(), bound=st.sampled_from([0, 1, 2]),
+       lr=st.floats(1e-5, 0.1), beta1=st.floats(0.0, 0.99), beta2=st.floats(0.5, 0.9999),
+       weight_decay=st.floats(0.0, 0.5), t=st.integers(1, 10_000),
+       param_dtype=st.sampled_from(["f32", "bf16", "f16"]), grad_dtype=st.sampled_from(["f32", "bf16", "f16"]),
+       use_master=st.booleans(), data_seed=st.integers(0, 2**32 - 1))
+def test_random_configurations_within_forward_error_bound(n, mode, tau, lam, cautious, bound, lr, beta1, beta2,
+                                                          weight_decay, t, param_dtype, grad_dtype, use_master,
+                                                          data_seed):
+    rng = np.random.default_rng(data_seed)
+    hp = Hyper(lr=lr, beta1=beta1, beta2=beta2, eps=1e-8, weight_decay=weight_decay, tau=tau, lam=lam,
+               buffer_mode=mode, cautious=cautious, bound_mode=bound, bound_ratio=0.01 if bound else 0.0)
+    x32 = (rng.standard_normal(n) * 0.5).astype(np.float32)
+    m = (rng.standard_normal(n) * 0.01).astype(np.float32)
+    v = ((rng.random(n) + 0.05) * 1e-4).astype(np.float32) if mode == 2 else np.array([5e-5], np.float32)
+    grad = make_param((rng.standard_normal(n) * 0.01).astype(np.float32), grad_dtype)
+    g = param_values(grad, grad_dtype)
+    param = make_param(x32, param_dtype)
+    master = x32.copy() if use_master else None
+    x_old = x32.astype(np.float64) if use_master else param_values(param, param_dtype)
+    if n == 0:  # nothing to do: success, nothing written
+        optim.step(param, grad, m, v, master, **hp.kwargs(), step=t, seed=SEED, backend="scalar")
+        assert v.tolist() == ([] if mode == 2 else [np.float32(5e-5)])
+        return
+    ref = reference_step(hp, x_old, m, v, g, t)
+    run_backend(param, grad, m, v, master, hp, t)
+    assert_within_forward_error("exp_avg", m, ref.m, ref.scale_m)
+    assert_within_forward_error("exp_avg_sq", v, ref.v, ref.scale_v)
+    check_parameter(param_dtype, param, master, ref, t)
