@@ -51,6 +51,25 @@ def run_luminamoon(shards: list[str], work: str, threads: int, fmt: str) -> dict
             "kept": summary["documents_kept"]}
 
 
+def stage_breakdown(shards: list[str], work: str, threads: int, repeats: int) -> list[tuple]:
+    """Reader + writer alone, then each stage alone, then all (NDJSON out): medians."""
+    from luminamoon.data_pipeline import FusedPipeline
+    stages = ("clean", "quality", "dedup", "minhash", "pii")
+    rows = []
+    for on in [(), *[(s,) for s in stages], stages]:
+        times = []
+        for _ in range(repeats):
+            out = os.path.join(work, "breakdown")
+            start = time.perf_counter()
+            summary = FusedPipeline(format="ndjson", num_threads=threads,
+                                    **{s: s in on for s in stages}).run(shards, out, resume=False)
+            times.append(time.perf_counter() - start)
+        seconds = statistics.median(times)
+        rows.append(("+".join(on) or "read+write only", seconds, summary["bytes_in"] / seconds / 1e6,
+                     summary["documents_in"] / seconds))
+    return rows
+
+
 def run_datatrove(shards: list[str], work: str, workers: int) -> dict:
     """The datatrove pipeline, in a child process (its executor forks workers)."""
     script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "pipeline_datatrove.py")
@@ -75,6 +94,7 @@ def main() -> int:
     ap.add_argument("--work", default=os.path.join(tempfile.gettempdir(), "luminamoon-pipeline-bench"))
     ap.add_argument("--format", default="parquet")
     ap.add_argument("--skip-datatrove", action="store_true")
+    ap.add_argument("--breakdown", action="store_true", help="only time each stage alone (1 thread)")
     ap.add_argument("--datatrove-shards", type=int, default=0,
                     help="compare with datatrove on the first K shards only (0: all); luminamoon "
                          "runs on the same subset for the ratio")
@@ -83,6 +103,12 @@ def main() -> int:
     shards = corpus(os.path.join(args.work, "corpus"), args.size_mb)
     size = sum(os.path.getsize(s) for s in shards)
     cores = os.cpu_count() or 1
+    if args.breakdown:
+        print("| stages (1 thread, NDJSON out) | median s | MB/s | docs/s |")
+        print("| --- | --- | --- | --- |")
+        for name, seconds, mbs, dps in stage_breakdown(shards, args.work, 1, args.repeats):
+            print(f"| {name} | {seconds:.2f} | {mbs:.1f} | {dps:,.0f} |")
+        return 0
     results: dict = {"corpus_bytes": size, "shards": len(shards), "cores": cores,
                      "cpu": platform.processor() or platform.machine(), "runs": {}}
     for threads in sorted({1, cores}):
