@@ -1,5 +1,6 @@
 // The quality metrics of one document, in a linear number of passes.
 #include <algorithm>
+#include <bit>
 #include <cctype>
 #include <cmath>
 #include <cstring>
@@ -50,6 +51,25 @@ struct Word {
   uint32_t length;      // code points
 };
 
+// Hash of a word: words of up to 8 bytes (most) are packed and mixed with
+// their length; longer ones go through XXH3.
+// `readable` is how many bytes may be read from p (at least n).
+inline uint64_t word_hash(const uint8_t* p, size_t n, size_t readable) {
+  if (n > 8) return XXH3_64bits(p, n);
+  uint64_t v = 0;
+  if (std::endian::native == std::endian::little && readable >= 8) {  // one load, the bytes past the word masked off
+    std::memcpy(&v, p, 8);
+    v &= n == 8 ? ~0ull : (1ull << (8 * n)) - 1;
+  } else {
+    std::memcpy(&v, p, n);
+  }
+  v ^= uint64_t(n) << 59;
+  v *= 0x9E3779B97F4A7C15ull;
+  v ^= v >> 32;
+  v *= 0xD6E8FEB86659FD93ull;
+  return v ^ (v >> 29);
+}
+
 inline uint64_t mix(uint64_t a, uint64_t b) {
   // Order-dependent combination of two uniform 64-bit hashes (n-gram chaining).
   uint64_t x = (a ^ 0x9E3779B97F4A7C15ull) * 0xBF58476D1CE4E5B9ull;
@@ -67,14 +87,22 @@ bool is_stop_word(const uint8_t* s, size_t n) {
   while (e > b && punct(s[e - 1])) --e;
   const size_t len = e - b;
   if (len < 2 || len > 4) return false;
-  char w[4];
+  // The word ASCII-lower-cased and packed little-endian into 32 bits.
+  uint32_t w = 0;
   for (size_t i = 0; i < len; ++i) {
     const uint8_t c = s[b + i];
-    w[i] = static_cast<char>(c >= 'A' && c <= 'Z' ? c + 32 : c);
+    w |= uint32_t(c >= 'A' && c <= 'Z' ? c + 32 : c) << (8 * i);
   }
-  const std::string_view v(w, len);
-  return v == "the" || v == "be" || v == "to" || v == "of" || v == "and" || v == "that" || v == "have" ||
-         v == "with";
+  constexpr auto pack = [](const char* t) {
+    uint32_t v = 0;
+    for (int i = 0; t[i]; ++i) v |= uint32_t(uint8_t(t[i])) << (8 * i);
+    return v;
+  };
+  constexpr uint32_t kStop[] = {pack("the"), pack("be"), pack("to"), pack("of"),
+                                pack("and"), pack("that"), pack("have"), pack("with")};
+  for (uint32_t k : kStop)
+    if (w == k) return true;
+  return false;
 }
 
 struct Scratch {
@@ -231,13 +259,17 @@ QualityMetrics compute_quality_metrics(std::string_view text) {
     // ends are written unconditionally; the write index advances on an edge.
     sc.white.resize(n + 1);
     uint8_t* white = sc.white.data();
-    for (size_t i = 0; i < n; ++i) white[i] = kAscii.white[s[i]];
-    if (byte_count[0xC2] | byte_count[0xE1] | byte_count[0xE2] | byte_count[0xE3]) {
-      for (size_t i = 0; i < n; ++i) {
-        const uint8_t b = s[i];
-        if (b != 0xC2 && (b < 0xE1 || b > 0xE3)) continue;
-        size_t j = i;
-        if (unicode::is_white_space(unicode::next_code_point(s, j))) std::memset(white + i, 1, j - i);
+    for (size_t i = 0; i < n; ++i) {  // arithmetic, so that it vectorizes
+      const uint8_t c = s[i];
+      white[i] = (c == 0x20) | (static_cast<uint8_t>(c - 0x09) < 5);
+    }
+    for (const uint8_t lead : {0xC2, 0xE1, 0xE2, 0xE3}) {
+      if (!byte_count[lead]) continue;
+      for (const uint8_t* p = s; (p = static_cast<const uint8_t*>(std::memchr(p, lead, static_cast<size_t>(s + n - p))));) {
+        size_t j = static_cast<size_t>(p - s);
+        const size_t at = j;
+        if (unicode::is_white_space(unicode::next_code_point(s, j))) std::memset(white + at, 1, j - at);
+        p = s + j;
       }
     }
     // Each edge stores its byte index (low half) and code point index (high
@@ -367,7 +399,7 @@ QualityMetrics compute_quality_metrics(std::string_view text) {
   sc.char_prefix.assign(W + 1, 0);
   for (size_t k = 0; k < W; ++k) {
     const Word& w = sc.words[k];
-    sc.word_hash[k] = XXH3_64bits(s + w.begin, w.end - w.begin);
+    sc.word_hash[k] = word_hash(s + w.begin, w.end - w.begin, n - w.begin);
     sc.char_prefix[k + 1] = sc.char_prefix[k] + w.length;
   }
   sc.gram_hash = sc.word_hash;        // 1-grams
