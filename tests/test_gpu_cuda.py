@@ -4,7 +4,8 @@ Runs where torch sees a CUDA device and libluminav's cuda backend is available
 (the H200 of src/optim/cuda/gpu_check.py); elsewhere every test skips.
 LUMINAV_GPU_TEST_HARNESS=1 runs the same code with CPU tensors and the scalar
 backend standing in for the GPU, to check the harness itself without a GPU.
-The library is LUMINAV_LIBRARY when set, else the installed package's.
+The library is LUMINAV_LIBRARY when set, else the installed package's (the
+ctypes mirrors of luminav.h come from tests/luminav_ctypes.py).
 """
 from __future__ import annotations
 
@@ -20,6 +21,8 @@ import numpy as np
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import luminav_ctypes  # noqa: E402
+from luminav_ctypes import Hyperparams, Options, Tensor  # noqa: E402
 from luminav_reference import Hyper, assert_within_forward_error, normwise_relative_error, reference_step  # noqa: E402
 
 torch = pytest.importorskip("torch")
@@ -30,49 +33,14 @@ TORCH_DTYPE = {F32: torch.float32, BF16: torch.bfloat16, F16: torch.float16}
 OK, INVALID, NONFINITE = 0, 1, 2
 
 
-class Hyperparams(C.Structure):
-    _fields_ = [("lr", C.c_double), ("beta1", C.c_double), ("beta2", C.c_double), ("eps", C.c_double),
-                ("weight_decay", C.c_double), ("tau", C.c_double), ("lam", C.c_double),
-                ("bound_ratio", C.c_double), ("buffer_mode", C.c_int), ("cautious", C.c_int),
-                ("bound_mode", C.c_int), ("check_finite", C.c_int), ("stochastic_rounding", C.c_int),
-                ("step", C.c_uint64)]
-
-
-class Tensor(C.Structure):
-    _fields_ = [("param", C.c_void_p), ("grad", C.c_void_p), ("exp_avg", C.c_void_p),
-                ("exp_avg_sq", C.c_void_p), ("master", C.c_void_p), ("num_elements", C.c_size_t),
-                ("index_offset", C.c_uint64), ("seed", C.c_uint64), ("param_dtype", C.c_int),
-                ("grad_dtype", C.c_int)]
-
-
-class Options(C.Structure):
-    _fields_ = [("backend", C.c_char_p), ("device_type", C.c_int), ("device_index", C.c_int),
-                ("stream", C.c_void_p), ("scratch", C.c_void_p), ("scratch_bytes", C.c_size_t)]
-
-
 def library_path() -> str:
-    env = os.environ.get("LUMINAV_LIBRARY")
-    if env:
-        return env
     import luminamoon
-    return luminamoon.c_library_path()
+    return os.environ.get("LUMINAV_LIBRARY") or luminamoon.c_library_path()
 
 
 def load_library():
-    lib = C.CDLL(library_path())
-    lib.luminav_last_error_message.restype = C.c_char_p
-    lib.luminav_last_backend.restype = C.c_char_p
-    lib.luminav_backend_name.restype = C.c_char_p
-    lib.luminav_backend_unavailable_reason.restype = C.c_char_p
-    lib.luminav_triton_engine_create.restype = C.c_void_p
-    lib.luminav_triton_engine_destroy.argtypes = [C.c_void_p]
-    lib.luminav_triton_get_platform.restype = C.c_char_p
-    lib.luminav_triton_get_platform.argtypes = [C.c_void_p]
-    lib.luminav_triton_get_arch.restype = C.c_char_p
-    lib.luminav_triton_get_arch.argtypes = [C.c_void_p]
-    f, i, p = C.c_float, C.c_int, C.c_void_p
-    lib.luminav_triton_step_f32.argtypes = [p, p, p, p, p, p, p, C.c_size_t, f, f, f, f, f, f, f,
-                                            i, i, i, f, C.c_uint64, C.c_uint32]
+    """libluminav: LUMINAV_LIBRARY when set (a library carried to a GPU machine), else the installed one."""
+    lib = luminav_ctypes.load_library(library_path())
     lib.luminav_step_multi.argtypes = [C.POINTER(Hyperparams), C.POINTER(Tensor), C.c_size_t,
                                        C.POINTER(Options)]
     return lib

@@ -151,11 +151,10 @@ class CudaBackend final : public Backend {
   int load_scalars(std::span<const float* const> addresses, std::span<float> values,
                    const ExecContext& ctx) override {
     if (addresses.empty()) return LUMINAV_STATUS_OK;
-    ContextState* state = nullptr;
+    CallScope scope(this, ctx.device_index);
+    if (scope.code != LUMINAV_STATUS_OK) return scope.code;
+    ContextState* state = scope.state;
     std::string why;
-    if (!context_state(ctx.device_index, &state, &why)) return fail(LUMINAV_STATUS_BACKEND_UNAVAILABLE, why);
-    ContextGuard guard(this, ctx.device_index);
-    if (!guard.ok) return fail(LUMINAV_STATUS_DRIVER_ERROR, guard.why);
     for (size_t j = 0; j < addresses.size(); ++j) {
       if (!is_device_memory(addresses[j])) {
         return fail(LUMINAV_STATUS_INVALID_ARGUMENT,
@@ -195,11 +194,10 @@ class CudaBackend final : public Backend {
     if (core::round_has_update_sums(k, round)) fields |= kReduceUpdate;
     if (fields == 0 || tensors.empty()) return LUMINAV_STATUS_OK;
 
-    ContextState* state = nullptr;
+    CallScope scope(this, ctx.device_index);
+    if (scope.code != LUMINAV_STATUS_OK) return scope.code;
+    ContextState* state = scope.state;
     std::string why;
-    if (!context_state(ctx.device_index, &state, &why)) return fail(LUMINAV_STATUS_BACKEND_UNAVAILABLE, why);
-    ContextGuard guard(this, ctx.device_index);
-    if (!guard.ok) return fail(LUMINAV_STATUS_DRIVER_ERROR, guard.why);
     if (int code = check_device_pointers(tensors); code != LUMINAV_STATUS_OK) return code;
     std::lock_guard lock(state->mutex);
     const drv::Api& a = api();
@@ -259,11 +257,10 @@ class CudaBackend final : public Backend {
   int apply(const core::StepConstants& k, std::span<const luminav_tensor> tensors,
             std::span<const core::TensorGlobals> globals, const ExecContext& ctx) override {
     if (tensors.empty()) return LUMINAV_STATUS_OK;
-    ContextState* state = nullptr;
+    CallScope scope(this, ctx.device_index);
+    if (scope.code != LUMINAV_STATUS_OK) return scope.code;
+    ContextState* state = scope.state;
     std::string why;
-    if (!context_state(ctx.device_index, &state, &why)) return fail(LUMINAV_STATUS_BACKEND_UNAVAILABLE, why);
-    ContextGuard guard(this, ctx.device_index);
-    if (!guard.ok) return fail(LUMINAV_STATUS_DRIVER_ERROR, guard.why);
     if (int code = check_device_pointers(tensors); code != LUMINAV_STATUS_OK) return code;
     const CUstream stream = static_cast<CUstream>(ctx.stream);
     LaunchParams lp{};
@@ -286,22 +283,30 @@ class CudaBackend final : public Backend {
     return code;
   }
 
-  // Makes device `ordinal`'s primary context current for the scope of a call.
-  struct ContextGuard {
-    bool ok = false;
-    std::string why;
-    ContextGuard(CudaBackend* backend, int ordinal) {
+  // What every entry point starts with: the device's module and workspaces
+  // (loaded on first use) and its primary context current for the call's
+  // scope. `code` is not OK when either failed (the message is set).
+  struct CallScope {
+    ContextState* state = nullptr;
+    int code = LUMINAV_STATUS_OK;
+    bool pushed = false;
+    CallScope(CudaBackend* backend, int ordinal) {
+      std::string why;
       CUcontext context = nullptr;
-      if (!backend->primary_context(ordinal, &context, &why)) return;
-      const CUresult r = api().cuCtxPushCurrent(context);
-      if (r != drv::CUDA_SUCCESS) {
-        why = driver().error("cuCtxPushCurrent", r);
-        return;
+      if (!backend->context_state(ordinal, &state, &why)) {
+        code = fail(LUMINAV_STATUS_BACKEND_UNAVAILABLE, why);
+      } else if (!backend->primary_context(ordinal, &context, &why)) {
+        code = fail(LUMINAV_STATUS_DRIVER_ERROR, why);
+      } else if (const CUresult r = api().cuCtxPushCurrent(context); r != drv::CUDA_SUCCESS) {
+        code = fail(LUMINAV_STATUS_DRIVER_ERROR, driver().error("cuCtxPushCurrent", r));
+      } else {
+        pushed = true;
       }
-      ok = true;
     }
-    ~ContextGuard() {
-      if (ok) {
+    CallScope(const CallScope&) = delete;
+    CallScope& operator=(const CallScope&) = delete;
+    ~CallScope() {
+      if (pushed) {
         CUcontext popped = nullptr;
         api().cuCtxPopCurrent(&popped);
       }

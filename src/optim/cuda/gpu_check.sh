@@ -16,6 +16,9 @@ export PYTHONUNBUFFERED=1
 if [ -n "$libdir" ]; then
   export LUMINAV_LIBRARY=$(cd "$libdir" && pwd)/libluminav.so
   export LD_LIBRARY_PATH=$(cd "$libdir" && pwd):${LD_LIBRARY_PATH:-}
+  # The pure-Python package from the source tree (the tests' ctypes helpers
+  # import it); the phase `torch` puts the package built here first instead.
+  export PYTHONPATH=$PWD/python${PYTHONPATH:+:$PYTHONPATH}
 fi
 {
   date -u

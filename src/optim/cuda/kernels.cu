@@ -184,16 +184,34 @@ __device__ __forceinline__ void update_element(const StepConstants& k, const Ten
   x = core::apply_update(o, k, gl, x, e.u, g);
 }
 
+// The state both passes read for an element group pair: m, v (CLM only) and
+// the working weight x (the master when given, else the parameter).
+template <int P>
+__device__ __forceinline__ void load_state(const StepConstants& k, const TensorSlot& s, uint64_t i0, uint64_t i1,
+                                           bool two, float (&m)[8], float (&v)[8], float (&x)[8]) {
+  constexpr int F32 = LUMINAV_DTYPE_F32;
+  load_groups<F32>(s.exp_avg, i0, i1, two, m);
+  if (!k.tdclm) load_groups<F32>(s.exp_avg_sq, i0, i1, two, v);
+  if (s.master != nullptr) load_groups<F32>(s.master, i0, i1, two, x);
+  else load_groups<P>(s.param, i0, i1, two, x);
+}
+
+// The same for one element.
+template <int P>
+__device__ __forceinline__ void load_state1(const StepConstants& k, const TensorSlot& s, uint64_t i, float& m,
+                                            float& v, float& x) {
+  m = s.exp_avg[i];
+  v = k.tdclm ? 0.0f : s.exp_avg_sq[i];
+  x = s.master != nullptr ? s.master[i] : core::load_as_f32<P>(s.param, i);
+}
+
 template <int P, int G>
 __device__ __forceinline__ void apply_vector(const StepConstants& k, const TensorGlobals& gl,
                                              const TensorSlot& s, uint64_t i0, uint64_t i1, bool two) {
   constexpr int F32 = LUMINAV_DTYPE_F32;
   float g[8], m[8], v[8], x[8];
   load_groups<G>(s.grad, i0, i1, two, g);
-  load_groups<F32>(s.exp_avg, i0, i1, two, m);
-  if (!k.tdclm) load_groups<F32>(s.exp_avg_sq, i0, i1, two, v);
-  if (s.master != nullptr) load_groups<F32>(s.master, i0, i1, two, x);
-  else load_groups<P>(s.param, i0, i1, two, x);
+  load_state<P>(k, s, i0, i1, two, m, v, x);
 #pragma unroll
   for (int e = 0; e < 8; ++e) update_element(k, gl, g[e], m[e], v[e], x[e]);
   store_groups<F32>(s.exp_avg, i0, i1, two, m, k, 0, 0);
@@ -206,9 +224,8 @@ template <int P, int G>
 __device__ __forceinline__ void apply_scalar(const StepConstants& k, const TensorGlobals& gl,
                                              const TensorSlot& s, uint64_t i) {
   const float g = core::load_as_f32<G>(s.grad, i);
-  float m = s.exp_avg[i];
-  float v = k.tdclm ? 0.0f : s.exp_avg_sq[i];
-  float x = s.master != nullptr ? s.master[i] : core::load_as_f32<P>(s.param, i);
+  float m, v, x;
+  load_state1<P>(k, s, i, m, v, x);
   update_element(k, gl, g, m, v, x);
   s.exp_avg[i] = m;
   if (!k.tdclm) s.exp_avg_sq[i] = v;
@@ -329,6 +346,14 @@ __device__ __forceinline__ void reduce_element(const StepConstants& k, const Ten
   }
 }
 
+// The block's sum goes to its tile's slot of the scratch buffer.
+__device__ __forceinline__ void store_tile_partial(const LaunchParams& lp, const Accum& a) {
+  const Accum total = block_sum(a);
+  if (threadIdx.x == 0) {
+    total.store(reinterpret_cast<luminav_partials*>(lp.tile_partials + uint64_t{blockIdx.x} * kTilePartialStride));
+  }
+}
+
 template <int P, int G>
 __device__ __forceinline__ void reduce_tile(const LaunchParams& lp) {
   const Tile t = block_tile(lp);
@@ -361,24 +386,15 @@ __device__ __forceinline__ void reduce_tile(const LaunchParams& lp) {
     for (uint64_t i = t.begin + 4 * groups + threadIdx.x; i < t.end; i += kBlockSize) {
       reduce_element(k, gl, fields, core::load_as_f32<G>(s.grad, i), 0.0f, 0.0f, 0.0f, a);
     }
-    const Accum total = block_sum(a);
-    if (threadIdx.x == 0) {
-      total.store(reinterpret_cast<luminav_partials*>(lp.tile_partials + uint64_t{blockIdx.x} * kTilePartialStride));
-    }
+    store_tile_partial(lp, a);
     return;
   }
-  constexpr int F32 = LUMINAV_DTYPE_F32;
   for_tile(
       t,
       [&](uint64_t i0, uint64_t i1, bool two) {
         float g[8], m[8] = {}, v[8] = {}, x[8] = {};
         load_groups<G>(s.grad, i0, i1, two, g);
-        if (need_state) {
-          load_groups<F32>(s.exp_avg, i0, i1, two, m);
-          if (!k.tdclm) load_groups<F32>(s.exp_avg_sq, i0, i1, two, v);
-          if (s.master != nullptr) load_groups<F32>(s.master, i0, i1, two, x);
-          else load_groups<P>(s.param, i0, i1, two, x);
-        }
+        if (need_state) load_state<P>(k, s, i0, i1, two, m, v, x);
         const int count = two ? 8 : 4;
 #pragma unroll
         for (int e = 0; e < 8; ++e) {
@@ -388,18 +404,10 @@ __device__ __forceinline__ void reduce_tile(const LaunchParams& lp) {
       [&](uint64_t i) {
         const float g = core::load_as_f32<G>(s.grad, i);
         float m = 0.0f, v = 0.0f, x = 0.0f;
-        if (need_state) {
-          m = s.exp_avg[i];
-          v = k.tdclm ? 0.0f : s.exp_avg_sq[i];
-          x = s.master != nullptr ? s.master[i] : core::load_as_f32<P>(s.param, i);
-        }
+        if (need_state) load_state1<P>(k, s, i, m, v, x);
         reduce_element(k, gl, fields, g, m, v, x, a);
       });
-  const Accum total = block_sum(a);
-  if (threadIdx.x == 0) {
-    total.store(reinterpret_cast<luminav_partials*>(lp.tile_partials +
-                                                    uint64_t{blockIdx.x} * kTilePartialStride));
-  }
+  store_tile_partial(lp, a);
 }
 
 }  // namespace
