@@ -41,7 +41,7 @@ from typing import Optional
 from .data_pipeline import (EXIT_CODES, OUTPUT_FORMATS, DataError, FusedPipeline, PipelineConfig,
                             arrow_io_available, did_you_mean)
 
-__all__ = ["main", "generate_corpus"]
+__all__ = ["main", "generate_corpus", "run_demo"]
 
 _STAGES = ("clean", "quality", "dedup", "minhash", "pii")
 
@@ -328,17 +328,19 @@ def generate_corpus(output_dir: str, shards: int = 4, docs_per_shard: int = 1000
             payload = gzip.compress(payload, mtime=0)
         elif compress == "zst":
             try:
-                import zstandard
-                payload = zstandard.ZstdCompressor().compress(payload)
+                import pyarrow
+                payload = pyarrow.compress(payload, codec="zstd", asbytes=True)
             except ImportError:
-                raise DataError("--compress zst needs the zstandard package", 7) from None
+                raise DataError("--compress zst needs pyarrow", 7) from None
         with open(path, "wb") as f:
             f.write(payload)
         paths.append(path)
     return paths
 
 
-def _demo(output: Optional[str]) -> int:
+def run_demo(output: Optional[str] = None) -> int:
+    """The data half of `luminamoon demo`: the pipeline over a small generated
+    corpus with planted duplicates, PII and junk; prints the summary."""
     work = tempfile.mkdtemp(prefix="luminamoon-demo-")
     corpus = generate_corpus(os.path.join(work, "corpus"), shards=3, docs_per_shard=400, seed=7)
     out = output or os.path.join(work, "out")
@@ -369,7 +371,7 @@ def main(argv: Optional[list[str]] = None) -> int:
             print(f"wrote {len(paths)} shards to {args.output}")
             return 0
         if args.command == "demo":
-            return _demo(args.output)
+            return run_demo(args.output)
         config = _config_from_args(args)
         pipeline = FusedPipeline(config)
         summary = _run_with_progress(pipeline, args.inputs, args.output, args.resume, args.progress)
