@@ -75,6 +75,7 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--anchor-docs", type=int, default=2000, help="documents for the datatrove side-by-side")
     ap.add_argument("--json", help="write the results here")
+    ap.add_argument("--dump", help="write the corpus to DUMP.bytes / DUMP.offsets (for data_batch_scaling.cc) and stop")
     args = ap.parse_args()
 
     docs = make_corpus(int(args.mb * 1e6))
@@ -82,6 +83,12 @@ def main() -> None:
     tensor = data.StringTensor(docs)
     mb = nbytes / 1e6
     rows = []
+    if args.dump:
+        flat, offsets = tensor.to_numpy()
+        flat.tofile(args.dump + ".bytes")
+        offsets.tofile(args.dump + ".offsets")
+        print(f"wrote {args.dump}.bytes / .offsets ({len(docs)} documents, {mb:.1f} MB)")
+        return
 
     def row(name, wall, cpu, nbytes_=nbytes, ndocs=len(docs)):
         rows.append({"case": name, "wall_s": wall, "cpu_s": cpu, "MB/s (cpu)": nbytes_ / 1e6 / cpu,
