@@ -8,8 +8,9 @@
 
 namespace luminamoon::json_text {
 
-// Appends `s` as a quoted JSON string. Invalid UTF-8 becomes U+FFFD, one per
-// maximal invalid subsequence's first byte (the output must stay valid JSON).
+// Appends `s` as a quoted JSON string. Each byte of an ill-formed UTF-8
+// sequence becomes U+FFFD, so the output is always valid JSON (with the
+// cleaner on, the text was already repaired per the Unicode standard).
 inline void append_string(std::string& out, std::string_view s) {
   static const char* kHex = "0123456789abcdef";
   out.push_back('"');

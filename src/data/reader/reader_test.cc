@@ -1,0 +1,142 @@
+// Reader tests: plain, gzip and zstd shards give the same documents; a
+// reader opened at any batch's end coordinate yields exactly the rest.
+#include "luminamoon/reader.h"
+
+#include <gtest/gtest.h>
+#include <zlib.h>
+#include <zstd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "data/writer/json_text.h"
+#include "luminamoon/data_error.h"
+
+namespace luminamoon {
+namespace {
+
+std::filesystem::path temp_dir() {
+  auto dir = std::filesystem::temp_directory_path() / ("lm_reader_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
+std::string jsonl(int n) {
+  std::string out;
+  for (int i = 0; i < n; ++i) {
+    out += "{\"id\":\"d" + std::to_string(i) + "\",\"text\":\"text " + std::to_string(i) +
+           " \\u00e9\",\"n\":" + std::to_string(i) + "}\n";
+    if (i % 7 == 3) out += "{broken\n";
+    if (i % 11 == 5) out += "\n";
+  }
+  return out;
+}
+
+void write(const std::filesystem::path& p, const std::string& bytes) {
+  std::ofstream(p, std::ios::binary) << bytes;
+}
+
+std::string gzip(const std::string& s) {
+  z_stream z{};
+  deflateInit2(&z, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY);
+  std::string out(deflateBound(&z, s.size()) + 32, '\0');
+  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(s.data()));
+  z.avail_in = static_cast<uInt>(s.size());
+  z.next_out = reinterpret_cast<Bytef*>(out.data());
+  z.avail_out = static_cast<uInt>(out.size());
+  EXPECT_EQ(deflate(&z, Z_FINISH), Z_STREAM_END);
+  out.resize(z.total_out);
+  deflateEnd(&z);
+  return out;
+}
+
+std::string zstd(const std::string& s) {
+  std::string out(ZSTD_compressBound(s.size()), '\0');
+  out.resize(ZSTD_compress(out.data(), out.size(), s.data(), s.size(), 3));
+  return out;
+}
+
+struct Read {
+  std::vector<std::string> texts, ids, meta;
+  std::vector<uint64_t> malformed_lines;
+  std::vector<StreamCoordinate> ends;
+};
+
+Read read_all(const std::string& path, StreamCoordinate start = {}, size_t batch_docs = 4) {
+  ReaderOptions options;
+  options.batch_docs = batch_docs;
+  auto reader = open_shard(describe_shard(path, 0), options, start);
+  Read r;
+  DocBatch batch;
+  while (reader->next(batch)) {
+    for (size_t i = 0; i < batch.size(); ++i) {
+      r.texts.emplace_back(batch.text[i]);
+      r.ids.emplace_back(batch.ids[i]);
+      r.meta.emplace_back(batch.metadata[i]);
+    }
+    for (const auto& bad : batch.malformed) r.malformed_lines.push_back(bad.line);
+    r.ends.push_back(batch.end);
+  }
+  return r;
+}
+
+TEST(Reader, CompressionsAgreeAndMalformedLinesAreCounted) {
+  auto dir = temp_dir();
+  const std::string data = jsonl(40);
+  write(dir / "a.jsonl", data);
+  write(dir / "a.jsonl.gz", gzip(data.substr(0, 500)) + gzip(data.substr(500)));  // two members
+  write(dir / "a.jsonl.zst", zstd(data));
+  Read plain = read_all((dir / "a.jsonl").string());
+  ASSERT_EQ(plain.texts.size(), 40u);
+  EXPECT_EQ(plain.texts[3], "text 3 \xC3\xA9");
+  EXPECT_EQ(plain.ids[3], "d3");
+  EXPECT_EQ(plain.meta[3], "{\"id\":\"d3\",\"n\":3}");
+  EXPECT_EQ(plain.malformed_lines.size(), 6u);  // i = 3, 10, 17, 24, 31, 38
+  EXPECT_EQ(plain.malformed_lines[0], 5u);      // 4 docs, then the broken line
+  for (const char* name : {"a.jsonl.gz", "a.jsonl.zst"}) {
+    Read other = read_all((dir / name).string());
+    EXPECT_EQ(other.texts, plain.texts) << name;
+    EXPECT_EQ(other.malformed_lines, plain.malformed_lines) << name;
+  }
+}
+
+TEST(Reader, ResumingAtEveryBatchEndYieldsExactlyTheRest) {
+  auto dir = temp_dir();
+  const std::string data = jsonl(30);
+  write(dir / "r.jsonl", data);
+  write(dir / "r.jsonl.gz", gzip(data));
+  for (const char* name : {"r.jsonl", "r.jsonl.gz"}) {
+    std::string path = (dir / name).string();
+    Read full = read_all(path);
+    size_t consumed = 0;
+    for (size_t b = 0; b + 1 < full.ends.size(); ++b) {
+      Read rest = read_all(path, full.ends[b]);
+      // Documents before the coordinate: those of batches 0..b.
+      consumed = full.texts.size() - rest.texts.size();
+      ASSERT_EQ(rest.texts, std::vector<std::string>(full.texts.begin() + consumed, full.texts.end()))
+          << name << " batch " << b;
+      EXPECT_EQ(rest.ends.back(), full.ends.back());
+    }
+    EXPECT_GT(consumed, 0u);
+  }
+}
+
+TEST(Reader, UnknownExtensionIsAUsageError) {
+  try {
+    describe_shard("/x/data.csv", 0);
+    FAIL();
+  } catch (const DataError& e) {
+    EXPECT_EQ(e.kind(), DataErrorKind::kUsage);
+  }
+}
+
+TEST(JsonText, EscapesAndReplacesInvalidUtf8) {
+  std::string out;
+  json_text::append_string(out, std::string("a\"b\\c\n\x01\xC3\xA9\xFF\xE2\x82", 12));
+  EXPECT_EQ(out, "\"a\\\"b\\\\c\\n\\u0001\xC3\xA9\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD\"");
+}
+
+}  // namespace
+}  // namespace luminamoon
