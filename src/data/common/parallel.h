@@ -78,17 +78,19 @@ TextBatch transform_documents(const TextBatchView& batch, Fn&& fn) {
         }
       }
     });
-    // One sequential append: no zero-fill of the result (a pass of its own)
-    // and each chunk's memory is returned as soon as it is copied.
-    size_t total = 0;
-    for (const std::string& c : chunk_out) total += c.size();
-    result.data.reserve(total);
-    for (size_t c = 0; c < chunks; ++c) {
-      const auto base = static_cast<int64_t>(result.data.size());
-      result.data.insert(result.data.end(), chunk_out[c].begin(), chunk_out[c].end());
-      for (size_t i = bounds[c]; i < bounds[c + 1]; ++i) result.offsets[i + 1] += base;
-      std::string().swap(chunk_out[c]);
-    }
+    // The result is sized without a zero-fill (ByteBuffer) and filled by
+    // chunk in parallel, so that first touches and copies spread over threads.
+    std::vector<int64_t> chunk_base(chunks + 1, 0);
+    for (size_t c = 0; c < chunks; ++c) chunk_base[c + 1] = chunk_base[c] + static_cast<int64_t>(chunk_out[c].size());
+    result.data.resize(static_cast<size_t>(chunk_base[chunks]));
+    tbb::parallel_for(tbb::blocked_range<size_t>(0, chunks, 1), [&](const tbb::blocked_range<size_t>& r) {
+      for (size_t c = r.begin(); c != r.end(); ++c) {
+        if (!chunk_out[c].empty())
+          std::memcpy(result.data.data() + chunk_base[c], chunk_out[c].data(), chunk_out[c].size());
+        for (size_t i = bounds[c]; i < bounds[c + 1]; ++i) result.offsets[i + 1] += chunk_base[c];
+        std::string().swap(chunk_out[c]);
+      }
+    });
   });
   return result;
 }
