@@ -136,3 +136,15 @@ def test_resume_after_completion_is_a_no_op(tmp_path):
     again = _pipeline().run([src], out, resume=True)
     assert again["documents_kept"] == first["documents_kept"]
     assert again["this_run"]["documents"] == 0
+
+
+def test_a_second_run_on_the_same_output_is_refused(tmp_path):
+    import fcntl
+    src = _corpus(tmp_path)
+    out = tmp_path / "out"
+    out.mkdir()
+    with open(out / ".luminamoon.lock", "w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)  # as a running pipeline holds it
+        r = _run_cli(src, out)
+        assert r.returncode == 6 and "another run" in r.stderr
+    assert _run_cli(src, out).returncode == 0  # released: the next run proceeds

@@ -3,7 +3,10 @@
 // and the commit protocol of Note [commit order].
 #include "luminamoon/fused_pipeline.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
 #include <tbb/global_control.h>
+#include <unistd.h>
 #include <tbb/parallel_pipeline.h>
 #include <tbb/task_arena.h>
 
@@ -204,6 +207,21 @@ std::string FusedPipeline::run(const std::vector<std::string>& inputs,
   const std::string meta_path = state_dir + "/checkpoint.meta";
   const std::string manifest_path = state_dir + "/manifest.json";
   const std::string fingerprint = config_.fingerprint();
+
+  // One run per output directory: a second one would interleave commits. The
+  // lock dies with its process, so a killed run never leaves it behind.
+  durable::make_dirs(output_dir);
+  const std::string lock_path = output_dir + "/.luminamoon.lock";
+  int lock_fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (lock_fd < 0 || ::flock(lock_fd, LOCK_EX | LOCK_NB) != 0) {
+    if (lock_fd >= 0) ::close(lock_fd);
+    throw DataError(DataErrorKind::kOutput,
+                    "another run is writing to " + output_dir + " (" + lock_path + " is locked)");
+  }
+  struct LockGuard {
+    int fd;
+    ~LockGuard() { ::close(fd); }
+  } lock_guard{lock_fd};
 
   StateTracker tracker(meta_path);
   std::optional<Checkpoint> checkpoint;
