@@ -220,6 +220,13 @@ QualityMetrics compute_quality_metrics(std::string_view text) {
     for (size_t i = 0; i < n;) {
       if (s[i] < 0x80) {
         ++i;
+        // Skip ASCII eight bytes at a time (no high bit in the word).
+        while (i + 8 <= n) {
+          uint64_t w;
+          std::memcpy(&w, s + i, 8);
+          if (w & 0x8080808080808080ull) break;
+          i += 8;
+        }
         continue;
       }
       const uint32_t cp = unicode::next_code_point(s, i);
