@@ -117,26 +117,31 @@ void register_core_hooks(nb::module_& m) {
         },
         nb::arg("seed"), nb::arg("step"), nb::arg("index"),
         "core::rounding_bits over uint64 arrays (test hook).");
-  m.def("_core_f32_to_bf16_rne", [](const Input1D<uint32_t>& bits) {
-    return map_array<uint32_t, uint16_t>(bits, [](uint32_t u) { return core::f32_to_bf16_rne(core::bits_float(u)); });
-  }, "fp32 bit patterns -> bf16 bits, round to nearest even (test hook).");
-  m.def("_core_f32_to_f16_rne", [](const Input1D<uint32_t>& bits) {
-    return map_array<uint32_t, uint16_t>(bits, [](uint32_t u) { return core::f32_to_f16_rne(core::bits_float(u)); });
-  }, "fp32 bit patterns -> f16 bits, round to nearest even (test hook).");
-  m.def("_core_bf16_to_f32", [](const Input1D<uint16_t>& bits) {
-    return map_array<uint16_t, uint32_t>(bits, [](uint16_t h) { return core::float_bits(core::bf16_to_f32(h)); });
-  }, "bf16 bits -> fp32 bit patterns (test hook).");
-  m.def("_core_f16_to_f32", [](const Input1D<uint16_t>& bits) {
-    return map_array<uint16_t, uint32_t>(bits, [](uint16_t h) { return core::float_bits(core::f16_to_f32(h)); });
-  }, "f16 bits -> fp32 bit patterns (test hook).");
-  m.def("_core_f32_to_bf16_stochastic", [](const Input1D<uint32_t>& bits, const Input1D<uint32_t>& r) {
-    return map_arrays<uint32_t, uint32_t, uint16_t>(
-        bits, r, [](uint32_t u, uint32_t rr) { return core::f32_to_bf16_stochastic(core::bits_float(u), rr); });
-  }, "fp32 bit patterns and random bits -> bf16 bits by stochastic rounding (test hook).");
-  m.def("_core_f32_to_f16_stochastic", [](const Input1D<uint32_t>& bits, const Input1D<uint32_t>& r) {
-    return map_arrays<uint32_t, uint32_t, uint16_t>(
-        bits, r, [](uint32_t u, uint32_t rr) { return core::f32_to_f16_stochastic(core::bits_float(u), rr); });
-  }, "fp32 bit patterns and random bits -> f16 bits by stochastic rounding (test hook).");
+  // Each conversion over NumPy arrays of bit patterns (fp32 as uint32, 16-bit as uint16).
+  auto narrow = [&m](const char* name, uint16_t (*convert)(float), const char* doc) {
+    m.def(name, [convert](const Input1D<uint32_t>& bits) {
+      return map_array<uint32_t, uint16_t>(bits, [convert](uint32_t u) { return convert(core::bits_float(u)); });
+    }, doc);
+  };
+  auto widen = [&m](const char* name, float (*convert)(uint16_t), const char* doc) {
+    m.def(name, [convert](const Input1D<uint16_t>& bits) {
+      return map_array<uint16_t, uint32_t>(bits, [convert](uint16_t h) { return core::float_bits(convert(h)); });
+    }, doc);
+  };
+  auto stochastic = [&m](const char* name, uint16_t (*convert)(float, uint32_t), const char* doc) {
+    m.def(name, [convert](const Input1D<uint32_t>& bits, const Input1D<uint32_t>& r) {
+      return map_arrays<uint32_t, uint32_t, uint16_t>(
+          bits, r, [convert](uint32_t u, uint32_t rr) { return convert(core::bits_float(u), rr); });
+    }, doc);
+  };
+  narrow("_core_f32_to_bf16_rne", core::f32_to_bf16_rne, "fp32 bits -> bf16 bits, round to nearest even (test hook).");
+  narrow("_core_f32_to_f16_rne", core::f32_to_f16_rne, "fp32 bits -> f16 bits, round to nearest even (test hook).");
+  widen("_core_bf16_to_f32", core::bf16_to_f32, "bf16 bits -> fp32 bits (test hook).");
+  widen("_core_f16_to_f32", core::f16_to_f32, "f16 bits -> fp32 bits (test hook).");
+  stochastic("_core_f32_to_bf16_stochastic", core::f32_to_bf16_stochastic,
+             "fp32 bits and random bits -> bf16 bits by stochastic rounding (test hook).");
+  stochastic("_core_f32_to_f16_stochastic", core::f32_to_f16_stochastic,
+             "fp32 bits and random bits -> f16 bits by stochastic rounding (test hook).");
 }
 
 }  // namespace
