@@ -1,7 +1,6 @@
 // The quality metrics of one document, in a linear number of passes.
 #include <algorithm>
 #include <bit>
-#include <cctype>
 #include <cmath>
 #include <cstring>
 #include <string>
