@@ -163,6 +163,13 @@ def test_types_subset_and_counts():
     assert out[2] == "nothing"
 
 
+def test_engine_is_named():
+    from luminamoon import _native
+
+    assert _native._PiiMasker(None, False).engine in ("vectorscan", "re2")
+    assert _native._PiiMasker([], False).engine == "none"
+
+
 def test_errors():
     with pytest.raises(ValueError, match="unknown PII type"):
         data.mask_pii(["x"], types=["emial"])

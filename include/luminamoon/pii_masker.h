@@ -1,5 +1,6 @@
-// PIIMasker: one Vectorscan multi-pattern scan, then per-type validators, then
-// typed placeholders (spec section 6).
+// PIIMasker: one Vectorscan multi-pattern scan (RE2, one pass per pattern,
+// where Vectorscan is missing), then per-type validators, then typed
+// placeholders (spec section 6).
 #pragma once
 
 #include <array>
@@ -57,14 +58,15 @@ bool ipv4_valid(std::string_view candidate);
 
 class PiiMasker {
  public:
-  // Compiles the Vectorscan database once; throws std::runtime_error when
-  // Vectorscan is unavailable or compilation fails.
+  // Compiles the patterns once; throws std::runtime_error when compilation fails.
   explicit PiiMasker(PiiOptions options = {});
   ~PiiMasker();
   PiiMasker(const PiiMasker&) = delete;
   PiiMasker& operator=(const PiiMasker&) = delete;
 
   const PiiOptions& options() const { return options_; }
+  // "vectorscan" or "re2" (fixed at build time), "none" when no type is enabled.
+  const char* engine() const;
 
   // The validated, non-overlapping matches of one document, in order.
   std::vector<PiiMatch> find(std::string_view text) const;

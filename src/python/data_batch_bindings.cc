@@ -316,6 +316,7 @@ void register_data_batch(nb::module_& m) {
                if (masker.options().enabled[i]) counts[pii_type_name(static_cast<PiiType>(i))] = r.counts[i];
              return nb::make_tuple(StringTensor(std::move(r.texts)), counts);
            })
+      .def_prop_ro("engine", [](const PiiMasker& masker) { return std::string(masker.engine()); })
       .def("find", [](const PiiMasker& masker, nb::bytes text) {
         nb::list out;
         for (const PiiMatch& mt : masker.find({text.c_str(), text.size()}))

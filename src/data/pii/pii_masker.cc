@@ -1,9 +1,6 @@
-// PIIMasker: the Vectorscan database (one scan of all patterns per
-// document), validation of each reported span, and non-overlapping masking.
+// PIIMasker: the candidate patterns (one PatternScanner scan per document),
+// validation of each reported span, and non-overlapping masking.
 #include "luminamoon/pii_masker.h"
-
-#include <hs.h>
-#include <tbb/enumerable_thread_specific.h>
 
 #include <algorithm>
 #include <atomic>
@@ -11,6 +8,7 @@
 #include <string>
 
 #include "data/common/parallel.h"
+#include "data/pii/pattern_scanner.h"
 #include "data/pii/pii_validators.h"
 #include "luminamoon/text_cleaner.h"
 
@@ -84,12 +82,13 @@ struct ScanContext {
   std::vector<PiiMatch>* out;
   std::vector<std::pair<size_t, size_t>>* pem_begin;  // (begin, end) of headers
   std::vector<std::pair<size_t, size_t>>* pem_end;
+  const std::vector<size_t>& pattern_index;  // scanner pattern id -> kPatterns index
 };
 
-int on_match(unsigned int id, unsigned long long from, unsigned long long to, unsigned int, void* vctx) {
+void on_candidate(unsigned id, size_t from, size_t to, void* vctx) {
   auto* ctx = static_cast<ScanContext*>(vctx);
-  const Pattern& p = kPatterns[id];
-  size_t b = static_cast<size_t>(from), e = static_cast<size_t>(to);
+  const Pattern& p = kPatterns[ctx->pattern_index[id]];
+  size_t b = from, e = to;
   const std::string_view d = ctx->doc;
   bool ok = false;
   switch (p.rule) {
@@ -107,76 +106,43 @@ int on_match(unsigned int id, unsigned long long from, unsigned long long to, un
     case Rule::kGithubPat:
     case Rule::kGitlab:
     case Rule::kSlack: ok = pii::validate_token(d, b, e); break;
-    case Rule::kPemBegin: ctx->pem_begin->emplace_back(b, e); return 0;
-    case Rule::kPemEnd: ctx->pem_end->emplace_back(b, e); return 0;
+    case Rule::kPemBegin: ctx->pem_begin->emplace_back(b, e); return;
+    case Rule::kPemEnd: ctx->pem_end->emplace_back(b, e); return;
   }
   if (ok) ctx->out->push_back({b, e, p.type});
-  return 0;  // continue scanning
 }
-
-struct ScratchDeleter {
-  void operator()(hs_scratch_t* s) const { hs_free_scratch(s); }
-};
-using ScratchPtr = std::unique_ptr<hs_scratch_t, ScratchDeleter>;
 
 }  // namespace
 
 struct PiiMasker::Impl {
-  hs_database_t* db = nullptr;
-  hs_scratch_t* prototype = nullptr;
-  mutable tbb::enumerable_thread_specific<ScratchPtr> scratch;
-
-  ~Impl() {
-    if (prototype) hs_free_scratch(prototype);
-    if (db) hs_free_database(db);
-  }
-
-  hs_scratch_t* thread_scratch() const {
-    ScratchPtr& s = scratch.local();
-    if (!s) {
-      hs_scratch_t* clone = nullptr;
-      if (hs_clone_scratch(prototype, &clone) != HS_SUCCESS) throw std::runtime_error("PIIMasker: hs_clone_scratch failed");
-      s.reset(clone);
-    }
-    return s.get();
-  }
+  std::unique_ptr<pii::PatternScanner> scanner;  // null when no type is enabled
+  std::vector<size_t> pattern_index;
 };
 
 PiiMasker::PiiMasker(PiiOptions options) : options_(options), impl_(std::make_unique<Impl>()) {
-  std::vector<const char*> exprs;
-  std::vector<unsigned> flags, ids;
+  std::vector<pii::ScanPattern> patterns;
   for (size_t i = 0; i < kPatternCount; ++i) {
     if (!options_.enabled[static_cast<size_t>(kPatterns[i].type)]) continue;
-    exprs.push_back(kPatterns[i].regex);
-    // See validate_email: leftmost starts for the e-mail pattern cost 20x the scan.
-    flags.push_back(kPatterns[i].rule == Rule::kEmail ? 0u : HS_FLAG_SOM_LEFTMOST);
-    ids.push_back(static_cast<unsigned>(i));
+    // The e-mail validator finds the start itself (see validate_email).
+    patterns.push_back({kPatterns[i].regex, kPatterns[i].rule != Rule::kEmail});
+    impl_->pattern_index.push_back(i);
   }
-  if (exprs.empty()) return;  // nothing to mask
-  hs_compile_error_t* err = nullptr;
-  if (hs_compile_multi(exprs.data(), flags.data(), ids.data(), static_cast<unsigned>(exprs.size()),
-                       HS_MODE_BLOCK, nullptr, &impl_->db, &err) != HS_SUCCESS) {
-    std::string msg = "PIIMasker: Vectorscan compile failed";
-    if (err) {
-      msg += std::string(" (pattern ") + std::to_string(err->expression) + "): " + err->message;
-      hs_free_compile_error(err);
-    }
-    throw std::runtime_error(msg);
-  }
-  if (hs_alloc_scratch(impl_->db, &impl_->prototype) != HS_SUCCESS)
-    throw std::runtime_error("PIIMasker: hs_alloc_scratch failed");
+  if (!patterns.empty()) impl_->scanner = pii::PatternScanner::create(patterns);
 }
 
 PiiMasker::~PiiMasker() = default;
 
+const char* PiiMasker::engine() const { return impl_->scanner ? impl_->scanner->engine() : "none"; }
+
 std::vector<PiiMatch> PiiMasker::find(std::string_view text) const {
   std::vector<PiiMatch> found;
-  if (!impl_->db || text.empty()) return found;
+  if (!impl_->scanner || text.empty()) return found;
   std::vector<std::pair<size_t, size_t>> pem_begin, pem_end;
-  ScanContext ctx{text, &options_, &found, &pem_begin, &pem_end};
-  const hs_error_t rc = hs_scan(impl_->db, text.data(), static_cast<unsigned>(text.size()), 0,
-                                impl_->thread_scratch(), on_match, &ctx);
-  if (rc != HS_SUCCESS) throw std::runtime_error("PIIMasker: hs_scan failed with code " + std::to_string(rc));
+  ScanContext ctx{text, &options_, &found, &pem_begin, &pem_end, impl_->pattern_index};
+  impl_->scanner->scan(text, on_candidate, &ctx);
+  // The scanners report PEM markers in end order; RE2 does so per pattern.
+  std::sort(pem_begin.begin(), pem_begin.end());
+  std::sort(pem_end.begin(), pem_end.end());
   // PEM blocks: each END pairs with the closest BEGIN before it that no
   // earlier END has taken (both lists are in order; linear).
   {
