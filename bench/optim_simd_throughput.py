@@ -52,6 +52,21 @@ BYTES_PER_ELEMENT = {
 }
 
 
+def calls_for(run_once, min_time: float) -> int:
+    """Warms up, then how many back-to-back calls last about `min_time` seconds."""
+    run_once()
+    start = time.perf_counter()
+    run_once()
+    return max(1, int(min_time / max(time.perf_counter() - start, 1e-7)))
+
+
+def seconds_per_call(run_once, calls: int) -> float:
+    start = time.perf_counter()
+    for _ in range(calls):
+        run_once()
+    return (time.perf_counter() - start) / calls
+
+
 def timed(run_once, min_time: float, repeats: int) -> float:
     """Median over `repeats` of the mean seconds per call of `run_once`."""
     run_once()  # warm-up (first touch, dispatch, thread start)
@@ -85,29 +100,35 @@ def copy_bandwidth(repeats: int) -> dict:
             "torch_inplace_GBps": moved / inplace_s / 1e9}
 
 
-class LuminaVCase:
-    """Buffers and a prebuilt descriptor for one variant at one N."""
+class Buffers:
+    """One N's buffers, shared by every variant and backend (values stay finite)."""
 
-    def __init__(self, variant: str, n: int, backend: str):
+    def __init__(self, n: int):
+        self.x32 = torch.randn(n)
+        self.master = self.x32.clone()
+        self.x16 = self.x32.to(torch.bfloat16)
+        self.g32 = torch.randn(n) * 1e-2
+        self.g16 = self.g32.to(torch.bfloat16)
+        self.m = torch.zeros(n)
+        self.v = torch.full((n,), 1e-6)
+        self.s = torch.full((1,), 1e-4)
+
+
+class LuminaVCase:
+    """A prebuilt descriptor for one variant at one N."""
+
+    def __init__(self, variant: str, n: int, backend: str, buffers: Buffers | None = None):
         self.variant = variant
         tdclm = variant.startswith("tdclm")
         check_finite = not variant.endswith("_nocheck")
         bf16 = "bf16" in variant
-        g = torch.randn(n) * 1e-2
-        if bf16:
-            self.master = torch.randn(n)
-            self.param = self.master.to(torch.bfloat16)
-            self.grad = g.to(torch.bfloat16)
-        else:
-            self.master = None
-            self.param = torch.randn(n)
-            self.grad = g
-        self.m = torch.zeros(n)
-        self.v = torch.full((1,), 1e-4) if tdclm else torch.zeros(n)
+        b = buffers or Buffers(n)
+        self.buffers = b
+        param, grad = (b.x16, b.g16) if bf16 else (b.x32, b.g32)
         dtype = _native.DTYPE_BF16 if bf16 else _native.DTYPE_F32
         self.desc = _native.TensorDesc(
-            self.param.data_ptr(), self.grad.data_ptr(), self.m.data_ptr(), self.v.data_ptr(),
-            self.master.data_ptr() if bf16 else 0, n, 0, 12345, dtype, dtype)
+            param.data_ptr(), grad.data_ptr(), b.m.data_ptr(), (b.s if tdclm else b.v).data_ptr(),
+            b.master.data_ptr() if bf16 else 0, n, 0, 12345, dtype, dtype)
         self.hp = _native.Hyperparams()
         self.hp.buffer_mode = 1 if tdclm else 2
         self.hp.step = 0
@@ -147,28 +168,33 @@ def multi_tensor(repeats: int, min_time: float) -> dict:
         for d in descs:
             _native.step_multi(hp, [d], options)
 
-    total = sum(shapes)
-    out = {"tensors": len(shapes), "elements": total,
-           "simd_one_call": total / timed(one_call, min_time, repeats),
-           "simd_call_per_tensor": total / timed(per_tensor, min_time, repeats)}
-    del cases, descs
+    runs = {"simd_one_call": one_call, "simd_call_per_tensor": per_tensor}
+    keep = []
     for mode in ("fused", "foreach"):
         params = [torch.nn.Parameter(torch.randn(n)) for n in shapes]
         for q in params:
             q.grad = torch.randn_like(q) * 1e-2
         kwargs = {"fused": True} if mode == "fused" else {"foreach": True}
         opt = torch.optim.AdamW(params, lr=1e-3, **kwargs)
-        out[f"torch_{mode}"] = total / timed(opt.step, min_time, repeats)
-        del opt, params
+        keep.append(opt)
+        runs[f"torch_{mode}"] = opt.step
+    calls = {k: calls_for(f, min_time) for k, f in runs.items()}
+    samples = {k: [] for k in runs}
+    for _ in range(repeats):
+        for k, f in runs.items():
+            samples[k].append(seconds_per_call(f, calls[k]))
+    total = sum(shapes)
+    out = {"tensors": len(shapes), "elements": total}
+    out.update({k: total / statistics.median(v) for k, v in samples.items()})
     return out
 
 
-def torch_case(n: int, mode: str):
-    p = torch.nn.Parameter(torch.randn(n))
-    p.grad = torch.randn(n) * 1e-2
+def torch_case(buffers: Buffers, mode: str):
+    """torch.optim.AdamW over the shared fp32 parameter and gradient."""
+    p = torch.nn.Parameter(buffers.x32, requires_grad=True)
+    p.grad = buffers.g32
     kwargs = {"fused": True} if mode == "fused" else {"foreach": True}
-    opt = torch.optim.AdamW([p], lr=1e-3, **kwargs)
-    return opt, p
+    return torch.optim.AdamW([p], lr=1e-3, **kwargs)
 
 
 def machine() -> str:
@@ -278,22 +304,26 @@ def main() -> int:
     rows = []
     for e in range(args.lo, args.hi + 1):
         n = 1 << e
-        row = {"log2_n": e, "n": n}
+        buffers = Buffers(n)
+        runs = {}
         for variant in variants:
-            case = LuminaVCase(variant, n, "simd")
-            row[f"simd_{variant}"] = n / timed(case.step, args.min_time, args.repeats)
-            assert _native.last_backend().startswith("simd")
-            row["simd_target"] = _native.last_backend()
-            del case
+            runs[f"simd_{variant}"] = LuminaVCase(variant, n, "simd", buffers).step
             if not args.no_scalar:
-                case = LuminaVCase(variant, n, "scalar")
-                reps = args.repeats if e < 24 else 3
-                row[f"scalar_{variant}"] = n / timed(case.step, args.min_time, reps)
-                del case
+                runs[f"scalar_{variant}"] = LuminaVCase(variant, n, "scalar", buffers).step
         for mode in ("fused", "foreach"):
-            opt, p = torch_case(n, mode)
-            row[f"torch_{mode}"] = n / timed(opt.step, args.min_time, args.repeats)
-            del opt, p
+            runs[f"torch_{mode}"] = torch_case(buffers, mode).step
+        # Round-robin: every repeat times each case once, so a change in the
+        # machine's load hits all of them alike; the medians are compared.
+        samples = {k: [] for k in runs}
+        calls = {k: calls_for(f, args.min_time) for k, f in runs.items()}
+        for _ in range(args.repeats):
+            for k, f in runs.items():
+                samples[k].append(seconds_per_call(f, calls[k]))
+        row = {"log2_n": e, "n": n}
+        row.update({k: n / statistics.median(v) for k, v in samples.items()})
+        runs["simd_clm_f32" if "clm_f32" in variants else next(iter(runs))]()
+        row["simd_target"] = _native.last_backend()
+        del runs, buffers
         rows.append(row)
         cells = " ".join(f"{k}={v / 1e6:.0f}M/s" for k, v in row.items() if isinstance(v, float))
         print(f"N=2^{e}: {cells}", flush=True)
