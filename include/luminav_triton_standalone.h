@@ -18,13 +18,31 @@
  *    luminav_last_error_message() gives the message of the calling thread's
  *    last failure. On failure nothing is written. The finite check is on
  *    (a NaN/Inf gradient gives LUMINAV_STATUS_NONFINITE_GRAD).
- *  - An engine chooses its backend once, at creation: the best CPU backend
- *    on host memory, unless LUMINAV_FORCE_BACKEND names another backend then
- *    (for "cuda"/"hip" every pointer is then a device pointer). create returns
- *    NULL, with the message set, when that backend cannot run.
- *    get_platform/get_arch say what the engine runs on: "cpu" and e.g.
- *    "x86_64-avx512" / "x86_64-avx2" / "aarch64-neon", or the GPU platform
- *    ("cuda", "rocm", "vulkan") and its architecture. A NULL engine gives "".
+ *  - Where a step runs (chosen per call by the memory `param` lives in):
+ *     * When the CUDA backend can run here (a driver, a device, kernels for
+ *       it), a `param` in CUDA device memory (cuMemAlloc/cudaMalloc, torch
+ *       CUDA tensors) or managed memory runs on that GPU, on the device that
+ *       owns `param`, on the legacy default stream (the call returns once the
+ *       step's reductions are done; the last kernels may still run, ordered
+ *       before later default-stream work). A NULL `scratch` then means the
+ *       engine's own device workspace; a given one must be device memory.
+ *     * Any other `param` (malloc'ed or pinned host memory) runs on the best
+ *       CPU backend (simd, else scalar), as on a machine without a driver.
+ *     * All non-NULL buffers of one call must be on the same side as `param`
+ *       (and the same device): a mix of host and device pointers returns
+ *       LUMINAV_STATUS_INVALID_ARGUMENT, naming the buffer, and writes nothing.
+ *       Without a usable driver the memory cannot be asked: every pointer
+ *       must then be host memory.
+ *     * LUMINAV_FORCE_BACKEND=name (not "auto"), read at creation, wins: that
+ *       backend runs every step and every pointer is its memory (device
+ *       pointers for "cuda"/"hip", host pointers for "scalar"/"simd").
+ *  - get_platform/get_arch say what device pointers run on when the engine
+ *    has a GPU ("cuda" and e.g. "sm_90"), else the CPU backend ("cpu" and
+ *    e.g. "x86_64-avx512" / "x86_64-avx2" / "aarch64-neon"); with
+ *    LUMINAV_FORCE_BACKEND, that backend's platform ("cpu", "cuda", "rocm",
+ *    "vulkan") and architecture. A NULL engine gives "".
+ *  - create returns NULL, with the message set, when a forced backend cannot
+ *    run; without one it always succeeds (the CPU backends always can).
  */
 #ifndef LUMINAV_TRITON_STANDALONE_H
 #define LUMINAV_TRITON_STANDALONE_H

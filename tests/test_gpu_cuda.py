@@ -392,6 +392,74 @@ def test_standalone_engine_names_cuda_and_the_arch(lib):
     assert float(fields[fields.index("err") + 1]) <= 1e-6          # ... as torch's AdamW does
 
 
+def f32(value: float) -> float:
+    """The float the standalone API's float arguments hold (the reference gets the same value)."""
+    return float(np.float32(value))
+
+
+def standalone_step(lib, engine, s: State, hp: Hyperparams, scratch=None) -> int:
+    def ptr(a):
+        return None if a is None else a.data_ptr()
+    return lib.luminav_triton_step_f32(
+        engine, ptr(s.x), ptr(s.g), ptr(s.m), ptr(s.v), ptr(s.master), ptr(scratch), s.x.numel(), hp.lr,
+        hp.beta1, hp.beta2, hp.eps, hp.weight_decay, hp.tau, hp.lam, hp.buffer_mode, hp.cautious,
+        hp.bound_mode, hp.bound_ratio, hp.step, s.seed)
+
+
+def test_standalone_engine_routes_device_pointers_to_the_gpu(lib):
+    """Without LUMINAV_FORCE_BACKEND: device pointers step on the GPU, host pointers on the CPU,
+    both under the spec's bound against each other; a mix is refused; platform/arch name the GPU."""
+    if HARNESS:
+        pytest.skip("needs the cuda backend")
+    if os.environ.get("LUMINAV_FORCE_BACKEND", "auto") not in ("", "auto"):
+        pytest.skip("LUMINAV_FORCE_BACKEND fixes the engine's backend")
+    major, minor = torch.cuda.get_device_capability()
+    engine = lib.luminav_triton_engine_create()
+    assert engine, lib.luminav_last_error_message()
+    try:
+        assert lib.luminav_triton_get_platform(engine).decode() == "cuda"
+        assert lib.luminav_triton_get_arch(engine).decode() == f"sm_{major}{minor}"
+        gen = torch.Generator().manual_seed(7)
+        cases = [(2, False, False, dict()),
+                 (2, True, True, dict(lam=0.2, tau=1.0, cautious=1, bound_mode=1, bound_ratio=1e-3)),
+                 (1, False, True, dict(cautious=1, weight_decay=0.1))]
+        for mode, with_master, own_scratch, options in cases:
+            what = f"standalone mode={mode} master={with_master} scratch={own_scratch} {options}"
+            n = 200_003
+            hp = hyperparams(lib, buffer_mode=mode, step=3, lr=f32(1e-3), beta1=f32(0.9), beta2=f32(0.999),
+                             eps=f32(1e-8), weight_decay=f32(options.pop("weight_decay", 0.01)),
+                             **{k: (f32(v) if isinstance(v, float) else v) for k, v in options.items()})
+            before = State.random(gen, n, mode, F32, F32, with_master)
+            host, gpu = before.clone(), before.to(device())
+            scratch = (torch.empty(lib.luminav_scratch_bytes(n), dtype=torch.uint8, device=device())
+                       if own_scratch else None)
+            assert standalone_step(lib, engine, gpu, hp, scratch) == OK, lib.luminav_last_error_message()
+            torch.cuda.synchronize()
+            assert lib.luminav_last_backend().decode().startswith("cuda"), lib.luminav_last_backend()
+            assert standalone_step(lib, engine, host, hp) == OK, lib.luminav_last_error_message()
+            assert not lib.luminav_last_backend().decode().startswith("cuda"), lib.luminav_last_backend()
+            assert not torch.equal(gpu.x.cpu(), before.x)  # the GPU step moved the weights
+            check_against_scalar(lib, hp, before, gpu, host, what)
+        # Host and device pointers in one call: refused, nothing written on either side.
+        hp = hyperparams(lib, buffer_mode=2, step=1)
+        mixed = State.random(gen, 1000, 2, F32, F32, False).to(device())
+        mixed.g = mixed.g.cpu()
+        kept = mixed.x.clone()
+        assert standalone_step(lib, engine, mixed, hp) == INVALID
+        message = lib.luminav_last_error_message()
+        assert b"mixed host and device pointers" in message and b"grad" in message, message
+        torch.cuda.synchronize()
+        assert torch.equal(mixed.x, kept)
+        host_param = State.random(gen, 1000, 2, F32, F32, False)
+        host_param.m = host_param.m.to(device())
+        kept = host_param.x.clone()
+        assert standalone_step(lib, engine, host_param, hp) == INVALID
+        assert b"exp_avg" in lib.luminav_last_error_message()
+        assert torch.equal(host_param.x, kept)
+    finally:
+        lib.luminav_triton_engine_destroy(engine)
+
+
 def test_ptx_is_used_when_the_cubin_is_a_stub(lib, tmp_path):
     """A kernel directory whose sm_XY cubin is a stub: refused by name, the PTX runs instead."""
     if HARNESS:

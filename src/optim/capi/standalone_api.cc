@@ -1,5 +1,6 @@
 // The seed's standalone API (luminav_triton_standalone.h) on top of the
-// dispatcher: an engine fixes its backend once and steps fp32 tensors.
+// dispatcher: an engine steps fp32 tensors on the CPU or, for device
+// pointers, on the GPU.
 #include <cstdlib>
 #include <new>
 #include <string>
@@ -15,8 +16,12 @@
 #include "optim/dispatch/step_driver.h"
 
 struct LuminaVTritonEngine {
-  std::string backend;   // the backend every step of this engine uses
+  std::string backend;   // the backend of host pointers (or the forced one)
   int device_type = LUMINAV_DEVICE_CPU;
+  // The backend of device pointers (cuda when it can run here), or nullptr:
+  // none, or LUMINAV_FORCE_BACKEND fixed the backend of every pointer.
+  luminav::Backend* gpu = nullptr;
+  std::string gpu_backend;  // its name
   std::string platform;  // "cpu", "cuda", "rocm", "vulkan"
   std::string arch;      // "x86_64-avx512", the GPU's architecture, ...
 };
@@ -34,16 +39,38 @@ const char* platform_of(const luminav::Backend& backend) {
   return "cpu";
 }
 
-// Note [engine memory]: an engine works on host memory, with the best CPU
-// backend (simd, else scalar), unless LUMINAV_FORCE_BACKEND names another
-// backend when the engine is created; then its pointers are that backend's
-// memory (device pointers for cuda/hip).
+void describe(const luminav::Backend& backend, LuminaVTritonEngine* engine) {
+  engine->platform = platform_of(backend);
+  if (engine->platform == "cpu") {
+    engine->arch = dispatch::cpu_arch();
+  } else {
+    const std::string detail = backend.detail();
+    engine->arch = detail.empty() ? engine->platform : detail;
+  }
+}
+
+// The GPU backend that routes by pointer (Backend::serves_pointer), when it
+// can run here. Only cuda answers the pointer query today.
+luminav::Backend* usable_gpu_backend() {
+  for (size_t i = 0; i < dispatch::backend_count(); ++i) {
+    luminav::Backend& b = dispatch::backend_at(i);
+    if (b.name() == "cuda" && dispatch::backend_available(i)) return &b;
+  }
+  return nullptr;
+}
+
+// Note [engine memory]: the header's rules. LUMINAV_FORCE_BACKEND (not
+// "auto") at creation fixes the backend of every pointer. Otherwise host
+// pointers go to the best CPU backend (simd, else scalar) and, when the CUDA
+// backend can run here, device pointers go to it, chosen per call by the
+// memory `param` lives in; the engine then reports the GPU.
 Status make_engine(LuminaVTritonEngine* engine) {
   luminav::Backend* backend = nullptr;
   const char* forced = std::getenv("LUMINAV_FORCE_BACKEND");
   luminav_options options{};
   options.device_type = LUMINAV_DEVICE_CPU;
-  if (forced && *forced && std::string_view(forced) != "auto") {
+  const bool is_forced = forced && *forced && std::string_view(forced) != "auto";
+  if (is_forced) {
     if (luminav::Backend* named = dispatch::find_backend(forced)) {
       options.device_type = named->device_type();
     }
@@ -52,12 +79,49 @@ Status make_engine(LuminaVTritonEngine* engine) {
   if (Status s = dispatch::select_backend(&options, 0, &backend); !s.ok()) return s;
   engine->backend = std::string(backend->name());
   engine->device_type = backend->device_type();
-  engine->platform = platform_of(*backend);
-  if (engine->platform == "cpu") {
-    engine->arch = dispatch::cpu_arch();
-  } else {
-    const std::string detail = backend->detail();
-    engine->arch = detail.empty() ? engine->platform : detail;
+  engine->gpu = is_forced ? nullptr : usable_gpu_backend();
+  if (engine->gpu) engine->gpu_backend = std::string(engine->gpu->name());
+  describe(engine->gpu ? *engine->gpu : *backend, engine);
+  return Status::success();
+}
+
+// Where a step runs: the GPU when `param` is its memory, else the host
+// backend; every other non-NULL buffer must live on the same side (and
+// device), else INVALID_ARGUMENT before anything is touched.
+Status route_step(const LuminaVTritonEngine& engine, const luminav_tensor& tensor,
+                  const void* scratch, luminav_options* options) {
+  options->backend = engine.backend.c_str();
+  options->device_type = engine.device_type;
+  if (engine.gpu == nullptr) return Status::success();
+  int device = 0;
+  const bool on_gpu = engine.gpu->serves_pointer(tensor.param, &device);
+  const struct {
+    const char* name;
+    const void* address;
+  } others[] = {{"grad", tensor.grad},         {"exp_avg", tensor.exp_avg},
+                {"exp_avg_sq", tensor.exp_avg_sq}, {"master_param", tensor.master},
+                {"scratch", scratch}};
+  const std::string& gpu_name = engine.gpu_backend;
+  for (const auto& other : others) {
+    if (other.address == nullptr) continue;
+    int other_device = 0;
+    const bool other_on_gpu = engine.gpu->serves_pointer(other.address, &other_device);
+    if (other_on_gpu != on_gpu) {
+      return Status::invalid(std::string("mixed host and device pointers: param is ") +
+                             (on_gpu ? gpu_name + " device memory" : "host memory") + " but " +
+                             other.name + " is " + (other_on_gpu ? gpu_name + " device memory" : "host memory") +
+                             " (all buffers of a step must be on one side)");
+    }
+    if (on_gpu && other_device != device) {
+      return Status::invalid(std::string("param is on device ") + std::to_string(device) + " but " +
+                             other.name + " is on device " + std::to_string(other_device));
+    }
+  }
+  if (on_gpu) {
+    options->backend = engine.gpu_backend.c_str();
+    options->device_type = engine.gpu->device_type();
+    options->device_index = device;
+    options->stream = nullptr;  // the default stream
   }
   return Status::success();
 }
@@ -120,8 +184,7 @@ LUMINAV_EXPORT int luminav_triton_step_f32(
         param, grad, exp_avg, exp_avg_sq, master_param, num_elements, seed, LUMINAV_DTYPE_F32);
 
     luminav_options options{};
-    options.backend = engine->backend.c_str();
-    options.device_type = engine->device_type;
+    if (Status s = route_step(*engine, tensor, scratch, &options); !s.ok()) return s;
     options.scratch = scratch;
     // The seed's signature carries no size: a given scratch is taken to hold
     // luminav_scratch_bytes(num_elements) bytes, as the header requires.

@@ -136,6 +136,29 @@ class CudaBackend final : public Backend {
     return true;
   }
 
+  // Note [pointer routing]: the driver's memory type decides. Device memory
+  // (cuMemAlloc, torch's CUDA tensors) and managed memory (the driver calls
+  // it device or unified; kernels read it in place) are served; pinned host
+  // memory (cuMemAllocHost) is host memory, and memory the driver never saw
+  // (malloc) is an error of the query: both are not served. The query runs
+  // in device 0's primary context, since the driver may want a context.
+  bool serves_pointer(const void* address, int* device_index) const override {
+    if (address == nullptr || !driver().usable()) return false;
+    CallScope scope(const_cast<CudaBackend*>(this), 0);
+    if (scope.code != LUMINAV_STATUS_OK) {
+      take_backend_error();  // a routing question, not a failed call
+      return false;
+    }
+    if (!is_device_memory(address)) return false;
+    if (device_index != nullptr) {
+      int ordinal = 0;
+      const CUresult r = api().cuPointerGetAttribute(&ordinal, drv::CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+                                                     reinterpret_cast<CUdeviceptr>(address));
+      *device_index = r == drv::CUDA_SUCCESS && ordinal >= 0 ? ordinal : 0;
+    }
+    return true;
+  }
+
   std::string detail() const override {
     DeviceInfo info;
     std::string why;

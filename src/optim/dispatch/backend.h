@@ -47,6 +47,16 @@ class Backend {
   // Vulkan on a unified-memory GPU): "auto" routing gives it host tensors of
   // at least kOffloadMinElements (dispatch/registry.h). CPU backends: false.
   virtual bool offload() const { return false; }
+  // True when `address` is memory this backend's device serves (a GPU
+  // backend asks its driver; managed memory counts as the device's), with
+  // `device_index` (may be nullptr) set to that device. Host memory, and any
+  // address when the driver cannot be used, gives false; it never fails, so
+  // callers can route by memory (luminav_triton_step_f32). CPU backends: false.
+  virtual bool serves_pointer(const void* address, int* device_index) const {
+    (void)address;
+    (void)device_index;
+    return false;
+  }
 
   // Reads one float of the backend's memory (the TD-CLM scalar s before the
   // step, which the host-side finalize needs). GPU backends override this.
