@@ -21,6 +21,13 @@ namespace {
                   std::string("[") + operation + "] " + path + ": " + std::strerror(errno));
 }
 
+std::string parent_of(const std::string& path) {
+  auto parent = std::filesystem::path(path).parent_path();
+  return parent.empty() ? std::string(".") : parent.string();
+}
+
+}  // namespace
+
 void write_all(int fd, std::string_view bytes, const std::string& path) {
   const char* p = bytes.data();
   size_t left = bytes.size();
@@ -34,13 +41,6 @@ void write_all(int fd, std::string_view bytes, const std::string& path) {
     left -= static_cast<size_t>(n);
   }
 }
-
-std::string parent_of(const std::string& path) {
-  auto parent = std::filesystem::path(path).parent_path();
-  return parent.empty() ? std::string(".") : parent.string();
-}
-
-}  // namespace
 
 void fsync_path(const std::string& path) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);

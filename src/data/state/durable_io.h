@@ -8,6 +8,9 @@
 
 namespace luminamoon::durable {
 
+// write(2) until every byte is out (EINTR retried); DataError(kOutput) naming
+// `path` otherwise.
+void write_all(int fd, std::string_view bytes, const std::string& path);
 // Writes `bytes` to `path` atomically: `path`.tmp, fsync, rename, fsync dir.
 void write_file(const std::string& path, std::string_view bytes);
 // Fsyncs an existing file or directory (throws DataError(kOutput) on failure).

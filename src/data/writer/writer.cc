@@ -54,17 +54,7 @@ class NdjsonSerializer final : public TableSerializer {
 
  private:
   static void flush(std::string& out, int fd, const std::string& path) {
-    const char* p = out.data();
-    size_t left = out.size();
-    while (left > 0) {
-      ssize_t n = ::write(fd, p, left);
-      if (n < 0) {
-        if (errno == EINTR) continue;
-        throw DataError(DataErrorKind::kOutput, "[write] " + path + ": " + std::strerror(errno));
-      }
-      p += n;
-      left -= static_cast<size_t>(n);
-    }
+    durable::write_all(fd, out, path);
     out.clear();
   }
 };
