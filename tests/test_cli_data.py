@@ -144,3 +144,18 @@ def test_demo_runs_and_prints_the_summary(tmp_path):
     assert r.returncode == 0, r.stderr
     assert "exact_duplicate" in r.stdout and "near_duplicate" in r.stdout
     assert "pii.email" in r.stdout and "malformed records" in r.stdout
+
+
+def test_shipped_demo_corpus_is_the_generator_output(tmp_path):
+    """The corpus shipped for `luminamoon demo` is exactly what the documented
+    generator command writes (so it can be regenerated and reviewed)."""
+    import pathlib
+
+    import luminamoon
+    from luminamoon.data_cli import generate_corpus
+
+    shipped = pathlib.Path(luminamoon.__file__).parent / "demo_corpus"
+    fresh = generate_corpus(str(tmp_path), shards=3, docs_per_shard=400, seed=7, compress="gz")
+    assert sorted(p.name for p in shipped.glob("*.jsonl.gz")) == [pathlib.Path(p).name for p in fresh]
+    for path in fresh:
+        assert (shipped / pathlib.Path(path).name).read_bytes() == pathlib.Path(path).read_bytes()

@@ -339,10 +339,13 @@ def generate_corpus(output_dir: str, shards: int = 4, docs_per_shard: int = 1000
 
 
 def run_demo(output: Optional[str] = None) -> int:
-    """The data half of `luminamoon demo`: the pipeline over a small generated
-    corpus with planted duplicates, PII and junk; prints the summary."""
+    """The data half of `luminamoon demo`: the pipeline over the small corpus
+    shipped in the package (demo_corpus/, made by `luminamoon data generate
+    demo_corpus --shards 3 --docs 400 --seed 7 --compress gz`) with planted
+    duplicates, PII and junk; prints the summary."""
     work = tempfile.mkdtemp(prefix="luminamoon-demo-")
-    corpus = generate_corpus(os.path.join(work, "corpus"), shards=3, docs_per_shard=400, seed=7)
+    shipped = os.path.join(os.path.dirname(os.path.abspath(__file__)), "demo_corpus")
+    corpus = sorted(os.path.join(shipped, f) for f in os.listdir(shipped) if f.endswith(".jsonl.gz"))
     out = output or os.path.join(work, "out")
     fmt = "parquet" if arrow_io_available() else "ndjson"
     print(f"corpus: {len(corpus)} shards in {os.path.dirname(corpus[0])} "
