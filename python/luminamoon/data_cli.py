@@ -2,7 +2,7 @@
 
     luminamoon data run INPUT... -o OUTPUT_DIR [--config FILE] [--format parquet|arrow|arrow_stream|ndjson]
                         [--resume/--no-resume] [--dedup/--no-dedup] ...
-    luminamoon data demo [-o DIR]        the pipeline over a small generated corpus
+    luminamoon data demo [-o DIR]        the pipeline over the small corpus shipped with the package
     luminamoon data generate DIR         a synthetic corpus (planted duplicates, PII, junk)
 
 Output: OUTPUT_DIR/part-NNNNNNNN.<ext> (kept documents, names sort in stream
@@ -83,7 +83,7 @@ def _build_parser() -> _Parser:
     run.add_argument("--threads", type=int, metavar="N")
     run.add_argument("--max-batches-in-flight", type=int, metavar="N")
     run.add_argument("--progress", choices=("auto", "bar", "log", "none"), default="auto")
-    demo = sub.add_parser("demo", help="run the pipeline over a small generated corpus")
+    demo = sub.add_parser("demo", help="run the pipeline over the small corpus shipped with the package")
     demo.add_argument("-o", "--output", metavar="DIR")
     gen = sub.add_parser("generate", help="write a synthetic JSONL corpus")
     gen.add_argument("output", metavar="DIR")
