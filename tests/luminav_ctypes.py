@@ -4,6 +4,7 @@ from __future__ import annotations
 import ctypes as C
 
 import luminamoon
+from luminav_reference import Hyper
 
 
 class Hyperparams(C.Structure):
@@ -55,3 +56,19 @@ def load_library(path: str | None = None) -> C.CDLL:
     lib.luminav_triton_step_f32.argtypes = [p, p, p, p, p, p, p, C.c_size_t, f, f, f, f, f, f, f,
                                             i, i, i, f, C.c_uint64, C.c_uint32]
     return lib
+
+
+def hyperparams(lib: C.CDLL, **changes) -> Hyperparams:
+    """luminav_hyperparams_init's defaults with `changes` applied."""
+    hp = Hyperparams()
+    lib.luminav_hyperparams_init(C.byref(hp))
+    for k, val in changes.items():
+        setattr(hp, k, val)
+    return hp
+
+
+def as_hyper(hp: Hyperparams) -> Hyper:
+    """The same hyperparameters for the float64 reference."""
+    return Hyper(lr=hp.lr, beta1=hp.beta1, beta2=hp.beta2, eps=hp.eps, weight_decay=hp.weight_decay,
+                 tau=hp.tau, lam=hp.lam, buffer_mode=hp.buffer_mode, cautious=bool(hp.cautious),
+                 bound_mode=hp.bound_mode, bound_ratio=hp.bound_ratio)

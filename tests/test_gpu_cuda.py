@@ -22,8 +22,8 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import luminav_ctypes  # noqa: E402
-from luminav_ctypes import Hyperparams, Options, Tensor  # noqa: E402
-from luminav_reference import Hyper, assert_within_forward_error, normwise_relative_error, reference_step  # noqa: E402
+from luminav_ctypes import Hyperparams, Options, Tensor, as_hyper, hyperparams  # noqa: E402
+from luminav_reference import assert_within_forward_error, normwise_relative_error, reference_step  # noqa: E402
 
 torch = pytest.importorskip("torch")
 
@@ -79,20 +79,6 @@ def gpu_options(stream=None) -> Options:
 
 def scalar_options() -> Options:
     return Options(backend=b"scalar", device_type=0)
-
-
-def hyperparams(lib, **changes) -> Hyperparams:
-    hp = Hyperparams()
-    lib.luminav_hyperparams_init(C.byref(hp))
-    for k, val in changes.items():
-        setattr(hp, k, val)
-    return hp
-
-
-def as_hyper(hp: Hyperparams) -> Hyper:
-    return Hyper(lr=hp.lr, beta1=hp.beta1, beta2=hp.beta2, eps=hp.eps, weight_decay=hp.weight_decay,
-                 tau=hp.tau, lam=hp.lam, buffer_mode=hp.buffer_mode, cautious=bool(hp.cautious),
-                 bound_mode=hp.bound_mode, bound_ratio=hp.bound_ratio)
 
 
 class State:

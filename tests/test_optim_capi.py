@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import luminamoon
-from luminav_ctypes import Globals, Hyperparams, Options, Partials, Tensor, load_library
+from luminav_ctypes import Globals, Options, Partials, Tensor, as_hyper, hyperparams, load_library
 from luminav_reference import Hyper, assert_within_forward_error, reference_step
 
 
@@ -31,20 +31,6 @@ def state(rng, n, mode=2):
     m = (rng.standard_normal(n) * 0.01).astype(np.float32)
     v = ((rng.random(n) + 0.05) * 1e-4).astype(np.float32) if mode == 2 else np.array([4e-5], np.float32)
     return x, g, m, v
-
-
-def hyperparams(lib, **changes) -> Hyperparams:
-    hp = Hyperparams()
-    lib.luminav_hyperparams_init(C.byref(hp))
-    for k, val in changes.items():
-        setattr(hp, k, val)
-    return hp
-
-
-def as_hyper(hp: Hyperparams) -> Hyper:
-    return Hyper(lr=hp.lr, beta1=hp.beta1, beta2=hp.beta2, eps=hp.eps, weight_decay=hp.weight_decay,
-                 tau=hp.tau, lam=hp.lam, buffer_mode=hp.buffer_mode, cautious=bool(hp.cautious),
-                 bound_mode=hp.bound_mode, bound_ratio=hp.bound_ratio)
 
 
 def tensor(x, g, m, v, master=None, offset=0, seed=0) -> Tensor:
