@@ -104,6 +104,29 @@ bool is_stop_word(const uint8_t* s, size_t n) {
   return false;
 }
 
+// is_stop_word for a word whose first and last bytes are ASCII letters
+// (nothing to strip). `readable`: bytes that may be read from s (>= n).
+// OR-ing 0x20 lower-cases letters and maps no other byte onto a lower-case
+// letter, so the comparison with the all-letter stop words stays exact.
+inline bool is_plain_stop_word(const uint8_t* s, size_t n, size_t readable) {
+  uint32_t x = 0;
+  if (readable >= 4) {
+    std::memcpy(&x, s, 4);
+  } else {
+    std::memcpy(&x, s, readable);
+  }
+  const uint32_t keep = n >= 4 ? ~0u : (1u << (8 * n)) - 1;
+  const uint32_t w = (x | 0x20202020u) & keep;
+  constexpr auto pack = [](const char* t) {
+    uint32_t v = 0;
+    for (int i = 0; t[i]; ++i) v |= uint32_t(uint8_t(t[i])) << (8 * i);
+    return v;
+  };
+  const bool hit = (w == pack("the")) | (w == pack("be")) | (w == pack("to")) | (w == pack("of")) |
+                   (w == pack("and")) | (w == pack("that")) | (w == pack("have")) | (w == pack("with"));
+  return hit & (n >= 2) & (n <= 4);
+}
+
 struct Scratch {
   std::vector<uint32_t> cp_counts = std::vector<uint32_t>(0x110000, 0);
   std::vector<uint32_t> touched;
@@ -263,12 +286,16 @@ QualityMetrics compute_quality_metrics(std::string_view text) {
     // ASCII by table, and the few multi-byte White_Space code points (their
     // lead bytes are C2, E1, E2, E3) mark all their bytes. Then starts and
     // ends are written unconditionally; the write index advances on an edge.
-    sc.white.resize(n + 1);
+    // The flags are padded with White_Space past the text to whole 64-byte
+    // blocks covering [0, n], so that the last word ends inside a block.
+    const size_t padded = (n / 64 + 1) * 64;
+    sc.white.resize(padded);
     uint8_t* white = sc.white.data();
     for (size_t i = 0; i < n; ++i) {  // arithmetic, so that it vectorizes
       const uint8_t c = s[i];
       white[i] = (c == 0x20) | (static_cast<uint8_t>(c - 0x09) < 5);
     }
+    std::memset(white + n, 1, padded - n);
     for (const uint8_t lead : {0xC2, 0xE1, 0xE2, 0xE3}) {
       if (!byte_count[lead]) continue;
       for (const uint8_t* p = s; (p = static_cast<const uint8_t*>(std::memchr(p, lead, static_cast<size_t>(s + n - p))));) {
@@ -279,26 +306,57 @@ QualityMetrics compute_quality_metrics(std::string_view text) {
       }
     }
     // Each edge stores its byte index (low half) and code point index (high
-    // half: the byte index minus the continuation bytes so far) in one word,
-    // so a word's length needs no second pass.
+    // half: the byte index minus the continuation bytes before it) in one
+    // word, so a word's length needs no second pass. The edges of a 64-byte
+    // block come from bit masks (a word start is a non-White_Space byte after
+    // a White_Space one), so the work is per word, not per byte.
     sc.starts.resize(n / 2 + 2);
     sc.ends.resize(n / 2 + 2);
     uint64_t* starts = sc.starts.data();
     uint64_t* ends = sc.ends.data();
     size_t ks = 0, ke = 0;
-    uint32_t prev_white = 1;
-    uint64_t cont = 0;
-    for (size_t i = 0; i < n; ++i) {
-      const uint32_t w = white[i];
-      const uint64_t edge = i | ((i - cont) << 32);
-      starts[ks] = edge;
-      ks += prev_white & (w ^ 1);
-      ends[ke] = edge;
-      ke += (prev_white ^ 1) & w;
-      prev_white = w;
-      cont += (s[i] & 0xC0) == 0x80;
+    uint64_t prev_top = 1;  // the text starts after White_Space
+    uint64_t cont_before = 0;
+    constexpr uint64_t kGather = 0x0102040810204080ull;  // bit 0 of byte k -> bit 56 + k
+    constexpr uint64_t kHigh = 0x8080808080808080ull;
+    for (size_t base = 0; base < padded; base += 64) {
+      uint64_t wm = 0, cm = 0;
+      for (int j = 0; j < 8; ++j) {
+        uint64_t x;
+        std::memcpy(&x, white + base + 8 * j, 8);
+        wm |= ((x * kGather) >> 56) << (8 * j);
+      }
+      if (non_ascii) {  // continuation bytes 10xxxxxx
+        const uint8_t* src = s + base;
+        uint8_t tail[64];
+        if (base + 64 > n) {
+          std::memset(tail, 0, sizeof tail);
+          if (n > base) std::memcpy(tail, s + base, n - base);
+          src = tail;
+        }
+        for (int j = 0; j < 8; ++j) {
+          uint64_t x;
+          std::memcpy(&x, src + 8 * j, 8);
+          const uint64_t c = x & ~(x << 1) & kHigh;
+          cm |= (((c >> 7) * kGather) >> 56) << (8 * j);
+        }
+      }
+      const uint64_t prev = (wm << 1) | prev_top;  // bit i: byte i - 1 is White_Space
+      prev_top = wm >> 63;
+      for (uint64_t m = ~wm & prev; m; m &= m - 1) {
+        const int bit = std::countr_zero(m);
+        const uint64_t i = base + bit;
+        const uint64_t cont = cont_before + (cm ? std::popcount(cm & ((1ull << bit) - 1)) : 0);
+        starts[ks++] = i | ((i - cont) << 32);
+      }
+      for (uint64_t m = wm & ~prev; m; m &= m - 1) {
+        const int bit = std::countr_zero(m);
+        const uint64_t i = base + bit;
+        const uint64_t cont = cont_before + (cm ? std::popcount(cm & ((1ull << bit) - 1)) : 0);
+        ends[ke++] = i | ((i - cont) << 32);
+      }
+      if (cm) cont_before += std::popcount(cm);
     }
-    if (!prev_white) ends[ke++] = n | ((n - cont) << 32);
     sc.words.resize(ks);
     for (size_t k = 0; k < ks; ++k) {
       const size_t b = starts[k] & 0xFFFFFFFFu, e = ends[k] & 0xFFFFFFFFu;
@@ -313,10 +371,16 @@ QualityMetrics compute_quality_metrics(std::string_view text) {
       sc.words[k] = {static_cast<uint32_t>(b), static_cast<uint32_t>(e),
                      static_cast<uint32_t>((ends[k] >> 32) - (starts[k] >> 32))};
       alpha_words += alpha;
-      // A stop word is 2..4 letters plus ASCII punctuation around it.
+      // A stop word is 2..4 letters plus ASCII punctuation around it. Most
+      // words begin and end with a letter (nothing to strip): those are
+      // matched without a branch on their length (is_stop_word's loops
+      // mispredicted at every word); the others take is_stop_word.
       const size_t len = e - b;
-      if (len <= 4 || (len <= 40 && (!kAscii.alpha[s[b] & 0x7F] || !kAscii.alpha[s[e - 1] & 0x7F])))
+      if (kAscii.alpha[s[b] & 0x7F] && kAscii.alpha[s[e - 1] & 0x7F]) {
+        stop_words += is_plain_stop_word(s + b, len, n - b);
+      } else if (len <= 40) {
         stop_words += is_stop_word(s + b, len);
+      }
     }
   }
 
