@@ -127,12 +127,26 @@ inline bool is_plain_stop_word(const uint8_t* s, size_t n, size_t readable) {
   return hit & (n >= 2) & (n <= 4);
 }
 
+// c * log2(c), from a table for the small counts that nearly every document
+// has (the table holds the very values the expression computes, so the
+// entropy is bit-for-bit the same; a log2 call per distinct code point per
+// document was a visible share of the metrics' time).
+inline double c_log2_c(uint64_t c) {
+  constexpr size_t kTable = 4096;
+  static const std::vector<double> table = [] {
+    std::vector<double> t(kTable);
+    for (size_t i = 1; i < kTable; ++i) t[i] = double(i) * std::log2(double(i));
+    return t;
+  }();
+  return c < kTable ? table[c] : double(c) * std::log2(double(c));
+}
+
 struct Scratch {
   std::vector<uint32_t> cp_counts = std::vector<uint32_t>(0x110000, 0);
   std::vector<uint32_t> touched;
   std::vector<Word> words;
   std::vector<uint64_t> word_hash, gram_hash, prev_hash;
-  std::vector<uint32_t> gram_count, slot;
+  std::vector<uint32_t> gram_count, slot, cand, covered;
   std::vector<uint64_t> char_prefix;
   std::vector<std::pair<size_t, size_t>> segments;
   std::vector<uint64_t> starts, ends;
@@ -236,7 +250,7 @@ QualityMetrics compute_quality_metrics(std::string_view text) {
   const uint64_t total_cp = n - continuation;
   double sum_clogc = 0.0;
   for (int b = 0; b < 0x80; ++b)
-    if (byte_count[b]) sum_clogc += double(byte_count[b]) * std::log2(double(byte_count[b]));
+    if (byte_count[b]) sum_clogc += c_log2_c(byte_count[b]);
   uint64_t ellipsis_chars = 0;
   if (non_ascii) {
     for (size_t i = 0; i < n;) {
@@ -256,8 +270,7 @@ QualityMetrics compute_quality_metrics(std::string_view text) {
     }
     ellipsis_chars = sc.cp_counts[kEllipsis];
     for (uint32_t cp : sc.touched) {
-      const double c = sc.cp_counts[cp];
-      sum_clogc += c * std::log2(c);
+      sum_clogc += c_log2_c(sc.cp_counts[cp]);
       sc.cp_counts[cp] = 0;
     }
     sc.touched.clear();
@@ -463,59 +476,64 @@ QualityMetrics compute_quality_metrics(std::string_view text) {
 
   // n-grams. Note [n-gram candidates]: an n-gram occurring twice has an
   // (n-1)-gram prefix occurring twice, so the n-grams are only counted at
-  // positions whose (n-1)-gram repeats; the rest occur once. Each n costs
-  // O(candidates), and only the 2-grams need a pass over every word.
+  // positions whose (n-1)-gram repeats; the rest occur once. The candidates
+  // of n + 1 are filtered from those of n, so each n costs O(candidates) and
+  // only the 2-grams need a pass over every word. An n-gram's hash extends
+  // its (n-1)-gram's hash by one word hash: no word is hashed twice.
   sc.word_hash.resize(W);
-  sc.char_prefix.assign(W + 1, 0);
+  sc.char_prefix.resize(W + 1);
+  sc.char_prefix[0] = 0;
   for (size_t k = 0; k < W; ++k) {
     const Word& w = sc.words[k];
     sc.word_hash[k] = word_hash(s + w.begin, w.end - w.begin, n - w.begin);
     sc.char_prefix[k + 1] = sc.char_prefix[k] + w.length;
   }
-  sc.gram_hash = sc.word_hash;        // 1-grams
-  sc.gram_count.assign(W, 2);         // every position is a candidate for 2-grams
-  std::vector<uint32_t> cand, starts;
-  for (size_t gram = 2; gram <= 10; ++gram) {
+  sc.gram_hash.assign(sc.word_hash.begin(), sc.word_hash.end());  // 1-grams
+  std::vector<uint32_t>& cand = sc.cand;
+  std::vector<uint32_t>& starts = sc.covered;
+  cand.resize(W >= 2 ? W - 1 : 0);  // every position is a candidate for 2-grams
+  for (uint32_t p = 0; p < cand.size(); ++p) cand[p] = p;
+  for (size_t gram = 2; gram <= 10 && !cand.empty(); ++gram) {
     double* out = gram <= 4 ? &M(static_cast<QualityMetric>(size_t(QualityMetric::kTop2gramCharFrac) + gram - 2))
                             : &M(static_cast<QualityMetric>(size_t(QualityMetric::kDup5gramCharFrac) + gram - 5));
-    *out = 0.0;
-    cand.clear();
-    if (W >= gram)
-      for (uint32_t p = 0; p + gram <= W; ++p)
-        if (sc.gram_count[p] >= 2) cand.push_back(p);
     sc.counter.reset(cand.size());
     sc.slot.resize(cand.size());
+    uint64_t* gram_hash = sc.gram_hash.data();
+    const uint64_t* whash = sc.word_hash.data();
     for (size_t k = 0; k < cand.size(); ++k) {
       const uint32_t p = cand[k];
-      sc.gram_hash[p] = mix(sc.gram_hash[p], sc.word_hash[p + gram - 1]);
-      sc.slot[k] = static_cast<uint32_t>(sc.counter.add(sc.gram_hash[p]));
+      gram_hash[p] = mix(gram_hash[p], whash[p + gram - 1]);
+      sc.slot[k] = static_cast<uint32_t>(sc.counter.add(gram_hash[p]));
     }
     uint32_t best = 0;
     int64_t best_pos = -1;
-    std::fill(sc.gram_count.begin(), sc.gram_count.end(), 0);
+    sc.gram_count.resize(cand.size());
     for (size_t k = 0; k < cand.size(); ++k) {
-      const uint32_t p = cand[k];
       const uint32_t c = sc.counter.count_at(sc.slot[k]);
-      sc.gram_count[p] = c;
+      sc.gram_count[k] = c;
       if (c > best) {
         best = c;
-        best_pos = p;
+        best_pos = cand[k];
       }
     }
-    if (best < 2 || word_chars == 0) {
-      if (best < 2) break;  // no repeated n-gram: none for larger n either
-      continue;
+    if (best < 2) break;  // no repeated n-gram: none for larger n either
+    if (word_chars != 0) {
+      starts.clear();
+      if (gram <= 4) {
+        const uint64_t target = gram_hash[static_cast<size_t>(best_pos)];
+        for (size_t k = 0; k < cand.size(); ++k)
+          if (sc.gram_count[k] >= 2 && gram_hash[cand[k]] == target) starts.push_back(cand[k]);
+      } else {
+        for (size_t k = 0; k < cand.size(); ++k)
+          if (sc.gram_count[k] >= 2) starts.push_back(cand[k]);
+      }
+      *out = double(covered_chars(starts, gram, sc.char_prefix)) / double(word_chars);
     }
-    starts.clear();
-    if (gram <= 4) {
-      const uint64_t target = sc.gram_hash[static_cast<size_t>(best_pos)];
-      for (uint32_t p : cand)
-        if (sc.gram_count[p] >= 2 && sc.gram_hash[p] == target) starts.push_back(p);
-    } else {
-      for (uint32_t p : cand)
-        if (sc.gram_count[p] >= 2) starts.push_back(p);
-    }
-    *out = double(covered_chars(starts, gram, sc.char_prefix)) / double(word_chars);
+    // The candidates of gram + 1: repeated here, and room for one more word.
+    size_t kept = 0;
+    for (size_t k = 0; k < cand.size(); ++k)
+      if (sc.gram_count[k] >= 2 && cand[k] + gram + 1 <= W) cand[kept++] = cand[k];
+    cand.resize(kept);
   }
   return m;
 }
