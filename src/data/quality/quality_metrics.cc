@@ -45,11 +45,6 @@ namespace {
 
 constexpr uint32_t kBullet = 0x2022, kEllipsis = 0x2026;
 
-struct Word {
-  uint32_t begin, end;  // byte range
-  uint32_t length;      // code points
-};
-
 // Hash of a word: words of up to 8 bytes (most) are packed and mixed with
 // their length; longer ones go through XXH3.
 // `readable` is how many bytes may be read from p (at least n).
@@ -144,7 +139,6 @@ inline double c_log2_c(uint64_t c) {
 struct Scratch {
   std::vector<uint32_t> cp_counts = std::vector<uint32_t>(0x110000, 0);
   std::vector<uint32_t> touched;
-  std::vector<Word> words;
   std::vector<uint64_t> word_hash, gram_hash, prev_hash;
   std::vector<uint32_t> gram_count, slot, cand, covered;
   std::vector<uint64_t> char_prefix;
@@ -290,7 +284,7 @@ QualityMetrics compute_quality_metrics(std::string_view text) {
   }
 
   // Pass 2: words (maximal runs outside White_Space).
-  sc.words.clear();
+  size_t W = 0;  // words
   uint64_t alpha_words = 0, stop_words = 0;
   {
     // Note [branch-free words]: the word boundaries are found without a
@@ -370,7 +364,12 @@ QualityMetrics compute_quality_metrics(std::string_view text) {
       }
       if (cm) cont_before += std::popcount(cm);
     }
-    sc.words.resize(ks);
+    W = ks;
+    // The word hashes and the code point prefix sums of the n-grams below
+    // are taken in the same loop (one pass over the words).
+    sc.word_hash.resize(ks);
+    sc.char_prefix.resize(ks + 1);
+    sc.char_prefix[0] = 0;
     for (size_t k = 0; k < ks; ++k) {
       const size_t b = starts[k] & 0xFFFFFFFFu, e = ends[k] & 0xFFFFFFFFu;
       bool alpha = s[b] < 0x80 && kAscii.alpha[s[b]];
@@ -381,8 +380,9 @@ QualityMetrics compute_quality_metrics(std::string_view text) {
           for (size_t j = b + 1; !alpha && j < e; ++j) alpha = kAscii.alpha[s[j]];
         }
       }
-      sc.words[k] = {static_cast<uint32_t>(b), static_cast<uint32_t>(e),
-                     static_cast<uint32_t>((ends[k] >> 32) - (starts[k] >> 32))};
+      const uint32_t length = static_cast<uint32_t>((ends[k] >> 32) - (starts[k] >> 32));
+      sc.word_hash[k] = word_hash(s + b, e - b, n - b);
+      sc.char_prefix[k + 1] = sc.char_prefix[k] + length;
       alpha_words += alpha;
       // A stop word is 2..4 letters plus ASCII punctuation around it. Most
       // words begin and end with a letter (nothing to strip): those are
@@ -438,9 +438,8 @@ QualityMetrics compute_quality_metrics(std::string_view text) {
     lb = le + 1;
   }
 
-  const size_t W = sc.words.size();
   uint64_t word_chars = 0;
-  for (const Word& w : sc.words) word_chars += w.length;
+  word_chars = sc.char_prefix[W];
   M(QualityMetric::kWordCount) = double(W);
   M(QualityMetric::kMeanWordLength) = W ? double(word_chars) / double(W) : 0.0;
   M(QualityMetric::kSymbolWordRatio) = W ? double(byte_count['#'] + dot_triples + ellipsis_chars) / double(W) : 0.0;
@@ -480,14 +479,6 @@ QualityMetrics compute_quality_metrics(std::string_view text) {
   // of n + 1 are filtered from those of n, so each n costs O(candidates) and
   // only the 2-grams need a pass over every word. An n-gram's hash extends
   // its (n-1)-gram's hash by one word hash: no word is hashed twice.
-  sc.word_hash.resize(W);
-  sc.char_prefix.resize(W + 1);
-  sc.char_prefix[0] = 0;
-  for (size_t k = 0; k < W; ++k) {
-    const Word& w = sc.words[k];
-    sc.word_hash[k] = word_hash(s + w.begin, w.end - w.begin, n - w.begin);
-    sc.char_prefix[k + 1] = sc.char_prefix[k] + w.length;
-  }
   sc.gram_hash.assign(sc.word_hash.begin(), sc.word_hash.end());  // 1-grams
   std::vector<uint32_t>& cand = sc.cand;
   std::vector<uint32_t>& starts = sc.covered;
