@@ -263,3 +263,25 @@ def test_invalid_utf8_reads_as_replacement():
     ref = reference_metrics(b"ab\xff cd".decode("utf-8", "replace"))
     assert r.metrics.column("entropy")[0].as_py() == pytest.approx(ref["entropy"])
     assert r.metrics.column("word_count")[0].as_py() == 2
+
+
+def test_stop_words_and_word_edges_corner_cases():
+    # Stop words in every case, with punctuation around them, and near misses whose bytes
+    # OR 0x20 would turn into letters ('@' -> '`', '[' -> '{') or that are one letter off;
+    # words and White_Space runs placed across the 64-byte blocks of the word scan.
+    words = ["THE", "tHaT", "With", "be", "To", "oF", "AND", "hAvE", "the.", "(the)", "--and--", "'to'",
+             "the's", "T@E", "th", "thee", "then", "[of]", "of[", "aNd!", "hav", "withs", "wit", "TO",
+             "b e", "t\u00e9", "\u00e9the", "th\u00e9", "x" * 63, "the", "y" * 64, "of", "z" * 65, "and"]
+    docs = []
+    for sep in (" ", "  ", "\t", "\u2003", "\n", " \u00a0 "):
+        for shift in range(0, 9):
+            docs.append("w" * shift + sep + sep.join(words) + sep + "end")
+    docs.append("the")  # one word exactly at the end of the text
+    docs.append("x" * 64)  # a word filling one block
+    docs.append(" " * 64 + "of")  # a word starting a block
+    table = data.filter_quality(docs).metrics
+    cols = {name: table.column(name).to_pylist() for name in table.column_names}
+    for i, doc in enumerate(docs):
+        ref = reference_metrics(doc)
+        for name, expected in ref.items():
+            assert math.isclose(cols[name][i], expected, rel_tol=1e-9, abs_tol=1e-12), (i, name, doc[:80])
