@@ -160,3 +160,23 @@ def test_million_tiny_documents():
     assert len(out) == len(docs)
     assert out[0] == "a" and out[1] == "" and out[2] == "b" and out[-1] == "b" and out[-3] == "a"
     assert dt < 10
+
+
+def test_reused_output_memory_leaks_nothing_between_calls():
+    # Chunk outputs live in strings reused across calls (and the assembled output is
+    # huge-page advised): batches of several chunks, a big one, a smaller one with other
+    # text, then the big one again, with 1 and 2 threads, each equal to the reference.
+    big = [(f"doc {i} line\r\n  trailing  \x07\n\n\n\nmore \xc3\xa9 {i}" * (40 + i % 7)).encode()
+           for i in range(3000)]
+    small = [f"other {i}\t\n\nz".encode() for i in range(500)] + [b"\xff bad"]
+    try:
+        for threads in (1, 2):
+            data.set_num_threads(threads)
+            for batch in (big, small, big):
+                out = data.clean_batch(batch)
+                assert len(out) == len(batch)
+                for i in range(0, len(batch), 97):
+                    assert out[i] == reference_clean(batch[i]), (threads, i)
+                assert out[len(batch) - 1] == reference_clean(batch[-1])
+    finally:
+        data.set_num_threads(0)  # the default
