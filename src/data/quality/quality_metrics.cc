@@ -291,8 +291,8 @@ QualityMetrics compute_quality_metrics(std::string_view text) {
     // branch per byte (a mispredicted branch at every word edge cost more
     // than the rest of the metrics). First one White_Space flag per byte:
     // ASCII by table, and the few multi-byte White_Space code points (their
-    // lead bytes are C2, E1, E2, E3) mark all their bytes. Then starts and
-    // ends are written unconditionally; the write index advances on an edge.
+    // lead bytes are C2, E1, E2, E3) mark all their bytes. Then the edges
+    // come from bit masks of 64 flags at a time (below), one step per word.
     // The flags are padded with White_Space past the text to whole 64-byte
     // blocks covering [0, n], so that the last word ends inside a block.
     const size_t padded = (n / 64 + 1) * 64;
