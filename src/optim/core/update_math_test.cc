@@ -19,6 +19,9 @@ int64_t ordered(float x) {
   return i < 0 ? -static_cast<int64_t>(i & 0x7fffffff) : i;
 }
 
+// Note [scalar tanh accuracy] (update_math.h): the host evaluates in double and rounds once, so it
+// agrees with the correctly rounded value (at most 1 ulp from it in the worst
+// double-rounding case), well inside the spec's 2 ulp.
 TEST(UpdateMath, TanhWithinTwoUlpEverywhere) {
   const ScalarOps o;
   int64_t worst = 0;
@@ -36,7 +39,7 @@ TEST(UpdateMath, TanhWithinTwoUlpEverywhere) {
       ASSERT_LE(ulps, 2) << "tanh(" << v << ") = " << got << ", want " << want;
     }
   }
-  EXPECT_LE(worst, 2);
+  EXPECT_LE(worst, 1);
   EXPECT_EQ(o.tanh(INFINITY), 1.0f);
   EXPECT_EQ(o.tanh(-INFINITY), -1.0f);
   EXPECT_EQ(o.tanh(1e30f), 1.0f);
