@@ -146,6 +146,7 @@ def test_reopen_after_clean_close_holds_exactly_the_committed_keys(tmp_path):
 
 CHILD = textwrap.dedent(
     """
+    import os
     import sys
     import luminamoon.data as data
     wal, pause_us, block_docs = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
@@ -157,6 +158,8 @@ CHILD = textwrap.dedent(
             d.close()
             d = data.StreamDeduplicator(wal, _split_write_pause_us=pause_us)
         d.add([f"doc-{k}-{i}" for i in range(block_docs)])
+        # The size before this block's commit: the parent waits for growth past it.
+        print(f"size {os.path.getsize(wal)}", flush=True)
         print(f"begin {k}", flush=True)
         d.commit()
         print(f"done {k}", flush=True)
@@ -189,7 +192,7 @@ def test_child_killed_in_the_middle_of_a_block_leaves_a_cut_torn_tail(tmp_path):
             lines.append(line)
             if line == "begin 2":
                 break
-        committed = wal.stat().st_size
+        committed = int(lines[-2].split()[1])  # measured by the writer before block 2
         deadline = time.monotonic() + 4.0
         while wal.stat().st_size == committed and time.monotonic() < deadline:
             time.sleep(0.01)  # wait for block 2's first half; the writer then sleeps 5 s
@@ -198,7 +201,7 @@ def test_child_killed_in_the_middle_of_a_block_leaves_a_cut_torn_tail(tmp_path):
     finally:
         child.wait(timeout=30)
     assert child.returncode == -signal.SIGKILL
-    assert lines[-2:] == ["done 1", "begin 2"]
+    assert lines[-3] == "done 1" and lines[-1] == "begin 2"
     torn_size = wal.stat().st_size
     d = data.StreamDeduplicator(wal)
     assert set(d.keys().tolist()) == committed_keys([block_texts(0, block_docs), block_texts(1, block_docs)])
@@ -214,7 +217,8 @@ def test_child_killed_at_a_random_moment_keeps_whole_committed_blocks(tmp_path, 
     block_docs = 3000
     child = spawn_writer(wal, 0, block_docs)
     try:
-        assert child.stdout.readline().strip() == "begin 0"  # started and writing
+        first = [child.stdout.readline().strip() for _ in range(2)]
+        assert first[1] == "begin 0", first  # started and writing
         time.sleep(delay)
         child.send_signal(signal.SIGKILL)
         rest = child.stdout.read().split()
