@@ -91,11 +91,11 @@ def check_parameter(dtype, param, master, ref, t, stochastic=True):
     assert not bad.any(), f"{int(bad.sum())} 16-bit parameters outside the rounding of the reference"
 
 
-def random_state(rng, mode):
-    x32 = (rng.standard_normal(N) * 0.5).astype(np.float32)
-    m = (rng.standard_normal(N) * 0.01).astype(np.float32)
-    v = ((rng.random(N) + 0.05) * 1e-4).astype(np.float32) if mode == 2 else np.array([5e-5], np.float32)
-    g = (rng.standard_normal(N) * 0.01 + 0.003).astype(np.float32)
+def random_state(rng, mode, n=N):
+    x32 = (rng.standard_normal(n) * 0.5).astype(np.float32)
+    m = (rng.standard_normal(n) * 0.01).astype(np.float32)
+    v = ((rng.random(n) + 0.05) * 1e-4).astype(np.float32) if mode == 2 else np.array([5e-5], np.float32)
+    g = (rng.standard_normal(n) * 0.01 + 0.003).astype(np.float32)
     return x32, m, v, g
 
 

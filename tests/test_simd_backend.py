@@ -32,11 +32,8 @@ def run(backend, param, g, m, v, master, hp: Hyper, t, **extra):
 
 
 def state(rng, mode, n=N):
-    x32 = (rng.standard_normal(n) * 0.5).astype(np.float32)
-    m = (rng.standard_normal(n) * 0.01).astype(np.float32)
-    v = ((rng.random(n) + 0.05) * 1e-4).astype(np.float32) if mode == 2 else np.array([5e-5], np.float32)
-    g = (rng.standard_normal(n) * 0.01 + 0.003).astype(np.float32)
-    return x32, m, v, g
+    """The scalar suite's random state, at this suite's length."""
+    return random_state(rng, mode, n)
 
 
 @pytest.mark.parametrize("mode,tau,lam,cautious,bound,dtype,use_master", COMBOS, ids=IDS)
