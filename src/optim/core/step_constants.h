@@ -16,8 +16,9 @@ struct StepConstants {
   float beta2, one_minus_beta2;
   float eps;
   float decay_factor;      // 1 - lr * weight_decay (fp32)
-  float bias_correction1;  // fp32(1 - beta1^t), beta1^t in double
-  float bias_correction2;  // fp32(1 - beta2^t)
+  // Reciprocals of the bias corrections (Note [bias-correction reciprocals]):
+  float inv_bias_correction1;  // fp32(1 / (1 - beta1^t)), in double before rounding
+  float inv_bias_correction2;  // fp32(1 / (1 - beta2^t))
   float lam, one_minus_lam;
   float tau;               // 0: no soft clip
   float bound_ratio;

@@ -6,7 +6,9 @@
 // A policy provides, over its lane type V:
 //   splat(float) add sub mul div sqrt abs min max neg tanh
 //   keep_if_positive(a, v)   -> v where a > 0, else 0
-// Per-tensor options are uniform branches (the same for every lane).
+// Per-tensor options are uniform branches (the same for every lane); `K` is
+// StepConstants, or PlainStep (step_variant.h), which makes the options of
+// the common step compile-time constants so that their branches vanish.
 #pragma once
 
 #include <cmath>
@@ -43,26 +45,26 @@ struct ScalarOps {
 };
 
 // Step 1: the new first moment.
-template <class Ops, class V = typename Ops::V>
-LUMINAV_HD V first_moment(const Ops& o, const StepConstants& k, V m_old, V g) {
+template <class Ops, class K, class V = typename Ops::V>
+LUMINAV_HD V first_moment(const Ops& o, const K& k, V m_old, V g) {
   return o.add(o.mul(o.splat(k.beta1), m_old), o.mul(o.splat(k.one_minus_beta1), g));
 }
 
 // Step 1 (CLM): the new second moment.
-template <class Ops, class V = typename Ops::V>
-LUMINAV_HD V second_moment(const Ops& o, const StepConstants& k, V v_old, V g) {
+template <class Ops, class K, class V = typename Ops::V>
+LUMINAV_HD V second_moment(const Ops& o, const K& k, V v_old, V g) {
   return o.add(o.mul(o.splat(k.beta2), v_old), o.mul(o.mul(o.splat(k.one_minus_beta2), g), g));
 }
 
 // Steps 1-2: the raw update u from the new moments; `second` is v_i (CLM) or
 // the splatted tensor scalar s (TD-CLM). Soft clip applied when tau > 0.
-template <class Ops, class V = typename Ops::V>
-LUMINAV_HD V raw_update(const Ops& o, const StepConstants& k, V m, V second, V g) {
-  V n = o.div(m, o.splat(k.bias_correction1));
+template <class Ops, class K, class V = typename Ops::V>
+LUMINAV_HD V raw_update(const Ops& o, const K& k, V m, V second, V g) {
+  V n = o.mul(m, o.splat(k.inv_bias_correction1));
   if (k.lam != 0.0f) {
     n = o.add(o.mul(o.splat(k.one_minus_lam), n), o.mul(o.splat(k.lam), g));
   }
-  const V den = o.add(o.sqrt(o.div(second, o.splat(k.bias_correction2))), o.splat(k.eps));
+  const V den = o.add(o.sqrt(o.mul(second, o.splat(k.inv_bias_correction2))), o.splat(k.eps));
   V u = o.div(n, den);
   if (k.tau > 0.0f) {
     u = o.mul(o.splat(k.tau), o.tanh(o.div(u, o.splat(k.tau))));
@@ -71,8 +73,8 @@ LUMINAV_HD V raw_update(const Ops& o, const StepConstants& k, V m, V second, V g
 }
 
 // Step 3 without the global scale: u * phi (phi = 1 where u*g > 0).
-template <class Ops, class V = typename Ops::V>
-LUMINAV_HD V cautious_masked(const Ops& o, const StepConstants& k, V u, V g) {
+template <class Ops, class K, class V = typename Ops::V>
+LUMINAV_HD V cautious_masked(const Ops& o, const K& k, V u, V g) {
   return k.cautious ? o.keep_if_positive(o.mul(u, g), u) : u;
 }
 
@@ -86,8 +88,8 @@ struct ElementMoments {
   V u;  // raw update after the soft clip
 };
 
-template <class Ops, class V = typename Ops::V>
-LUMINAV_HD ElementMoments<V> moments_and_update(const Ops& o, const StepConstants& k,
+template <class Ops, class K, class V = typename Ops::V>
+LUMINAV_HD ElementMoments<V> moments_and_update(const Ops& o, const K& k,
                                                 const TensorGlobals& gl, V m_old, V v_old, V g) {
   ElementMoments<V> r;
   r.m = first_moment(o, k, m_old, g);
@@ -98,14 +100,14 @@ LUMINAV_HD ElementMoments<V> moments_and_update(const Ops& o, const StepConstant
 
 // The step before the cautious scale and the tensor bound, lr * u * phi:
 // what the reductions sum the squares of (luminav_partials.update_sq_sum).
-template <class Ops, class V = typename Ops::V>
-LUMINAV_HD V unscaled_step(const Ops& o, const StepConstants& k, V u, V g) {
+template <class Ops, class K, class V = typename Ops::V>
+LUMINAV_HD V unscaled_step(const Ops& o, const K& k, V u, V g) {
   return o.mul(o.splat(k.lr), cautious_masked(o, k, u, g));
 }
 
 // Steps 3-5: the new working weight from x before the step and u.
-template <class Ops, class V = typename Ops::V>
-LUMINAV_HD V apply_update(const Ops& o, const StepConstants& k, const TensorGlobals& gl,
+template <class Ops, class K, class V = typename Ops::V>
+LUMINAV_HD V apply_update(const Ops& o, const K& k, const TensorGlobals& gl,
                           V x, V u, V g) {
   if (k.cautious) {
     u = o.mul(o.keep_if_positive(o.mul(u, g), u), o.splat(gl.cautious_scale));

@@ -56,8 +56,8 @@ StepConstants constants(double lr, double b1, double b2, double eps, double wd, 
   k.one_minus_beta2 = static_cast<float>(1 - b2);
   k.eps = static_cast<float>(eps);
   k.decay_factor = static_cast<float>(1 - lr * wd);
-  k.bias_correction1 = static_cast<float>(1 - std::pow(b1, static_cast<double>(t)));
-  k.bias_correction2 = static_cast<float>(1 - std::pow(b2, static_cast<double>(t)));
+  k.inv_bias_correction1 = static_cast<float>(1 / (1 - std::pow(b1, static_cast<double>(t))));
+  k.inv_bias_correction2 = static_cast<float>(1 / (1 - std::pow(b2, static_cast<double>(t))));
   k.lam = static_cast<float>(lam);
   k.one_minus_lam = static_cast<float>(1 - lam);
   k.tau = static_cast<float>(tau);

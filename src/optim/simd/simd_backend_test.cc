@@ -391,6 +391,41 @@ TEST_P(SimdBackendTarget, NonFiniteGradientWritesNothing) {
   }
 }
 
+// Pass 1 counts NaN, +Inf and -Inf wherever they sit (vector body, the last
+// partial vector, fp32 and 16-bit gradients): the count is checked against
+// the number planted, and large finite values are not counted.
+TEST_P(SimdBackendTarget, NonFiniteCountIsExact) {
+  for (const int grad_dtype : {LUMINAV_DTYPE_F32, LUMINAV_DTYPE_BF16, LUMINAV_DTYPE_F16}) {
+    Options o;
+    o.param_dtype = grad_dtype;
+    o.grad_dtype = grad_dtype;
+    o.master = grad_dtype != LUMINAV_DTYPE_F32;
+    const size_t n = (1u << 17) + 13;
+    State st = random_state(o, n, 11);
+    const size_t bytes = dtype_bytes(grad_dtype);
+    // Bit patterns: +Inf, -Inf, a quiet NaN, and the largest finite value.
+    const uint32_t f32_bits[] = {0x7f800000u, 0xff800000u, 0x7fc00001u, 0x7f7fffffu};
+    const uint16_t bf16_bits[] = {0x7f80, 0xff80, 0x7fc1, 0x7f7f};
+    const uint16_t f16_bits[] = {0x7c00, 0xfc00, 0x7e01, 0x7bff};
+    const size_t at[] = {0, 17, 65535, n - 1};
+    uint8_t* grad = st.grad.data() + st.shift * bytes;
+    for (size_t j = 0; j < 4; ++j) {
+      const void* src = grad_dtype == LUMINAV_DTYPE_F32 ? static_cast<const void*>(&f32_bits[j])
+                        : grad_dtype == LUMINAV_DTYPE_BF16 ? static_cast<const void*>(&bf16_bits[j])
+                                                           : static_cast<const void*>(&f16_bits[j]);
+      std::memcpy(grad + at[j] * bytes, src, bytes);
+    }
+    const luminav_hyperparams hp = hyperparams(o);
+    const luminav_tensor t = st.tensor();
+    luminav_globals globals{};
+    luminav_partials out{};
+    luminav_options simd{};
+    simd.backend = "simd";
+    ASSERT_EQ(luminav_reduce(&hp, &t, 0, &globals, &out, &simd), LUMINAV_STATUS_OK);
+    EXPECT_EQ(out.nonfinite_count, 3u) << "grad dtype " << grad_dtype;
+  }
+}
+
 // Thread counts 1, 2 and 7 give the same bits, on a tensor of 2^21 + 3
 // elements (two reduction chunks, 33 tiles) with every reduction in play.
 TEST(SimdBackend, ThreadCountInvariance) {

@@ -21,11 +21,13 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cmath>
 #include <cstring>
 #include <type_traits>
 
 #include "optim/core/dtype_dispatch.h"
 #include "optim/core/reduction_rounds.h"
+#include "optim/core/step_variant.h"
 #include "optim/core/update_math.h"
 #include "optim/simd/step_kernels.h"
 
@@ -135,8 +137,8 @@ inline Buffers buffers_of(const luminav_tensor& t, const StepConstants& k) {
 
 // ---- pass 2 -------------------------------------------------------------------
 
-template <int P, int G, class D>
-HWY_INLINE void apply_vector(D d, const HighwayOps<D>& o, const StepConstants& k,
+template <int P, int G, class K, class D>
+HWY_INLINE void apply_vector(D d, const HighwayOps<D>& o, const K& k,
                              const TensorGlobals& gl, const Buffers& b, size_t i, bool stochastic,
                              const RoundingStream<D>& draws, uint64_t logical_index) {
   const auto g = load_f32<G>(d, b.grad, i);
@@ -150,12 +152,13 @@ HWY_INLINE void apply_vector(D d, const HighwayOps<D>& o, const StepConstants& k
   store_param<P>(d, x_new, b.param, i, stochastic, draws, logical_index);
 }
 
-template <int P, int G>
-LUMINAV_SIMD_FLATTEN void apply_typed(const StepConstants& k_in, const TensorGlobals& gl_in,
+// K: StepConstants or core::PlainStep (Note [plain steps]).
+template <int P, int G, class K>
+LUMINAV_SIMD_FLATTEN void apply_typed(const K& k_in, const TensorGlobals& gl_in,
                                       const luminav_tensor& t, size_t begin, size_t end) {
   // Local copies: stores through the float buffers cannot alias them, so the
   // uniform option branches and constants stay in registers.
-  const StepConstants k = k_in;
+  const K k = k_in;
   const TensorGlobals gl = gl_in;
   using D = hn::ScalableTag<float>;
   const D d;
@@ -220,22 +223,30 @@ struct SquareSum {
 
 template <class D>
 struct ReduceAccumulators {
-  uint64_t nonfinite = 0;
+  // Note [finite check by the largest magnitude]: a gradient element is NaN
+  // or +-Inf exactly when its magnitude's bit pattern is >= that of +Inf, so
+  // pass 1 keeps the lane-wise maximum of |g|'s bits (one AND and one integer
+  // max per vector, no mask-to-count per vector) and counts the non-finite
+  // elements only on the failing path.
+  hn::Vec<hn::RebindToSigned<D>> magnitude_bits;
   uint64_t agree = 0;
   SquareSum<D> grad_sq, update_sq, weight_sq;
-  explicit ReduceAccumulators(D d) : grad_sq(d), update_sq(d), weight_sq(d) {}
+  explicit ReduceAccumulators(D d)
+      : magnitude_bits(hn::Zero(hn::RebindToSigned<D>())), grad_sq(d), update_sq(d), weight_sq(d) {}
 };
 
-template <int P, int G, class D>
-HWY_INLINE void reduce_vector(D d, const HighwayOps<D>& o, const StepConstants& k,
-                              const TensorGlobals& gl, const Buffers& b, size_t i,
-                              bool grad_sums, bool update_sums, ReduceAccumulators<D>& acc) {
+constexpr int32_t kInfinityBits = 0x7f800000;
+
+template <int P, int G, bool kGradSums, bool kUpdateSums, class K, class D>
+HWY_INLINE void reduce_vector(D d, const HighwayOps<D>& o, const K& k, const TensorGlobals& gl,
+                              const Buffers& b, size_t i, ReduceAccumulators<D>& acc) {
   const auto g = load_f32<G>(d, b.grad, i);
-  if (grad_sums) {
-    acc.nonfinite += hn::CountTrue(d, hn::Not(hn::IsFinite(g)));
+  if constexpr (kGradSums) {
+    const hn::RebindToSigned<D> di;
+    acc.magnitude_bits = hn::Max(acc.magnitude_bits, hn::BitCast(di, hn::Abs(g)));
     acc.grad_sq.add(d, g);
   }
-  if (update_sums) {
+  if constexpr (kUpdateSums) {
     const auto x = b.master ? hn::LoadU(d, b.master + i) : load_f32<P>(d, b.param, i);
     const auto v_old = b.v ? hn::LoadU(d, b.v + i) : hn::Zero(d);
     const auto e = core::moments_and_update(o, k, gl, hn::LoadU(d, b.m + i), v_old, g);
@@ -245,35 +256,52 @@ HWY_INLINE void reduce_vector(D d, const HighwayOps<D>& o, const StepConstants& 
   }
 }
 
-template <int P, int G>
+// The failing path of the finite check: how many of [begin, end) are NaN/Inf.
+template <int G, class D>
+uint64_t count_nonfinite(D d, const Buffers& b, size_t begin, size_t end) {
+  uint64_t count = 0;
+  const size_t lanes = hn::Lanes(d);
+  size_t i = begin;
+  for (; i + lanes <= end; i += lanes) {
+    count += hn::CountTrue(d, hn::Not(hn::IsFinite(load_f32<G>(d, b.grad, i))));
+  }
+  for (; i < end; ++i) {
+    const float g = hn::GetLane(load_f32<G>(hn::CappedTag<float, 1>(), b.grad, i));
+    count += std::isfinite(g) ? 0 : 1;
+  }
+  return count;
+}
+
+template <int P, int G, bool kGradSums, bool kUpdateSums>
 LUMINAV_SIMD_FLATTEN void reduce_typed(const StepConstants& k_in, const TensorGlobals& gl_in,
-                                       const luminav_tensor& t, int round, size_t begin,
-                                       size_t end, luminav_partials& out) {
+                                       const luminav_tensor& t, size_t begin, size_t end,
+                                       luminav_partials& out) {
   const StepConstants k = k_in;
   const TensorGlobals gl = gl_in;
   using D = hn::ScalableTag<float>;
   const D d;
   const HighwayOps<D> o{d};
-  const bool grad_sums = core::round_has_grad_sums(round);
-  const bool update_sums = core::round_has_update_sums(k, round);
   const Buffers b = buffers_of(t, k);
   ReduceAccumulators<D> acc(d);
   const size_t lanes = hn::Lanes(d);
   size_t i = begin;
   for (; i + lanes <= end; i += lanes) {
-    reduce_vector<P, G>(d, o, k, gl, b, i, grad_sums, update_sums, acc);
+    reduce_vector<P, G, kGradSums, kUpdateSums>(d, o, k, gl, b, i, acc);
   }
   if (i < end) {
     TailStage<P, G> tail;
     const Buffers staged = tail.copy_in(b, i, end - i);
-    reduce_vector<P, G>(d, o, k, gl, staged, 0, grad_sums, update_sums, acc);
+    reduce_vector<P, G, kGradSums, kUpdateSums>(d, o, k, gl, staged, 0, acc);
   }
   out = luminav_partials{};
-  if (grad_sums) {
-    out.nonfinite_count = acc.nonfinite;
+  if constexpr (kGradSums) {
+    const hn::RebindToSigned<D> di;
+    if (hn::GetLane(hn::MaxOfLanes(di, acc.magnitude_bits)) >= kInfinityBits) {
+      out.nonfinite_count = count_nonfinite<G>(d, b, begin, end);
+    }
     out.grad_sq_sum = acc.grad_sq.total();
   }
-  if (update_sums) {
+  if constexpr (kUpdateSums) {
     out.agree_count = acc.agree;
     out.update_sq_sum = acc.update_sq.total();
     out.weight_sq_sum = acc.weight_sq.total();
@@ -282,12 +310,26 @@ LUMINAV_SIMD_FLATTEN void reduce_typed(const StepConstants& k_in, const TensorGl
 
 void ApplyRange(const StepConstants& k, const TensorGlobals& gl, const luminav_tensor& t,
                 size_t begin, size_t end) {
-  core::with_dtypes(t, [&]<int P, int G>() { apply_typed<P, G>(k, gl, t, begin, end); });
+  core::with_dtypes(t, [&]<int P, int G>() {
+    core::with_step_variant(k, [&](const auto& kv) { apply_typed<P, G>(kv, gl, t, begin, end); });
+  });
 }
 
 void ReduceRange(const StepConstants& k, const TensorGlobals& gl, const luminav_tensor& t,
                  int round, size_t begin, size_t end, luminav_partials* out) {
-  core::with_dtypes(t, [&]<int P, int G>() { reduce_typed<P, G>(k, gl, t, round, begin, end, *out); });
+  const bool grad_sums = core::round_has_grad_sums(round);
+  const bool update_sums = core::round_has_update_sums(k, round);
+  core::with_dtypes(t, [&]<int P, int G>() {
+    if (grad_sums && update_sums) {
+      reduce_typed<P, G, true, true>(k, gl, t, begin, end, *out);
+    } else if (grad_sums) {
+      reduce_typed<P, G, true, false>(k, gl, t, begin, end, *out);
+    } else if (update_sums) {
+      reduce_typed<P, G, false, true>(k, gl, t, begin, end, *out);
+    } else {
+      *out = luminav_partials{};
+    }
+  });
 }
 
 int64_t DispatchedTarget() { return HWY_TARGET; }

@@ -22,9 +22,9 @@ HWY_BEFORE_NAMESPACE();
 namespace luminav::simd::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-inline constexpr uint64_t kSeedFactor = 0x9E3779B97F4A7C15ull;
-inline constexpr uint64_t kStepFactor = 0xBF58476D1CE4E5B9ull;
-inline constexpr uint64_t kIndexFactor = 0x94D049BB133111EBull;
+using core::kIndexFactor;
+using core::kSeedFactor;
+using core::kStepFactor;
 
 #if HWY_TARGET != HWY_SCALAR
 
