@@ -1,7 +1,13 @@
 // Per-stage throughput of the batch stages over a dumped corpus, per thread
 // count (CPU and wall time), for scaling runs on machines without Python:
 //   data_batch_scaling BYTES_FILE OFFSETS_FILE REPEATS THREADS...
+//   data_batch_scaling BYTES_FILE OFFSETS_FILE checksum
 // (bench/data_batch_bench.py --dump PREFIX writes PREFIX.bytes / PREFIX.offsets).
+// The checksum mode prints XXH3-64 digests of every output of the three
+// stages (cleaned bytes and statuses; every quality metric's bits, the keep
+// flags and failing checks of the cleaned batch, and the metrics of the
+// uncleaned batch; masked bytes and counts),
+// so that an optimization can be shown to change no result bit.
 #include <time.h>
 
 #include <algorithm>
@@ -15,6 +21,9 @@
 #include "luminamoon/pii_masker.h"
 #include "luminamoon/quality_filter.h"
 #include "luminamoon/text_cleaner.h"
+
+#define XXH_INLINE_ALL
+#include <xxhash.h>
 
 using namespace luminamoon;
 
@@ -36,7 +45,7 @@ double now(clockid_t clock) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 5) {
+  if (argc < 5 && !(argc == 4 && std::string(argv[3]) == "checksum")) {
     std::fprintf(stderr, "usage: %s BYTES OFFSETS REPEATS THREADS...\n", argv[0]);
     return 2;
   }
@@ -47,6 +56,24 @@ int main(int argc, char** argv) {
   const TextCleaner cleaner;
   const QualityFilter quality;
   const PiiMasker masker;
+  if (std::string(argv[3]) == "checksum") {
+    auto digest = [](const void* p, size_t n) { return static_cast<unsigned long long>(XXH3_64bits(p, n)); };
+    const CleanResult c = cleaner.clean(batch);
+    const QualityResult q = quality.evaluate(c.texts.view());
+    const PiiResult p = masker.mask(c.texts.view());
+    const QualityResult raw = quality.evaluate(batch);  // uncleaned: control bytes, invalid UTF-8
+    std::printf("clean   bytes %016llx offsets %016llx status %016llx\n", digest(c.texts.data.data(), c.texts.data.size()),
+                digest(c.texts.offsets.data(), c.texts.offsets.size() * 8), digest(c.status.data(), c.status.size()));
+    std::printf("quality metrics %016llx keep %016llx failed %016llx\n", digest(q.metrics.data(), q.metrics.size() * 8),
+                digest(q.keep.data(), q.keep.size()), digest(q.failed_check.data(), q.failed_check.size() * 2));
+    for (size_t k = 0; k < kQualityMetricCount; ++k)
+      std::printf("  %-22s %016llx\n", quality_metric_name(static_cast<QualityMetric>(k)),
+                  digest(q.metrics.data() + k * q.size, q.size * 8));
+    std::printf("quality of the uncleaned batch: metrics %016llx\n", digest(raw.metrics.data(), raw.metrics.size() * 8));
+    std::printf("pii     bytes %016llx offsets %016llx counts %016llx\n", digest(p.texts.data.data(), p.texts.data.size()),
+                digest(p.texts.offsets.data(), p.texts.offsets.size() * 8), digest(p.counts.data(), sizeof p.counts));
+    return 0;
+  }
   std::printf("| stage | threads | MB/s wall (median) | MB/s per CPU-second (median) |\n| --- | --- | --- | --- |\n");
   for (int a = 4; a < argc; ++a) {
     const int threads = std::atoi(argv[a]);

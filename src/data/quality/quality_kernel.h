@@ -1,0 +1,63 @@
+// The integer part of the quality metrics (internal): counts of one valid
+// UTF-8 document, computed by a Highway kernel with runtime dispatch.
+// quality_metrics.cc turns them into the metrics (all floating point stays
+// there, compiled once for the baseline target, so that the metrics are the
+// same bits on every machine).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace luminamoon::detail {
+
+// Open-addressing counts of 64-bit hashes (already uniform, so a hash is its
+// own slot), reused across documents: each entry keeps the index of the
+// key's first occurrence, so that a key's earlier occurrence can be marked
+// as repeated when the key comes again (no second pass over the table).
+struct HashCountTable {
+  struct Entry {
+    uint64_t key;  // 0: empty (a key of 0 is stored as 1)
+    uint32_t count;
+    uint32_t first;  // index of the first add() of this key
+  };
+  std::vector<Entry> entries;
+  size_t mask = 0;
+};
+
+// Buffers of one thread, reused across documents (no allocation per document
+// once they have grown).
+struct QualityScratch {
+  std::vector<uint32_t> cp_counts = std::vector<uint32_t>(0x110000, 0);
+  std::vector<uint32_t> touched;  // non-ASCII code points in first-occurrence order
+  // Bit masks, one uint64_t per 64 bytes (plus a zero block past the end).
+  std::vector<uint64_t> white, cont, lead, alpha, punct, newline, dot;
+  std::vector<uint32_t> starts, ends;  // word byte ranges
+  std::vector<uint64_t> word_hash, gram_hash, char_prefix;
+  std::vector<uint32_t> cand;
+  std::vector<uint8_t> repeated, buckets;
+  std::vector<std::pair<uint32_t, uint32_t>> segments;
+  HashCountTable table;
+};
+
+// What the metrics are made of. Code point counts for the entropy are in
+// `entropy_counts`: the 128 ASCII counts (zeros included), then the counts
+// of the non-ASCII code points in first-occurrence order.
+struct QualityCounts {
+  std::vector<uint64_t>* entropy_counts = nullptr;  // filled by the kernel
+  uint64_t code_points = 0;
+  uint64_t hashes = 0, dot_triples = 0, ellipsis_chars = 0;  // '#', "..." (non-overlapping), U+2026
+  uint64_t words = 0, word_chars = 0, alpha_words = 0, stop_words = 0;
+  uint64_t lines = 0, bullet_lines = 0, ellipsis_lines = 0;
+  uint64_t line_segments = 0, dup_lines = 0, dup_line_chars = 0;
+  uint64_t para_segments = 0, dup_paras = 0, dup_para_chars = 0;
+  // For n = 2..10: the code points of the covered words, when the n-gram
+  // metric is defined for this document (a repeated n-gram exists).
+  uint64_t gram_covered[11] = {};
+  bool gram_defined[11] = {};
+};
+
+// Counts of valid UTF-8 bytes [s, s + n), n < 2^32.
+void count_quality(const uint8_t* s, size_t n, QualityScratch& scratch, QualityCounts& out);
+
+}  // namespace luminamoon::detail
