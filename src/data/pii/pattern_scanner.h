@@ -12,6 +12,9 @@ namespace luminamoon::pii {
 struct ScanPattern {
   const char* regex;
   bool needs_start;  // the candidate's start offset is needed (else only its end)
+  // A byte that every match contains ('@' of an e-mail address), or 0: a
+  // scanner may skip the pattern on a text without that byte.
+  char required_byte = 0;
 };
 
 // Called for each candidate span [from, to) of pattern `id` (an index into

@@ -76,6 +76,18 @@ const Pattern kPatterns[] = {
 };
 constexpr size_t kPatternCount = sizeof(kPatterns) / sizeof(kPatterns[0]);
 
+// A byte that every match of the rule's pattern contains, or 0 (see Note
+// [pattern subsets] in pattern_scanner_vectorscan.cc).
+char required_byte(Rule rule) {
+  switch (rule) {
+    case Rule::kEmail: return '@';
+    case Rule::kPhoneE164: return '+';
+    case Rule::kIpv6:
+    case Rule::kIpv6Mixed: return ':';
+    default: return 0;
+  }
+}
+
 struct ScanContext {
   std::string_view doc;
   const PiiOptions* options;
@@ -124,7 +136,7 @@ PiiMasker::PiiMasker(PiiOptions options) : options_(options), impl_(std::make_un
   for (size_t i = 0; i < kPatternCount; ++i) {
     if (!options_.enabled[static_cast<size_t>(kPatterns[i].type)]) continue;
     // The e-mail validator finds the start itself (see validate_email).
-    patterns.push_back({kPatterns[i].regex, kPatterns[i].rule != Rule::kEmail});
+    patterns.push_back({kPatterns[i].regex, kPatterns[i].rule != Rule::kEmail, required_byte(kPatterns[i].rule)});
     impl_->pattern_index.push_back(i);
   }
   if (!patterns.empty()) impl_->scanner = pii::PatternScanner::create(patterns);
