@@ -32,6 +32,10 @@ VARIANTS = {
     "CLM + cautious": dict(mode="clm", cautious=True),
     "CLM + tau=1": dict(mode="clm", tau=1.0),
     "TD-CLM + cautious": dict(mode="tdclm", cautious=True),
+    # Adam-mini's observation, as a recipe with param groups: the output layer,
+    # whose rows are classes of very different frequency, keeps its per-element
+    # second moment (CLM); every other tensor uses TD-CLM.
+    "TD-CLM, output layer CLM": dict(mode="tdclm", output_layer_clm=True),
 }
 BATCH = 64
 CHAR_BATCH = 128
@@ -72,6 +76,17 @@ def charlm_batch(tokens, starts):
     return window[:, :-1], window[:, -1]
 
 
+def param_groups(model, options):
+    """The model's parameters, split in two groups when the variant puts the last
+    Linear layer (the output layer) in a CLM group of its own."""
+    options = dict(options)
+    if not options.pop("output_layer_clm", False):
+        return model.parameters(), options
+    head = list([m for m in model.modules() if isinstance(m, torch.nn.Linear)][-1].parameters())
+    body = [p for p in model.parameters() if all(p is not h for h in head)]
+    return [{"params": body}, {"params": head, "mode": "clm"}], options
+
+
 def run(options, lr, seed, steps, data, task="digits"):
     if task == "charlm":
         train_tokens, test_tokens = data
@@ -83,7 +98,8 @@ def run(options, lr, seed, steps, data, task="digits"):
     if options is None:
         opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=WEIGHT_DECAY)
     else:
-        opt = LuminaV(model.parameters(), lr=lr, weight_decay=WEIGHT_DECAY, **options)
+        params, options = param_groups(model, options)
+        opt = LuminaV(params, lr=lr, weight_decay=WEIGHT_DECAY, **options)
     gen = torch.Generator().manual_seed(seed + 1)
     losses = []
     if task == "digits":

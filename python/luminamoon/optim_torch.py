@@ -125,6 +125,11 @@ class LuminaV(Optimizer):
     counts them). State follows AdamW's names (``step``, ``exp_avg``,
     ``exp_avg_sq``; TD-CLM keeps its scalar ``s`` in ``exp_avg_sq``) plus
     ``master`` and ``seed``; an AdamW checkpoint loads and continues.
+
+    ``mode`` is per param group: TD-CLM's one scalar per tensor suits weight
+    matrices, while an output layer (or embedding) whose rows see gradients of
+    very different size trains better in a CLM group of its own (see the
+    README and docs/benchmarks.md).
     """
 
     def __init__(self, params: Iterable, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
