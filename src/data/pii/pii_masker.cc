@@ -147,9 +147,15 @@ PiiMasker::~PiiMasker() = default;
 const char* PiiMasker::engine() const { return impl_->scanner ? impl_->scanner->engine() : "none"; }
 
 std::vector<PiiMatch> PiiMasker::find(std::string_view text) const {
-  std::vector<PiiMatch> found;
-  if (!impl_->scanner || text.empty()) return found;
-  std::vector<std::pair<size_t, size_t>> pem_begin, pem_end;
+  if (!impl_->scanner || text.empty()) return {};
+  // The candidates go into buffers of the thread, reused across documents:
+  // only the chosen matches are returned in a vector of their own (none for
+  // the documents without any, most of them).
+  thread_local std::vector<PiiMatch> found;
+  thread_local std::vector<std::pair<size_t, size_t>> pem_begin, pem_end;
+  found.clear();
+  pem_begin.clear();
+  pem_end.clear();
   ScanContext ctx{text, &options_, &found, &pem_begin, &pem_end, impl_->pattern_index};
   impl_->scanner->scan(text, on_candidate, &ctx);
   // The scanners report PEM markers in end order; RE2 does so per pattern.
@@ -169,6 +175,7 @@ std::vector<PiiMatch> PiiMasker::find(std::string_view text) const {
       }
     }
   }
+  if (found.empty()) return {};
   // Leftmost first, then longest, then the table's type order; no overlaps.
   std::sort(found.begin(), found.end(), [](const PiiMatch& a, const PiiMatch& b) {
     if (a.begin != b.begin) return a.begin < b.begin;

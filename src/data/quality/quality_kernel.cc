@@ -23,14 +23,13 @@ namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
 // Hash of a word: words of up to 8 bytes (most) are packed and mixed with
-// their length; longer ones go through XXH3.
+// their length (ShortWordHash); longer ones go through XXH3.
 // `readable` is how many bytes may be read from p (at least n).
-HWY_INLINE uint64_t WordHash(const uint8_t* p, size_t n, size_t readable) {
-  if (n > 8) return XXH3_64bits(p, n);
+HWY_INLINE uint64_t ShortWordHash(const uint8_t* p, size_t n, size_t readable) {  // n <= 8
   uint64_t v = 0;
-  if (std::endian::native == std::endian::little && readable >= 8) {  // one load, the bytes past the word masked off
+  if (std::endian::native == std::endian::little && HWY_LIKELY(readable >= 8)) {  // one load, the bytes past the word masked off
     std::memcpy(&v, p, 8);
-    v &= n == 8 ? ~0ull : (1ull << (8 * n)) - 1;
+    v &= ~0ull >> (64 - 8 * n);  // n >= 1
   } else {
     std::memcpy(&v, p, n);
   }
@@ -234,7 +233,8 @@ HWY_INLINE void Reset(HashCountTable& t, size_t expected) {
 }
 
 // Duplicates among segments of s: (count, code points of the duplicates).
-HWY_INLINE void CountDuplicates(const uint8_t* s, const std::vector<std::pair<uint32_t, uint32_t>>& segs,
+// hashes[k] is XXH3-64 of segment k.
+HWY_INLINE void CountDuplicates(const std::vector<std::pair<uint32_t, uint32_t>>& segs, const uint64_t* hashes,
                                 const uint64_t* cont, QualityScratch& sc, uint64_t* dups, uint64_t* chars) {
   Reset(sc.table, segs.size());
   sc.repeated.resize(segs.size());
@@ -242,7 +242,7 @@ HWY_INLINE void CountDuplicates(const uint8_t* s, const std::vector<std::pair<ui
   for (size_t k = 0; k < segs.size(); ++k) {
     const auto [b, e] = segs[k];
     const HashCountTable::Entry& x =
-        Add(sc.table.entries.data(), sc.table.mask, XXH3_64bits(s + b, e - b), static_cast<uint32_t>(k), sc.repeated.data());
+        Add(sc.table.entries.data(), sc.table.mask, hashes[k], static_cast<uint32_t>(k), sc.repeated.data());
     if (x.count > 1) {
       ++d;
       c += (e - b) - CountBits(cont, b, e);
@@ -350,11 +350,20 @@ void CountQuality(const uint8_t* s, size_t n, QualityScratch& sc, QualityCounts&
   }
   // Only the ASCII counts are needed (the entropy's ASCII code points, '#',
   // '.'); the continuation bytes are counted from their mask below.
+  // The entropy's counts: the present ASCII code points in order (the sum
+  // of c log2 c over them is a serial chain of floating-point adds, so the
+  // zeros are left out here, which changes no bit of the sum).
   std::vector<uint64_t>& ec = *out.entropy_counts;
   ec.resize(128);
-  for (int b = 0; b < 128; ++b) ec[b] = uint64_t(hist[0][b]) + hist[1][b] + hist[2][b] + hist[3][b];
-  out.hashes = ec['#'];
-  const uint64_t dots = ec['.'];
+  size_t present = 0;
+  for (int b = 0; b < 128; ++b) {
+    const uint64_t c = uint64_t(hist[0][b]) + hist[1][b] + hist[2][b] + hist[3][b];
+    ec[present] = c;
+    present += c != 0;
+  }
+  ec.resize(present);
+  out.hashes = uint64_t(hist[0]['#']) + hist[1]['#'] + hist[2]['#'] + hist[3]['#'];
+  const uint64_t dots = uint64_t(hist[0]['.']) + hist[1]['.'] + hist[2]['.'] + hist[3]['.'];
 
   // Masks of every 64-byte block covering [0, n] (the text is padded with
   // White_Space past its end, so that the last word ends inside a block),
@@ -484,7 +493,24 @@ void CountQuality(const uint8_t* s, size_t n, QualityScratch& sc, QualityCounts&
     alpha_words += alpha;
   }
   out.stop_words = CountStopWords(s, n, starts, ends, nw, P);
-  for (size_t k = 0; k < nw; ++k) whash[k] = WordHash(s + starts[k], ends[k] - starts[k], n - starts[k]);
+  // Word hashes: the words of up to 8 bytes without a branch on the length
+  // (it mispredicted at every long word), the longer ones listed and hashed
+  // after them with XXH3.
+  {
+    sc.long_words.resize(nw);
+    uint32_t* HWY_RESTRICT longs = sc.long_words.data();
+    size_t nl = 0;
+    for (size_t k = 0; k < nw; ++k) {
+      const size_t b = starts[k], len = ends[k] - b;
+      whash[k] = ShortWordHash(s + b, std::min<size_t>(len, 8), n - b);
+      longs[nl] = static_cast<uint32_t>(k);
+      nl += len > 8;
+    }
+    for (size_t j = 0; j < nl; ++j) {
+      const size_t k = longs[j];
+      whash[k] = XXH3_64bits(s + starts[k], ends[k] - starts[k]);
+    }
+  }
   out.alpha_words = alpha_words;
   out.word_chars = prefix[nw];
 
@@ -515,9 +541,13 @@ void CountQuality(const uint8_t* s, size_t n, QualityScratch& sc, QualityCounts&
     out.ellipsis_lines = ellipses;
   }
   out.line_segments = segs.size();
-  CountDuplicates(s, segs, C, sc, &out.dup_lines, &out.dup_line_chars);
+  sc.line_hash.resize(segs.size());
+  for (size_t k = 0; k < segs.size(); ++k) sc.line_hash[k] = XXH3_64bits(s + segs[k].first, segs[k].second - segs[k].first);
+  CountDuplicates(segs, sc.line_hash.data(), C, sc, &out.dup_lines, &out.dup_line_chars);
 
   // Paragraphs: the non-empty segments between runs of two or more "\n".
+  // A paragraph of one line (most) has that line's bytes: its hash is reused.
+  sc.line_segments.swap(segs);
   segs.clear();
   {
     size_t b = 0, skip_until = 0;
@@ -534,7 +564,14 @@ void CountQuality(const uint8_t* s, size_t n, QualityScratch& sc, QualityCounts&
     if (n > b) segs.emplace_back(static_cast<uint32_t>(b), static_cast<uint32_t>(n));
   }
   out.para_segments = segs.size();
-  CountDuplicates(s, segs, C, sc, &out.dup_paras, &out.dup_para_chars);
+  sc.para_hash.resize(segs.size());
+  for (size_t k = 0, line = 0; k < segs.size(); ++k) {
+    const auto [b, e] = segs[k];
+    while (line < sc.line_segments.size() && sc.line_segments[line].first < b) ++line;
+    const bool same = line < sc.line_segments.size() && sc.line_segments[line] == segs[k];
+    sc.para_hash[k] = same ? sc.line_hash[line] : XXH3_64bits(s + b, e - b);
+  }
+  CountDuplicates(segs, sc.para_hash.data(), C, sc, &out.dup_paras, &out.dup_para_chars);
 
   // n-grams. Note [n-gram candidates]: an n-gram occurring twice has an
   // (n-1)-gram prefix occurring twice, so the n-grams are only counted at
@@ -556,7 +593,7 @@ void CountQuality(const uint8_t* s, size_t n, QualityScratch& sc, QualityCounts&
       uint32_t* HWY_RESTRICT cd = cand.data();
       const size_t n0 = cand.size();
       // Note [n-gram prefilter]: most n-grams occur once. Two flags per
-      // hash bucket (seen once, seen twice) in a table of about 8 buckets
+      // hash bucket (seen once, seen twice) in a table of about 16 buckets
       // per candidate keep, without false negatives, the candidates whose
       // bucket was hit twice: every occurrence of a repeated n-gram, plus
       // the few that share a bucket with another n-gram. Only those are
@@ -564,7 +601,7 @@ void CountQuality(const uint8_t* s, size_t n, QualityScratch& sc, QualityCounts&
       // repeated nor candidates of n + 1, so the results are unchanged.
       const bool prefilter = n0 >= 32;
       size_t buckets = 256;
-      while (prefilter && buckets < 8 * n0) buckets <<= 1;
+      while (prefilter && buckets < 16 * n0) buckets <<= 1;
       sc.buckets.resize(buckets);
       uint8_t* HWY_RESTRICT bk = sc.buckets.data();
       if (prefilter) std::memset(bk, 0, buckets);

@@ -33,16 +33,18 @@ struct QualityScratch {
   // Bit masks, one uint64_t per 64 bytes (plus a zero block past the end).
   std::vector<uint64_t> white, cont, lead, alpha, punct, newline, dot;
   std::vector<uint32_t> starts, ends;  // word byte ranges
+  std::vector<uint32_t> long_words;  // words of over 8 bytes
   std::vector<uint64_t> word_hash, gram_hash, char_prefix;
   std::vector<uint32_t> cand;
   std::vector<uint8_t> repeated, buckets;
-  std::vector<std::pair<uint32_t, uint32_t>> segments;
+  std::vector<std::pair<uint32_t, uint32_t>> segments, line_segments;
+  std::vector<uint64_t> line_hash, para_hash;
   HashCountTable table;
 };
 
 // What the metrics are made of. Code point counts for the entropy are in
-// `entropy_counts`: the 128 ASCII counts (zeros included), then the counts
-// of the non-ASCII code points in first-occurrence order.
+// `entropy_counts`: the counts of the ASCII code points present, in code
+// point order, then those of the non-ASCII ones in first-occurrence order.
 struct QualityCounts {
   std::vector<uint64_t>* entropy_counts = nullptr;  // filled by the kernel
   uint64_t code_points = 0;

@@ -77,8 +77,7 @@ QualityMetrics compute_quality_metrics(std::string_view text) {
   QualityMetrics m{};
   auto M = [&](QualityMetric k) -> double& { return m[static_cast<size_t>(k)]; };
   // Entropy: log2(N) - sum(c log2 c) / N, the sum in a fixed order (ASCII
-  // code points in order, then the others in first-occurrence order; adding
-  // the zero of an absent ASCII code point changes no bit).
+  // code points in order, then the others in first-occurrence order).
   double sum_clogc = 0.0;
   for (uint64_t k : sc.entropy_counts) sum_clogc += c_log2_c(k);
   const uint64_t total_cp = c.code_points;
