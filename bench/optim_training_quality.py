@@ -87,7 +87,9 @@ def param_groups(model, options):
     return [{"params": body}, {"params": head, "mode": "clm"}], options
 
 
-def run(options, lr, seed, steps, data, task="digits"):
+def run(options, lr, seed, steps, data, task="digits", make_optimizer=None):
+    """One training run; `options` None is AdamW, else LuminaV's options. `make_optimizer(model, lr,
+    weight_decay)`, when given, builds the optimizer instead (bench/optim_tdclm_ablation.py)."""
     if task == "charlm":
         train_tokens, test_tokens = data
         torch.manual_seed(seed)
@@ -95,7 +97,9 @@ def run(options, lr, seed, steps, data, task="digits"):
     else:
         (x, y), (x_test, y_test) = data
         model = make_model(seed)
-    if options is None:
+    if make_optimizer is not None:
+        opt = make_optimizer(model, lr, WEIGHT_DECAY)
+    elif options is None:
         opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=WEIGHT_DECAY)
     else:
         params, options = param_groups(model, options)
