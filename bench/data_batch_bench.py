@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import statistics
 import subprocess
@@ -78,6 +79,7 @@ def main() -> None:
     ap.add_argument("--dump", help="write the corpus to DUMP.bytes / DUMP.offsets (for data_batch_scaling.cc) and stop")
     args = ap.parse_args()
 
+    load_start = os.getloadavg()[0]
     docs = make_corpus(int(args.mb * 1e6))
     nbytes = sum(map(len, docs))
     tensor = data.StringTensor(docs)
@@ -151,7 +153,8 @@ def main() -> None:
 
     cpu = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
     model = next((l.split(":", 1)[1].strip() for l in cpu.splitlines() if l.startswith("Model name")), "?")
-    print(f"machine: {model}, {platform.system()} {platform.release()}, {time.strftime('%Y-%m-%d')}")
+    print(f"machine: {model}, {platform.system()} {platform.release()}, {time.strftime('%Y-%m-%d %H:%M')}, "
+          f"load average {load_start:.2f} at the start, {os.getloadavg()[0]:.2f} at the end")
     print("| case | MB/s (CPU) | MB/s (wall) | docs/s (CPU) |\n| --- | --- | --- | --- |")
     for r in rows:
         print(f"| {r['case']} | {r['MB/s (cpu)']:.3g} | {r['MB/s (wall)']:.3g} | {r['docs/s (cpu)']:.3g} |")

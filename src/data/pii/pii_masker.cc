@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstring>
 #include <stdexcept>
 #include <string>
 
@@ -213,6 +214,11 @@ void PiiMasker::mask_document(std::string_view text, std::string& out,
   append_masked(*this, text, out, counts);
 }
 
+// Note [masking in two passes]: the matches of every document are found
+// first (in parallel chunks), which gives each output's size; the output is
+// then written once, straight into the batch buffer at its final offset,
+// each run of documents without a match in one copy (rather than into a
+// string per chunk, copied again into the batch).
 PiiResult PiiMasker::mask(const TextBatchView& batch) const {
   for (size_t i = 0; i < batch.size; ++i)
     if (batch.offsets[i + 1] - batch.offsets[i] > static_cast<int64_t>(UINT32_MAX))
@@ -220,19 +226,76 @@ PiiResult PiiMasker::mask(const TextBatchView& batch) const {
   std::array<std::atomic<int64_t>, kPiiTypeCount> counts{};
   detail::LowestIndex first_invalid;
   PiiResult result;
-  result.texts = detail::transform_documents(batch, [&](size_t i, std::string_view in, std::string& out) {
-    if (!is_valid_utf8(in)) {
-      first_invalid.offer(i);
-      return;
-    }
-    std::array<int64_t, kPiiTypeCount> local{};
-    append_masked(*this, in, out, local);
-    for (size_t k = 0; k < kPiiTypeCount; ++k)
-      if (local[k]) counts[k].fetch_add(local[k], std::memory_order_relaxed);
+  TextBatch& out = result.texts;
+  out.offsets.assign(batch.size + 1, 0);
+  const std::vector<size_t> bounds = detail::chunk_bounds(batch);
+  const size_t chunks = bounds.size() - 1;
+  std::vector<std::vector<PiiMatch>> chunk_matches(chunks);  // in document order
+  std::vector<uint32_t> matches_of(batch.size, 0);
+  detail::run_in_arena([&] {
+    tbb::parallel_for(tbb::blocked_range<size_t>(0, chunks, 1), [&](const tbb::blocked_range<size_t>& r) {
+      for (size_t c = r.begin(); c != r.end(); ++c) {
+        std::array<int64_t, kPiiTypeCount> local{};
+        std::vector<PiiMatch>& cm = chunk_matches[c];
+        for (size_t i = bounds[c]; i < bounds[c + 1]; ++i) {
+          const std::string_view in = batch[i];
+          int64_t size = static_cast<int64_t>(in.size());
+          if (!is_valid_utf8(in)) {
+            first_invalid.offer(i);
+          } else {
+            const std::vector<PiiMatch> found = find(in);
+            for (const PiiMatch& m : found) {
+              size += static_cast<int64_t>(std::strlen(pii_placeholder(m.type))) - static_cast<int64_t>(m.end - m.begin);
+              ++local[static_cast<size_t>(m.type)];
+            }
+            cm.insert(cm.end(), found.begin(), found.end());
+            matches_of[i] = static_cast<uint32_t>(found.size());
+          }
+          out.offsets[i + 1] = size;  // sizes for now
+        }
+        for (size_t k = 0; k < kPiiTypeCount; ++k)
+          if (local[k]) counts[k].fetch_add(local[k], std::memory_order_relaxed);
+      }
+    });
   });
   if (first_invalid.any())
     throw std::invalid_argument("mask_pii: document " + std::to_string(first_invalid.get()) +
                                 " is not valid UTF-8 (clean it first)");
+  for (size_t i = 0; i < batch.size; ++i) out.offsets[i + 1] += out.offsets[i];
+  out.data.resize(static_cast<size_t>(out.offsets[batch.size]));
+  detail::advise_huge_pages(out.data.data(), out.data.size());
+  detail::run_in_arena([&] {
+    tbb::parallel_for(tbb::blocked_range<size_t>(0, chunks, 1), [&](const tbb::blocked_range<size_t>& r) {
+      for (size_t c = r.begin(); c != r.end(); ++c) {
+        const PiiMatch* m = chunk_matches[c].data();
+        size_t i = bounds[c];
+        while (i < bounds[c + 1]) {
+          if (matches_of[i] == 0) {  // a run of documents without a match: one copy
+            size_t j = i + 1;
+            while (j < bounds[c + 1] && matches_of[j] == 0) ++j;
+            const size_t bytes = static_cast<size_t>(batch.offsets[j] - batch.offsets[i]);
+            if (bytes) std::memcpy(out.data.data() + out.offsets[i], batch.data + batch.offsets[i], bytes);
+            i = j;
+            continue;
+          }
+          const std::string_view in = batch[i];
+          uint8_t* dst = out.data.data() + out.offsets[i];
+          size_t pos = 0;
+          for (uint32_t k = 0; k < matches_of[i]; ++k, ++m) {
+            std::memcpy(dst, in.data() + pos, m->begin - pos);
+            dst += m->begin - pos;
+            const char* ph = pii_placeholder(m->type);
+            const size_t len = std::strlen(ph);
+            std::memcpy(dst, ph, len);
+            dst += len;
+            pos = m->end;
+          }
+          std::memcpy(dst, in.data() + pos, in.size() - pos);
+          ++i;
+        }
+      }
+    });
+  });
   for (size_t k = 0; k < kPiiTypeCount; ++k) result.counts[k] = counts[k].load();
   return result;
 }

@@ -348,8 +348,6 @@ void CountQuality(const uint8_t* s, size_t n, QualityScratch& sc, QualityCounts&
     }
     for (; i < n; ++i) ++hist[0][s[i]];
   }
-  // Only the ASCII counts are needed (the entropy's ASCII code points, '#',
-  // '.'); the continuation bytes are counted from their mask below.
   // The entropy's counts: the present ASCII code points in order (the sum
   // of c log2 c over them is a serial chain of floating-point adds, so the
   // zeros are left out here, which changes no bit of the sum).
@@ -583,11 +581,10 @@ void CountQuality(const uint8_t* s, size_t n, QualityScratch& sc, QualityCounts&
   // counting: the first key to reach the final highest count, or among those
   // reaching it, the one that occurred first.
   if (nw < 2) return;
-  sc.gram_hash.assign(whash, whash + nw);  // 1-grams
+  sc.gram_hash.resize(nw);
   uint64_t* HWY_RESTRICT gram_hash = sc.gram_hash.data();
   std::vector<uint32_t>& cand = sc.cand;
   cand.resize(nw - 1);  // every position is a candidate for 2-grams
-  for (uint32_t p = 0; p < cand.size(); ++p) cand[p] = p;
   for (size_t gram = 2; gram <= 10 && !cand.empty(); ++gram) {
     {
       uint32_t* HWY_RESTRICT cd = cand.data();
@@ -609,12 +606,24 @@ void CountQuality(const uint8_t* s, size_t n, QualityScratch& sc, QualityCounts&
       auto bucket = [&](uint64_t h) {
         return static_cast<size_t>(h ? h : 1) & bmask;  // the table's key (0 is stored as 1)
       };
-      for (size_t k = 0; k < n0; ++k) {
-        const uint32_t p = cd[k];
-        const uint64_t h = Mix(gram_hash[p], whash[p + gram - 1]);
-        gram_hash[p] = h;
+      auto mark = [&](uint64_t h) {
         uint8_t& b = bk[bucket(h)];
         b = static_cast<uint8_t>(b | ((b << 1) & 2) | 1);
+      };
+      if (gram == 2) {  // every position: no candidate list to read, no 1-gram copy
+        for (size_t p = 0; p < n0; ++p) {
+          const uint64_t h = Mix(whash[p], whash[p + 1]);
+          gram_hash[p] = h;
+          cd[p] = static_cast<uint32_t>(p);
+          mark(h);
+        }
+      } else {
+        for (size_t k = 0; k < n0; ++k) {
+          const uint32_t p = cd[k];
+          const uint64_t h = Mix(gram_hash[p], whash[p + gram - 1]);
+          gram_hash[p] = h;
+          mark(h);
+        }
       }
       if (prefilter) {
         size_t kept = 0;
