@@ -157,6 +157,23 @@ def test_param_groups_use_their_own_hyperparameters_and_match_the_functional_ste
     assert int(opt.state[d]["step"]) == 1 and int(opt.state[a]["step"]) == 2
 
 
+def test_a_step_count_changed_in_place_by_the_user_is_the_one_used():
+    """A change made to state["step"] by anyone else wins: the bias correction uses that t."""
+    torch.manual_seed(4)
+    p = torch.nn.Parameter(torch.randn(50))
+    g = torch.randn(50) * 0.01
+    opt = LuminaV([p], lr=1e-2)
+    p.grad = g.clone()
+    opt.step()
+    opt.state[p]["step"].fill_(9)  # as a scheduler or a hand-made checkpoint might
+    x, m, v = p.detach().clone(), opt.state[p]["exp_avg"].clone(), opt.state[p]["exp_avg_sq"].clone()
+    opt.step()
+    assert int(opt.state[p]["step"]) == 10
+    optim.step(x, g, m, v, lr=1e-2, beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=0.01, step=10,
+               seed=derive_seed(0, 0))
+    assert torch.equal(p.detach(), x)
+
+
 def test_parameters_without_grad_are_skipped_and_zero_grad_clears():
     a, b = torch.nn.Parameter(torch.ones(4)), torch.nn.Parameter(torch.ones(4))
     opt = LuminaV([a, b])
