@@ -448,20 +448,47 @@ void CountQuality(const uint8_t* s, size_t n, QualityScratch& sc, QualityCounts&
 
   // Words: maximal runs of non-White_Space. A start is a non-White_Space
   // byte after a White_Space one; the work is per word, not per byte.
-  sc.starts.resize(n / 2 + 2);
-  sc.ends.resize(n / 2 + 2);
-  uint32_t* starts = sc.starts.data();
-  uint32_t* ends = sc.ends.data();
+  // The bit positions are written a vector at a time (Compress of the
+  // lane indices under 16 or so mask bits), a full vector each, so the
+  // arrays have a vector of slack.
+  const hn::ScalableTag<uint32_t> du;
+  const size_t N = hn::Lanes(du);
+  sc.starts.resize(n / 2 + 2 + N);
+  sc.ends.resize(n / 2 + 2 + N);
+  uint32_t* HWY_RESTRICT starts = sc.starts.data();
+  uint32_t* HWY_RESTRICT ends = sc.ends.data();
   size_t ks = 0, ke = 0;
   {
     uint64_t prev_top = 1;  // the text starts after White_Space
-    for (size_t blk = 0; blk < nb; ++blk) {
-      const uint64_t wm = W[blk];
-      const uint64_t prev = (wm << 1) | prev_top;  // bit i: byte i - 1 is White_Space
-      prev_top = wm >> 63;
-      const uint32_t base = static_cast<uint32_t>(blk * 64);
-      for (uint64_t m = ~wm & prev; m; m &= m - 1) starts[ks++] = base + static_cast<uint32_t>(std::countr_zero(m));
-      for (uint64_t m = wm & ~prev; m; m &= m - 1) ends[ke++] = base + static_cast<uint32_t>(std::countr_zero(m));
+    if (N >= 8 && N <= 64 && 64 % N == 0) {
+      const auto iota = hn::Iota(du, 0);
+      const uint64_t lane_bits = N == 64 ? ~0ull : (1ull << N) - 1;
+      auto emit = [&](uint64_t bits, uint32_t at, uint32_t* dst, size_t& k) {
+        uint8_t b[8];
+        std::memcpy(b, &bits, 8);
+        hn::StoreU(hn::Compress(hn::Add(iota, hn::Set(du, at)), hn::LoadMaskBits(du, b)), du, dst + k);
+        k += static_cast<size_t>(std::popcount(bits));
+      };
+      for (size_t blk = 0; blk < nb; ++blk) {
+        const uint64_t wm = W[blk];
+        const uint64_t prev = (wm << 1) | prev_top;  // bit i: byte i - 1 is White_Space
+        prev_top = wm >> 63;
+        const uint64_t sm = ~wm & prev, em = wm & ~prev;
+        for (size_t j = 0; j < 64; j += N) {
+          const uint32_t at = static_cast<uint32_t>(blk * 64 + j);
+          emit((sm >> j) & lane_bits, at, starts, ks);
+          emit((em >> j) & lane_bits, at, ends, ke);
+        }
+      }
+    } else {
+      for (size_t blk = 0; blk < nb; ++blk) {
+        const uint64_t wm = W[blk];
+        const uint64_t prev = (wm << 1) | prev_top;
+        prev_top = wm >> 63;
+        const uint32_t base = static_cast<uint32_t>(blk * 64);
+        for (uint64_t m = ~wm & prev; m; m &= m - 1) starts[ks++] = base + static_cast<uint32_t>(std::countr_zero(m));
+        for (uint64_t m = wm & ~prev; m; m &= m - 1) ends[ke++] = base + static_cast<uint32_t>(std::countr_zero(m));
+      }
     }
   }
   const size_t nw = ks;
