@@ -75,9 +75,10 @@ class VectorscanScanner final : public PatternScanner {
   // pattern), compiled on first use.
   hs_database_t* database(unsigned subset) const {
     if (hs_database_t* db = dbs_[subset].load(std::memory_order_acquire)) return db;
+    if (empty_[subset].load(std::memory_order_acquire)) return nullptr;
     std::lock_guard<std::mutex> lock(compile_mutex_);
     if (hs_database_t* db = dbs_[subset].load(std::memory_order_relaxed)) return db;
-    if (empty_[subset]) return nullptr;
+    if (empty_[subset].load(std::memory_order_relaxed)) return nullptr;
     std::vector<const char*> exprs;
     std::vector<unsigned> flags, ids;
     for (size_t i = 0; i < patterns_.size(); ++i) {
@@ -90,7 +91,7 @@ class VectorscanScanner final : public PatternScanner {
       ids.push_back(static_cast<unsigned>(i));
     }
     if (exprs.empty()) {
-      empty_[subset] = true;
+      empty_[subset].store(true, std::memory_order_release);
       return nullptr;
     }
     hs_database_t* db = nullptr;
@@ -134,7 +135,7 @@ class VectorscanScanner final : public PatternScanner {
   std::string required_;  // the distinct required bytes; bit b of a subset is required_[b]
   mutable std::mutex compile_mutex_;
   mutable std::atomic<hs_database_t*> dbs_[1u << kMaxRequired] = {};
-  mutable bool empty_[1u << kMaxRequired] = {};
+  mutable std::atomic<bool> empty_[1u << kMaxRequired] = {};
   mutable tbb::enumerable_thread_specific<ThreadScratch> scratch_;
 };
 

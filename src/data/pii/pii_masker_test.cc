@@ -4,6 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
+#include <utility>
+#include <vector>
+
 namespace luminamoon {
 namespace {
 
@@ -42,6 +46,47 @@ TEST(PiiMasker, Negatives) {
   for (const char* s : {"card 4111 1111 1111 1112", "ip 999.1.1.1", "ISBN 978-0-306-40615-7", "ssn 000-12-3456",
                         "https://medium.com/@john.doe/post"})
     EXPECT_EQ(mask(m, s), s) << s;
+}
+
+// Note [pattern subsets] and [masking in two passes]: documents with and
+// without the bytes the e-mail, E.164 and IPv6 patterns need, in one batch
+// (each document gets the database of the bytes it holds), and a masker
+// whose every pattern needs a byte (e-mail only: documents without '@' scan
+// nothing). The expected outputs are written out by hand.
+TEST(PiiMasker, BatchAcrossPatternSubsets) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"plain words only", "plain words only"},
+      {"mail a.b@example.org and 8.8.8.8", "mail <EMAIL> and <IP_ADDRESS>"},
+      {"call +44 20 7946 0958 now", "call <PHONE> now"},
+      {"v6 2001:4860:4860::8888 and ssn 123-45-6789", "v6 <IP_ADDRESS> and ssn <SSN>"},
+      {"", ""},
+      {"all: x@y.io, 2001:4860::1, +1 415 555 2671", "all: <EMAIL>, <IP_ADDRESS>, <PHONE>"},
+      {"no pii at 10:30 here", "no pii at 10:30 here"},
+  };
+  std::string bytes;
+  std::vector<int64_t> offsets{0};
+  for (const auto& c : cases) {
+    bytes += c.first;
+    offsets.push_back(static_cast<int64_t>(bytes.size()));
+  }
+  const TextBatchView batch{reinterpret_cast<const uint8_t*>(bytes.data()), offsets.data(), cases.size()};
+  const PiiResult r = PiiMasker().mask(batch);
+  ASSERT_EQ(r.texts.size(), cases.size());
+  for (size_t i = 0; i < cases.size(); ++i) EXPECT_EQ(r.texts[i], cases[i].second) << i;
+  EXPECT_EQ(r.counts[static_cast<size_t>(PiiType::kEmail)], 2);
+  EXPECT_EQ(r.counts[static_cast<size_t>(PiiType::kIpAddress)], 3);
+  EXPECT_EQ(r.counts[static_cast<size_t>(PiiType::kPhone)], 2);
+  EXPECT_EQ(r.counts[static_cast<size_t>(PiiType::kSsn)], 1);
+
+  PiiOptions email_only;
+  email_only.enabled.fill(false);
+  email_only.enabled[static_cast<size_t>(PiiType::kEmail)] = true;
+  const PiiResult e = PiiMasker(email_only).mask(batch);
+  EXPECT_EQ(e.texts[0], "plain words only");
+  EXPECT_EQ(e.texts[1], "mail <EMAIL> and 8.8.8.8");
+  EXPECT_EQ(e.texts[2], "call +44 20 7946 0958 now");
+  EXPECT_EQ(e.texts[5], "all: <EMAIL>, 2001:4860::1, +1 415 555 2671");
+  EXPECT_EQ(e.counts[static_cast<size_t>(PiiType::kEmail)], 2);
 }
 
 }  // namespace
