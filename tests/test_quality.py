@@ -271,7 +271,10 @@ def test_stop_words_and_word_edges_corner_cases():
     # words and White_Space runs placed across the 64-byte blocks of the word scan.
     words = ["THE", "tHaT", "With", "be", "To", "oF", "AND", "hAvE", "the.", "(the)", "--and--", "'to'",
              "the's", "T@E", "th", "thee", "then", "[of]", "of[", "aNd!", "hav", "withs", "wit", "TO",
-             "b e", "t\u00e9", "\u00e9the", "th\u00e9", "x" * 63, "the", "y" * 64, "of", "z" * 65, "and"]
+             "b e", "t\u00e9", "\u00e9the", "th\u00e9", "x" * 63, "the", "y" * 64, "of", "z" * 65, "and",
+             # long punctuation around a stop word (63 and 83 bytes), and NUL bytes next to one
+             "(" * 30 + "the" + ")" * 30, "\"" * 40 + "With" + "!" * 39, "(" * 70 + "x" + ")",
+             "the\0", "\0the", "of\0", "with\0", "(and\0)", "be\0\0"]
     docs = []
     for sep in (" ", "  ", "\t", "\u2003", "\n", " \u00a0 "):
         for shift in range(0, 9):

@@ -52,12 +52,15 @@ constexpr uint32_t kStopWordMagic = 0x6EC9D287u;
 constexpr uint32_t StopWordSlot(uint32_t w) { return (w * kStopWordMagic) >> 29; }
 struct StopWordTable {
   uint32_t slot[8] = {};
+  uint8_t length[8] = {};  // a packed "the" also matches "the\0": the length tells them apart
   constexpr StopWordTable() {
     const char* const words[] = {"the", "be", "to", "of", "and", "that", "have", "with"};
     for (const char* t : words) {
       uint32_t v = 0;
-      for (int i = 0; t[i]; ++i) v |= uint32_t(uint8_t(t[i])) << (8 * i);
+      int i = 0;
+      for (; t[i]; ++i) v |= uint32_t(uint8_t(t[i])) << (8 * i);
       slot[StopWordSlot(v)] = v;
+      length[StopWordSlot(v)] = static_cast<uint8_t>(i);
     }
   }
   constexpr int filled() const {
@@ -73,9 +76,9 @@ static_assert(kStopWords.filled() == 8, "the stop word hash must be perfect");
 // ends, one of the stop words (ASCII case-insensitively)? `readable`: bytes
 // that may be read from p (>= len). The word's bytes are packed
 // little-endian into 32 bits (bytes past len are 0) with A-Z lower-cased
-// and compared with the packed stop words; like Note [quality metrics]'s
-// reference in C++ before this kernel, trailing NUL bytes of a 3- or 4-byte
-// word thus compare equal to the zero bytes past a shorter stop word.
+// and compared with the packed stop words, whose lengths must match too (the
+// zero bytes past a shorter stop word would otherwise equal a NUL byte of
+// the word: "the\0" is not "the").
 HWY_INLINE bool StopWord(const uint8_t* p, size_t len, size_t readable) {
   uint32_t x = 0;
   if (HWY_LIKELY(readable >= 4)) {
@@ -92,8 +95,8 @@ HWY_INLINE bool StopWord(const uint8_t* p, size_t len, size_t readable) {
   const uint32_t w = x | (upper >> 2);
   // One compare: a multiplicative hash that is perfect on the eight packed
   // stop words (checked at compile time) picks the only candidate.
-  const bool hit = kStopWords.slot[StopWordSlot(w)] == w;
-  return hit & (len >= 2) & (len <= 4);
+  const uint32_t slot = StopWordSlot(w);
+  return (kStopWords.slot[slot] == w) & (kStopWords.length[slot] == len);
 }
 
 // Bits [b, b + len) of a mask array, in the low bits (1 <= len <= 64; the
@@ -252,12 +255,14 @@ HWY_INLINE void CountDuplicates(const std::vector<std::pair<uint32_t, uint32_t>>
   *chars = c;
 }
 
-// Is word [b, e) a stop word? A stop word is 2..4 letters with ASCII
-// punctuation around it; a word of over 40 bytes is never counted (the
-// definition's bound).
+// Is word [b, e) a stop word? A stop word is 2..4 letters with any amount of
+// ASCII punctuation around it.
 HWY_INLINE bool IsStopWordAt(const uint8_t* s, size_t n, size_t b, size_t e, const uint64_t* P) {
   const size_t len = e - b;
-  if (len > 40) return false;
+  if (len > 64) {  // rare: strip the ends a mask block at a time
+    const size_t lead = FirstClear(P, b, e), end = LastClearEnd(P, lead, e);
+    return end > lead && end - lead <= 4 && StopWord(s + lead, end - lead, n - lead);
+  }
   const uint64_t np = ~BitsAt(P, b, len) & (~0ull >> (64 - len));
   if (np == 0) return false;
   const size_t lead = static_cast<size_t>(std::countr_zero(np));
@@ -290,7 +295,7 @@ HWY_INLINE uint64_t CountStopWords(const uint8_t* s, size_t n, const uint32_t* s
   const auto* base = reinterpret_cast<const int32_t*>(s);
   const auto kFF = hn::Set(du, 0xFF), k20 = hn::Set(du, 0x20), k21 = hn::Set(du, 0x21), k5D = hn::Set(du, 0x5D);
   const auto kA = hn::Set(du, 'a'), k25 = hn::Set(du, 25), k0 = hn::Set(du, '0'), k9 = hn::Set(du, 9);
-  const auto k2 = hn::Set(du, 2), k4 = hn::Set(du, 4), k32 = hn::Set(du, 32), kOnes = hn::Set(du, ~0u);
+  const auto k2 = hn::Set(du, 2), k3 = hn::Set(du, 3), k4 = hn::Set(du, 4), k32 = hn::Set(du, 32), kOnes = hn::Set(du, ~0u);
   auto le = [&](auto x, auto c) { return hn::Eq(hn::Min(x, c), x); };  // unsigned x <= c
   auto punct = [&](auto c) {
     const auto letter = le(hn::Sub(hn::Or(c, k20), kA), k25);
@@ -314,12 +319,16 @@ HWY_INLINE uint64_t CountStopWords(const uint8_t* s, size_t n, const uint32_t* s
     const auto upper = hn::AndNot(xw, hn::AndNot(hn::Add(low7, hn::Set(du, 0x25252525u)),
                                                  hn::And(hn::Add(low7, hn::Set(du, 0x3F3F3F3Fu)), hn::Set(du, 0x80808080u))));
     const auto w = hn::Or(xw, hn::ShiftRight<2>(upper));
-    auto hit = hn::Or(hn::Eq(w, hn::Set(du, pack("the"))), hn::Eq(w, hn::Set(du, pack("be"))));
-    hit = hn::Or(hit, hn::Or(hn::Eq(w, hn::Set(du, pack("to"))), hn::Eq(w, hn::Set(du, pack("of")))));
-    hit = hn::Or(hit, hn::Or(hn::Eq(w, hn::Set(du, pack("and"))), hn::Eq(w, hn::Set(du, pack("that")))));
-    hit = hn::Or(hit, hn::Or(hn::Eq(w, hn::Set(du, pack("have"))), hn::Eq(w, hn::Set(du, pack("with")))));
-    const auto len_ok = le(hn::Sub(len, k2), k2);  // 2 <= len <= 4
-    stop += hn::CountTrue(du, hn::And(hn::And(hit, len_ok), plain));
+    // Each stop word with its own length (as StopWord: "the\0" is not "the").
+    const auto two = hn::And(hn::Eq(len, k2), hn::Or(hn::Eq(w, hn::Set(du, pack("be"))),
+                                                     hn::Or(hn::Eq(w, hn::Set(du, pack("to"))),
+                                                            hn::Eq(w, hn::Set(du, pack("of"))))));
+    const auto three = hn::And(hn::Eq(len, k3), hn::Or(hn::Eq(w, hn::Set(du, pack("the"))),
+                                                       hn::Eq(w, hn::Set(du, pack("and")))));
+    const auto four = hn::And(hn::Eq(len, k4), hn::Or(hn::Eq(w, hn::Set(du, pack("that"))),
+                                                      hn::Or(hn::Eq(w, hn::Set(du, pack("have"))),
+                                                             hn::Eq(w, hn::Set(du, pack("with"))))));
+    stop += hn::CountTrue(du, hn::And(hn::Or(two, hn::Or(three, four)), plain));
     if (!hn::AllTrue(du, plain)) {  // the few words with punctuation at an end
       uint8_t bits[8] = {};  // N <= 64 lanes
       hn::StoreMaskBits(du, hn::Not(plain), bits);
