@@ -39,6 +39,7 @@ StepConstants make_step_constants(const luminav_hyperparams& hp) {
   k.cautious = hp.cautious ? 1 : 0;
   k.bound_mode = hp.bound_mode;
   k.check_finite = hp.check_finite ? 1 : 0;
+  k.grad_sq_wanted = 1;
   k.stochastic_rounding = hp.stochastic_rounding ? 1 : 0;
   k.step = hp.step;
   return k;

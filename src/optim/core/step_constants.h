@@ -26,6 +26,11 @@ struct StepConstants {
   int cautious;
   int bound_mode;          // 0 none, 1 tensor, 2 element
   int check_finite;        // 1: a non-finite gradient fails the step
+  // 1: round 0 sums g^2 (TD-CLM needs it; luminav_reduce reports it). A whole
+  // CLM step sets 0: its round 0 is only the finite check, and a backend may
+  // then leave grad_sq_sum at 0 (the simd backend's pass 1 reads the gradient
+  // a quarter faster without the double-precision sum).
+  int grad_sq_wanted;
   // Write-back of 16-bit parameters.
   int stochastic_rounding; // 1: spec's SR keyed on (seed, step, index), 0: RNE
   uint64_t step;           // t >= 1

@@ -12,7 +12,8 @@ namespace luminav {
 
 // Note [reduction rounds]: pass 1 is split in rounds so that sharded tensors
 // can all-reduce between them (luminav.h, "pass-1 / pass-2 split").
-//   CLM    round 0: nonfinite count, sum g^2, K, sum (lr*u*phi)^2, sum x^2
+//   CLM    round 0: nonfinite count, sum g^2 (may be left 0 when
+//                   !k.grad_sq_wanted), K, sum (lr*u*phi)^2, sum x^2
 //   TD-CLM round 0: nonfinite count, sum g^2
 //          round 1: K, sum (lr*u*phi)^2, sum x^2 (u needs s from round 0)
 // Backends fill exactly the fields of the round they are asked for and zero

@@ -94,7 +94,8 @@ core::Status run_step(const luminav_hyperparams* hp, const luminav_tensor* tenso
   Backend* backend = nullptr;
   if (core::Status s = select_backend(options, total_elements, &backend); !s.ok()) return s;
   const ExecContext ctx = context_of(options);
-  const core::StepConstants k = core::make_step_constants(*hp);
+  core::StepConstants k = core::make_step_constants(*hp);
+  k.grad_sq_wanted = k.tdclm;  // a whole step: only TD-CLM's s uses sum g^2
 
   std::vector<float> s_old(work.size(), 0.0f);
   if (k.tdclm) {

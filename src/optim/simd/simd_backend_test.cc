@@ -375,10 +375,13 @@ TEST_P(SimdBackendTarget, MultiTensorStepMatchesScalar) {
   }
 }
 
+// Both modes: a whole CLM step's pass 1 is the finite check alone (no sum of
+// squares, StepConstants::grad_sq_wanted), TD-CLM's also sums g^2.
 TEST_P(SimdBackendTarget, NonFiniteGradientWritesNothing) {
+  for (const int mode : {LUMINAV_MODE_CLM, LUMINAV_MODE_TDCLM})
   for (const size_t bad : {size_t{3}, size_t{70000}, size_t{(1u << 17) + 2}}) {
     Options o;
-    o.mode = LUMINAV_MODE_TDCLM;
+    o.mode = mode;
     const State before = random_state(o, (1u << 17) + 3, 5);
     State st = before;
     const float nan = std::nanf("");

@@ -237,14 +237,14 @@ struct ReduceAccumulators {
 
 constexpr int32_t kInfinityBits = 0x7f800000;
 
-template <int P, int G, bool kGradSums, bool kUpdateSums, class K, class D>
+template <int P, int G, bool kGradSums, bool kGradSq, bool kUpdateSums, class K, class D>
 HWY_INLINE void reduce_vector(D d, const HighwayOps<D>& o, const K& k, const TensorGlobals& gl,
                               const Buffers& b, size_t i, ReduceAccumulators<D>& acc) {
   const auto g = load_f32<G>(d, b.grad, i);
   if constexpr (kGradSums) {
     const hn::RebindToSigned<D> di;
     acc.magnitude_bits = hn::Max(acc.magnitude_bits, hn::BitCast(di, hn::Abs(g)));
-    acc.grad_sq.add(d, g);
+    if constexpr (kGradSq) acc.grad_sq.add(d, g);
   }
   if constexpr (kUpdateSums) {
     const auto x = b.master ? hn::LoadU(d, b.master + i) : load_f32<P>(d, b.param, i);
@@ -272,7 +272,7 @@ uint64_t count_nonfinite(D d, const Buffers& b, size_t begin, size_t end) {
   return count;
 }
 
-template <int P, int G, bool kGradSums, bool kUpdateSums>
+template <int P, int G, bool kGradSums, bool kGradSq, bool kUpdateSums>
 LUMINAV_SIMD_FLATTEN void reduce_typed(const StepConstants& k_in, const TensorGlobals& gl_in,
                                        const luminav_tensor& t, size_t begin, size_t end,
                                        luminav_partials& out) {
@@ -286,12 +286,12 @@ LUMINAV_SIMD_FLATTEN void reduce_typed(const StepConstants& k_in, const TensorGl
   const size_t lanes = hn::Lanes(d);
   size_t i = begin;
   for (; i + lanes <= end; i += lanes) {
-    reduce_vector<P, G, kGradSums, kUpdateSums>(d, o, k, gl, b, i, acc);
+    reduce_vector<P, G, kGradSums, kGradSq, kUpdateSums>(d, o, k, gl, b, i, acc);
   }
   if (i < end) {
     TailStage<P, G> tail;
     const Buffers staged = tail.copy_in(b, i, end - i);
-    reduce_vector<P, G, kGradSums, kUpdateSums>(d, o, k, gl, staged, 0, acc);
+    reduce_vector<P, G, kGradSums, kGradSq, kUpdateSums>(d, o, k, gl, staged, 0, acc);
   }
   out = luminav_partials{};
   if constexpr (kGradSums) {
@@ -299,7 +299,7 @@ LUMINAV_SIMD_FLATTEN void reduce_typed(const StepConstants& k_in, const TensorGl
     if (hn::GetLane(hn::MaxOfLanes(di, acc.magnitude_bits)) >= kInfinityBits) {
       out.nonfinite_count = count_nonfinite<G>(d, b, begin, end);
     }
-    out.grad_sq_sum = acc.grad_sq.total();
+    if constexpr (kGradSq) out.grad_sq_sum = acc.grad_sq.total();
   }
   if constexpr (kUpdateSums) {
     out.agree_count = acc.agree;
@@ -318,14 +318,19 @@ void ApplyRange(const StepConstants& k, const TensorGlobals& gl, const luminav_t
 void ReduceRange(const StepConstants& k, const TensorGlobals& gl, const luminav_tensor& t,
                  int round, size_t begin, size_t end, luminav_partials* out) {
   const bool grad_sums = core::round_has_grad_sums(round);
+  const bool grad_sq = grad_sums && k.grad_sq_wanted;
   const bool update_sums = core::round_has_update_sums(k, round);
   core::with_dtypes(t, [&]<int P, int G>() {
-    if (grad_sums && update_sums) {
-      reduce_typed<P, G, true, true>(k, gl, t, begin, end, *out);
+    if (grad_sq && update_sums) {
+      reduce_typed<P, G, true, true, true>(k, gl, t, begin, end, *out);
+    } else if (grad_sums && update_sums) {
+      reduce_typed<P, G, true, false, true>(k, gl, t, begin, end, *out);
+    } else if (grad_sq) {
+      reduce_typed<P, G, true, true, false>(k, gl, t, begin, end, *out);
     } else if (grad_sums) {
-      reduce_typed<P, G, true, false>(k, gl, t, begin, end, *out);
+      reduce_typed<P, G, true, false, false>(k, gl, t, begin, end, *out);
     } else if (update_sums) {
-      reduce_typed<P, G, false, true>(k, gl, t, begin, end, *out);
+      reduce_typed<P, G, false, false, true>(k, gl, t, begin, end, *out);
     } else {
       *out = luminav_partials{};
     }

@@ -1,0 +1,98 @@
+"""Where the time of one CLM fp32 step goes at large N: pass 1 (the finite check's read of the
+gradient) and pass 2 (the apply pass) timed apart, against torch's fused AdamW and a plain
+read of the gradient (torch's sum), all on the same memory (torch's own parameter, gradient
+and state tensors), for 1 and 2 threads on both sides.
+
+    .venv/bin/python bench/optim_simd_pass_split.py --log2-n 26 --threads 1 2 --rounds 5
+
+Each figure is the median over rounds of the median of 5 timed calls (after a warm-up call);
+the cases of one round run back to back, so a change of load hits them alike.
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import torch
+
+from luminamoon import _native
+
+
+def timed(f, reps=5) -> float:
+    f()
+    out = []
+    for _ in range(reps):
+        start = time.perf_counter()
+        f()
+        out.append(time.perf_counter() - start)
+    return statistics.median(out)
+
+
+def cases(n: int) -> dict:
+    p = torch.nn.Parameter(torch.randn(n))
+    p.grad = torch.randn(n) * 1e-2
+    opt = torch.optim.AdamW([p], fused=True)
+    opt.step()  # creates exp_avg / exp_avg_sq: our step uses the same tensors
+    st = opt.state[p]
+    desc = _native.TensorDesc(p.data_ptr(), p.grad.data_ptr(), st["exp_avg"].data_ptr(),
+                              st["exp_avg_sq"].data_ptr(), 0, n, 0, 1, _native.DTYPE_F32, _native.DTYPE_F32)
+    options = _native.RunOptions("simd")
+
+    def hyperparams(check: int):
+        hp = _native.Hyperparams()
+        hp.buffer_mode, hp.step, hp.check_finite = 2, 1, check
+        return hp
+    checked, unchecked = hyperparams(1), hyperparams(0)
+    no_globals = _native.Globals()
+
+    def ok(result):
+        code = result[0] if isinstance(result, tuple) else result
+        if code != 0:
+            raise RuntimeError(result)
+
+    return {
+        "pass 1 (reduce: finite check + sum g^2)": lambda: ok(_native.reduce(checked, desc, 0, no_globals, options)),
+        "pass 2 (apply)": lambda: ok(_native.apply(unchecked, desc, no_globals, options)),
+        "step, finite check on (pass 1 + 2)": lambda: ok(_native.step_multi(checked, [desc], options)),
+        "step, finite check off (pass 2 only)": lambda: ok(_native.step_multi(unchecked, [desc], options)),
+        "torch AdamW fused step": opt.step,
+        "torch sum of the gradient (a plain read)": lambda: p.grad.sum(),
+    }, (p, opt)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--log2-n", type=int, default=26)
+    ap.add_argument("--threads", type=int, nargs="+", default=[1, 2])
+    ap.add_argument("--rounds", type=int, default=5)
+    args = ap.parse_args()
+    n = 1 << args.log2_n
+    run, keep = cases(n)
+    print(f"N = 2^{args.log2_n}, fp32, {_native.last_backend() or 'simd'}; ms per call, median of {args.rounds} rounds")
+    print()
+    print("| case | " + " | ".join(f"{t} thread{'s' if t > 1 else ''}, ms" for t in args.threads) + " |")
+    print("|---" * (len(args.threads) + 1) + "|")
+    results = {}
+    for threads in args.threads:
+        torch.set_num_threads(threads)
+        _native.set_num_threads(threads)
+        samples = {k: [] for k in run}
+        for _ in range(args.rounds):
+            for k, f in run.items():
+                samples[k].append(timed(f))
+        results[threads] = {k: statistics.median(v) for k, v in samples.items()}
+    for k in run:
+        print(f"| {k} | " + " | ".join(f"{results[t][k] * 1e3:.1f}" for t in args.threads) + " |")
+    print()
+    for t in args.threads:
+        r = results[t]
+        print(f"{t} thread(s): our speed / torch fused's: finite check on {r['torch AdamW fused step'] / r['step, finite check on (pass 1 + 2)']:.2f}x, "
+              f"off {r['torch AdamW fused step'] / r['step, finite check off (pass 2 only)']:.2f}x; "
+              f"pass 1 time / plain read time {r['pass 1 (reduce: finite check + sum g^2)'] / r['torch sum of the gradient (a plain read)']:.2f}")
+    del keep
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
