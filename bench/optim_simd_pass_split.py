@@ -83,7 +83,7 @@ def main() -> int:
                 samples[k].append(timed(f))
         results[threads] = {k: statistics.median(v) for k, v in samples.items()}
     for k in run:
-        print(f"| {k} | " + " | ".join(f"{results[t][k] * 1e3:.1f}" for t in args.threads) + " |")
+        print(f"| {k} | " + " | ".join(f"{results[t][k] * 1e3:.3g}" for t in args.threads) + " |")
     print()
     for t in args.threads:
         r = results[t]

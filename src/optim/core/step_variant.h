@@ -16,8 +16,9 @@ namespace luminav::core {
 // reloaded constants from the stack each vector. At N = 2^26 the apply pass
 // is memory-bound either way, so the gain there is within the machine's
 // noise; where the data is in cache it shows: N = 2^18, one thread, CLM fp32
-// 1,440 against 1,130 M elements/s, and with the finite check, whose pass 1
-// was made cheaper at the same time, 1,250 against 930.)
+// without the finite check 0.169 against 0.223 ms, and with it (its pass 1
+// was made cheaper at the same time) 0.192 against 0.264 ms;
+// bench/optim_simd_pass_split.py --log2-n 18 --threads 1, docs/benchmarks.md.)
 template <int kTdclm>
 struct PlainStep : StepConstants {
   static constexpr int tdclm = kTdclm;
