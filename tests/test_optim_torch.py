@@ -369,6 +369,18 @@ def test_aliasing_and_non_contiguous_views_are_refused():
     assert torch.equal(base, torch.zeros(8, 8)) and not opt.state
 
 
+def test_buffers_overlapping_across_groups_are_refused_before_any_write():
+    # Two groups are two native calls: the library checks overlaps within a call, the
+    # front end across calls.
+    flat = torch.zeros(64)
+    a, b = torch.nn.Parameter(flat[0:40]), torch.nn.Parameter(flat[32:64])
+    a.grad, b.grad = torch.ones(40), torch.ones(32)
+    opt = LuminaV([{"params": [a]}, {"params": [b], "lr": 1e-2}])
+    with pytest.raises(ValueError, match="overlap"):
+        opt.step()
+    assert torch.equal(flat, torch.zeros(64)) and not opt.state
+
+
 def test_mixed_devices_in_one_group_without_a_backend_are_refused():
     cpu = torch.nn.Parameter(torch.ones(4))
     meta = torch.nn.Parameter(torch.ones(4, device="meta"))

@@ -319,7 +319,13 @@ class LuminaV(Optimizer):
                 entries.append(entry)
             if entries:
                 entries_by_group[gi] = entries
-        check_no_overlap(all_buffers)
+        # The library refuses overlapping buffers within one native call itself; only this
+        # check sees overlaps across calls (several groups, devices or step counts, sharded
+        # parameters stepped one by one), so it runs when the step makes more than one call.
+        calls = {(gi, e.buffers[0].device_label, e.step, e.shard is not None)
+                 for gi, es in entries_by_group.items() for e in es}
+        if len(calls) > 1 or any(sharded for *_, sharded in calls):
+            check_no_overlap(all_buffers)
         return entries_by_group, staged
 
     @staticmethod
