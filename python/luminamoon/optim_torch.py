@@ -292,7 +292,6 @@ class LuminaV(Optimizer):
         """Validates every parameter with a gradient; stages new state (committed on success)."""
         entries_by_group: dict[int, list[_Entry]] = {}
         staged: dict[torch.Tensor, dict] = {}
-        all_buffers: list[Buffer] = []
         for gi, group in enumerate(self.param_groups):
             entries = []
             for pi, p in enumerate(group["params"]):
@@ -315,17 +314,9 @@ class LuminaV(Optimizer):
                 shard = _shard_of(p, name)
                 entry = _Entry(p, name, local_p, local_g, state, int(state["step"]) + 1, shard)
                 self._describe(entry, committed)
-                all_buffers.extend(entry.buffers)
                 entries.append(entry)
             if entries:
                 entries_by_group[gi] = entries
-        # The library refuses overlapping buffers within one native call itself; only this
-        # check sees overlaps across calls (several groups, devices or step counts, sharded
-        # parameters stepped one by one), so it runs when the step makes more than one call.
-        calls = {(gi, e.buffers[0].device_label, e.step, e.shard is not None)
-                 for gi, es in entries_by_group.items() for e in es}
-        if len(calls) > 1 or any(sharded for *_, sharded in calls):
-            check_no_overlap(all_buffers)
         return entries_by_group, staged
 
     @staticmethod
@@ -411,6 +402,11 @@ class LuminaV(Optimizer):
                 options = run_options(first.device_type, first.device_index, group["backend"], stream)
                 (sharded if is_sharded else calls).append((group, hp, bucket, options))
 
+        native_calls = len(calls) + sum(len(item[2]) for item in sharded)
+        if native_calls > 1:
+            # The library refuses overlapping buffers within one native call; only this check
+            # sees overlaps across calls (groups, devices, step counts, sharded tensors).
+            check_no_overlap([b for entries in entries_by_group.values() for e in entries for b in e.buffers])
         # Pass 1 of sharded tensors (collectives; every rank reaches the same verdict).
         sharded_globals = [self._sharded_globals(*item) for item in sharded]
         if len(calls) > 1 or (calls and sharded):
@@ -419,7 +415,7 @@ class LuminaV(Optimizer):
             for e, g in zip(bucket, globals_):
                 status, message = _native.apply(hp, e.desc, g, options)
                 raise_for_status(status, message)
-        self.last_native_calls = len(calls) + sum(len(item[2]) for item in sharded)
+        self.last_native_calls = native_calls
         for group, hp, bucket, options in calls:
             status, message = _native.step_multi(hp, [e.desc for e in bucket], options)
             if status == _native.STATUS_NONFINITE_GRAD:

@@ -16,6 +16,7 @@
 #include "luminav/luminav.h"
 #include "optim/core/half_convert.h"
 #include "optim/core/stochastic_hash.h"
+#include "optim/core/test_step_options.h"
 
 namespace {
 
@@ -27,41 +28,14 @@ using luminav::core::f32_to_f16_rne;
 using luminav::core::f32_to_f16_stochastic;
 using luminav::core::rounding_bits;
 
-struct Options {
-  int mode = LUMINAV_MODE_CLM;
-  double tau = 0.0, lam = 0.0;
-  int cautious = 0, bound_mode = 0;
-  double bound_ratio = 0.0;
-  int param_dtype = LUMINAV_DTYPE_F32;
-  int grad_dtype = LUMINAV_DTYPE_F32;
-  bool master = false;
-  double lr = 1e-2, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, wd = 0.05;
-  uint64_t step = 3;
-};
+using Options = luminav::testing::StepOptions;
+using luminav::testing::hyperparams;
 
 std::string describe(const Options& o) {
   return "mode=" + std::to_string(o.mode) + " tau=" + std::to_string(o.tau) +
          " lam=" + std::to_string(o.lam) + " cautious=" + std::to_string(o.cautious) +
          " bound=" + std::to_string(o.bound_mode) + " pdt=" + std::to_string(o.param_dtype) +
          " gdt=" + std::to_string(o.grad_dtype) + " master=" + std::to_string(o.master);
-}
-
-luminav_hyperparams hyperparams(const Options& o) {
-  luminav_hyperparams hp;
-  luminav_hyperparams_init(&hp);
-  hp.lr = o.lr;
-  hp.beta1 = o.beta1;
-  hp.beta2 = o.beta2;
-  hp.eps = o.eps;
-  hp.weight_decay = o.wd;
-  hp.tau = o.tau;
-  hp.lam = o.lam;
-  hp.buffer_mode = o.mode;
-  hp.cautious = o.cautious;
-  hp.bound_mode = o.bound_mode;
-  hp.bound_ratio = o.bound_ratio;
-  hp.step = o.step;
-  return hp;
 }
 
 // The tensor state as stored: 16-bit dtypes keep their bit patterns.

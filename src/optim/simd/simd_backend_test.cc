@@ -21,6 +21,7 @@
 #include "hwy/tests/hwy_gtest.h"
 #include "luminav/luminav.h"
 #include "optim/core/half_convert.h"
+#include "optim/core/test_step_options.h"
 
 namespace {
 
@@ -29,17 +30,8 @@ using luminav::core::f16_to_f32;
 using luminav::core::f32_to_bf16_rne;
 using luminav::core::f32_to_f16_rne;
 
-struct Options {
-  int mode = LUMINAV_MODE_CLM;
-  double tau = 0.0, lam = 0.0;
-  int cautious = 0, bound_mode = LUMINAV_BOUND_NONE;
-  double bound_ratio = 0.0;
-  int param_dtype = LUMINAV_DTYPE_F32, grad_dtype = LUMINAV_DTYPE_F32;
-  bool master = false;
-  int stochastic_rounding = 1;
-  double lr = 1e-2, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, wd = 0.05;
-  uint64_t step = 3;
-};
+using Options = luminav::testing::StepOptions;
+using luminav::testing::hyperparams;
 
 std::string describe(const Options& o, size_t n) {
   char text[256];
@@ -50,24 +42,6 @@ std::string describe(const Options& o, size_t n) {
   return text;
 }
 
-luminav_hyperparams hyperparams(const Options& o) {
-  luminav_hyperparams hp;
-  luminav_hyperparams_init(&hp);
-  hp.lr = o.lr;
-  hp.beta1 = o.beta1;
-  hp.beta2 = o.beta2;
-  hp.eps = o.eps;
-  hp.weight_decay = o.wd;
-  hp.tau = o.tau;
-  hp.lam = o.lam;
-  hp.buffer_mode = o.mode;
-  hp.cautious = o.cautious;
-  hp.bound_mode = o.bound_mode;
-  hp.bound_ratio = o.bound_ratio;
-  hp.stochastic_rounding = o.stochastic_rounding;
-  hp.step = o.step;
-  return hp;
-}
 
 size_t dtype_bytes(int dtype) { return dtype == LUMINAV_DTYPE_F32 ? 4 : 2; }
 
