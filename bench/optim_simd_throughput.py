@@ -18,6 +18,9 @@ and with NumPy's single-threaded memcpy, and torch's multi-threaded in-place
 update of one 512 MiB buffer (the optimizer's own pattern: state read and
 written back, no write-allocate traffic); the largest is the floor's bandwidth. torch's AdamW moves 28 B per fp32
 element (param, grad, exp_avg, exp_avg_sq read; param and both moments written).
+"torch fused checked" is fused AdamW behind GradScaler's finite check (the check
+at scale 1, then a step skipped on NaN/Inf): the guarantee our default step
+gives, the torch way (a read of the gradient plus 28 B, as ours).
 
     .venvs/simd/bin/python bench/optim_simd_throughput.py --lo 16 --hi 27 --json out.json
 
@@ -189,12 +192,34 @@ def multi_tensor(repeats: int, min_time: float) -> dict:
     return out
 
 
+# torch's cases, in table order: fused and foreach AdamW, and fused AdamW behind
+# GradScaler's finite check (the guarantee our default step gives).
+TORCH_CASES = ("torch_fused", "torch_foreach", "torch_fused_checked")
+
+
 def torch_case(buffers: Buffers, mode: str):
     """torch.optim.AdamW over the shared fp32 parameter and gradient."""
     p = torch.nn.Parameter(buffers.x32, requires_grad=True)
     p.grad = buffers.g32
     kwargs = {"fused": True} if mode == "fused" else {"foreach": True}
     return torch.optim.AdamW([p], lr=1e-3, **kwargs)
+
+
+def torch_checked_step(opt: torch.optim.Optimizer, grads: list[torch.Tensor]):
+    """torch's own way to the guarantee our finite check gives: GradScaler's check
+    (torch._amp_foreach_non_finite_check_and_unscale_, at scale 1) and a fused step
+    that is skipped when it found a NaN/Inf (the found_inf GradScaler hands it)."""
+    found_inf, inv_scale = torch.zeros(()), torch.ones(())
+
+    def step() -> None:
+        found_inf.zero_()
+        torch._amp_foreach_non_finite_check_and_unscale_(grads, found_inf, inv_scale)
+        opt.found_inf = found_inf
+        try:
+            opt.step()
+        finally:
+            opt.found_inf = None
+    return step
 
 
 def machine() -> str:
@@ -210,7 +235,7 @@ def machine() -> str:
 def report(rows: list[dict], bw: dict, variants: list[str], spread: dict | None = None) -> None:
     """Markdown tables: elements/s side by side, then the targets' ratios."""
     floor_bw = max(bw.values()) * 1e9
-    cols = [f"simd_{v}" for v in variants] + ["torch_fused", "torch_foreach"]
+    cols = [f"simd_{v}" for v in variants] + [c for c in TORCH_CASES if c in rows[0]]
     cols += [c for c in (f"scalar_{v}" for v in variants) if c in rows[0]]
     print()
     print("Elements per second (millions), median:")
@@ -232,6 +257,7 @@ def report(rows: list[dict], bw: dict, variants: list[str], spread: dict | None 
     print()
     ratios = [("CLM f32 / torch fused", "simd_clm_f32", "torch_fused"),
               ("CLM f32 no check / torch fused", "simd_clm_f32_nocheck", "torch_fused"),
+              ("CLM f32 / torch fused with GradScaler's check", "simd_clm_f32", "torch_fused_checked"),
               ("TD-CLM / CLM f32 (bytes 32/24 = 1.33)", "simd_tdclm_f32", "simd_clm_f32"),
               ("TD-CLM / CLM bf16+master (bytes 30/22 = 1.36)", "simd_tdclm_bf16_master",
                "simd_clm_bf16_master")]
@@ -320,6 +346,7 @@ def main() -> int:
                 runs[f"scalar_{variant}"] = LuminaVCase(variant, n, "scalar", buffers).step
         for mode, opt in anchors.items():
             runs[f"torch_{mode}"] = opt.step
+        runs["torch_fused_checked"] = torch_checked_step(anchors["fused"], [buffers.g32])
         # Round-robin: every repeat times each case once, so a change in the
         # machine's load hits all of them alike; the medians are compared.
         samples = {k: [] for k in runs}

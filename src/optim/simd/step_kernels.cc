@@ -34,6 +34,7 @@
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "optim/simd/step_kernels.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
+#include "hwy/cache_control.h"
 #include "hwy/highway.h"
 #include "optim/simd/half_convert-inl.h"
 #include "optim/simd/highway_ops-inl.h"
@@ -256,6 +257,29 @@ HWY_INLINE void reduce_vector(D d, const HighwayOps<D>& o, const K& k, const Ten
   }
 }
 
+// Note [pass-1 prefetch]: a pass 1 that computes (sums of squares in double,
+// or the update recomputed for the update sums) falls behind the memory
+// stream on this class of machine unless it asks for its lines ahead: the
+// finite check plus sum g^2 over 256 MB took 32 ms on one core against 22 ms
+// for a bare read, 26 ms with a prefetch 4 KiB ahead (docs/benchmarks.md,
+// issue 3, third session). The bare finite check gains nothing from it and
+// does not prefetch.
+constexpr size_t kPrefetchAhead = 1024;  // elements
+
+template <int P, int G, bool kUpdateSums>
+HWY_INLINE void prefetch_streams(const Buffers& b, size_t i) {
+  hwy::Prefetch(static_cast<const Stored<G>*>(b.grad) + i);
+  if constexpr (kUpdateSums) {
+    if (b.master) {
+      hwy::Prefetch(b.master + i);
+    } else {
+      hwy::Prefetch(static_cast<const Stored<P>*>(b.param) + i);
+    }
+    hwy::Prefetch(b.m + i);
+    if (b.v) hwy::Prefetch(b.v + i);
+  }
+}
+
 // The failing path of the finite check: how many of [begin, end) are NaN/Inf.
 template <int G, class D>
 uint64_t count_nonfinite(D d, const Buffers& b, size_t begin, size_t end) {
@@ -285,6 +309,13 @@ LUMINAV_SIMD_FLATTEN void reduce_typed(const StepConstants& k_in, const TensorGl
   ReduceAccumulators<D> acc(d);
   const size_t lanes = hn::Lanes(d);
   size_t i = begin;
+  if constexpr (kGradSq || kUpdateSums) {
+    const size_t prefetched_end = end > kPrefetchAhead ? end - kPrefetchAhead : 0;
+    for (; i + lanes <= prefetched_end; i += lanes) {
+      prefetch_streams<P, G, kUpdateSums>(b, i + kPrefetchAhead);
+      reduce_vector<P, G, kGradSums, kGradSq, kUpdateSums>(d, o, k, gl, b, i, acc);
+    }
+  }
   for (; i + lanes <= end; i += lanes) {
     reduce_vector<P, G, kGradSums, kGradSq, kUpdateSums>(d, o, k, gl, b, i, acc);
   }
