@@ -1,8 +1,9 @@
-"""Where the time of one CLM fp32 step goes at large N: pass 1 (the finite check's read of the
-gradient; a whole CLM step's pass 1 is the check alone, while luminav_reduce also sums g^2) and
-pass 2 (the apply pass) timed apart, against torch's fused AdamW and a plain
-read of the gradient (torch's sum), all on the same memory (torch's own parameter, gradient
-and state tensors), for 1 and 2 threads on both sides.
+"""Where the time of one fp32 step goes at large N: pass 1 (the finite check's read of the
+gradient; a whole CLM step's pass 1 is the check alone, while luminav_reduce and TD-CLM's
+step also sum g^2) and pass 2 (the apply pass) timed apart, for CLM and TD-CLM, against
+torch's fused AdamW (bare, and behind GradScaler's finite check: the guarantee our default
+step gives) and a plain read of the gradient (torch's sum), all on the same memory (torch's
+own parameter, gradient and state tensors), for 1 and 2 threads on both sides.
 
     .venv/bin/python bench/optim_simd_pass_split.py --log2-n 26 --threads 1 2 --rounds 5
 
@@ -38,14 +39,29 @@ def cases(n: int) -> dict:
     st = opt.state[p]
     desc = _native.TensorDesc(p.data_ptr(), p.grad.data_ptr(), st["exp_avg"].data_ptr(),
                               st["exp_avg_sq"].data_ptr(), 0, n, 0, 1, _native.DTYPE_F32, _native.DTYPE_F32)
+    s = torch.full((1,), 1e-4)  # TD-CLM's scalar; its m is torch's exp_avg as well
+    td_desc = _native.TensorDesc(p.data_ptr(), p.grad.data_ptr(), st["exp_avg"].data_ptr(),
+                                 s.data_ptr(), 0, n, 0, 1, _native.DTYPE_F32, _native.DTYPE_F32)
     options = _native.RunOptions("simd")
 
-    def hyperparams(check: int):
+    def hyperparams(check: int, mode: int = 2):
         hp = _native.Hyperparams()
-        hp.buffer_mode, hp.step, hp.check_finite = 2, 1, check
+        hp.buffer_mode, hp.step, hp.check_finite = mode, 1, check
         return hp
     checked, unchecked = hyperparams(1), hyperparams(0)
+    td_checked, td_unchecked = hyperparams(1, 1), hyperparams(0, 1)
     no_globals = _native.Globals()
+    td_globals = _native.Globals()
+    td_globals.second_moment = 1e-4
+    found_inf, inv_scale = torch.zeros(()), torch.ones(())
+
+    def torch_checked_step():
+        # GradScaler's check at scale 1, then a step skipped on NaN/Inf.
+        found_inf.zero_()
+        torch._amp_foreach_non_finite_check_and_unscale_([p.grad], found_inf, inv_scale)
+        opt.found_inf = found_inf
+        opt.step()
+        opt.found_inf = None
 
     def ok(result):
         code = result[0] if isinstance(result, tuple) else result
@@ -57,9 +73,13 @@ def cases(n: int) -> dict:
         "pass 2 (apply)": lambda: ok(_native.apply(unchecked, desc, no_globals, options)),
         "step, finite check on (pass 1 + 2)": lambda: ok(_native.step_multi(checked, [desc], options)),
         "step, finite check off (pass 2 only)": lambda: ok(_native.step_multi(unchecked, [desc], options)),
+        "TD-CLM pass 1 (finite check + sum g^2)": lambda: ok(_native.reduce(td_checked, td_desc, 0, no_globals, options)),
+        "TD-CLM pass 2 (apply)": lambda: ok(_native.apply(td_unchecked, td_desc, td_globals, options)),
+        "TD-CLM step, finite check on": lambda: ok(_native.step_multi(td_checked, [td_desc], options)),
         "torch AdamW fused step": opt.step,
+        "torch AdamW fused step behind GradScaler's finite check": torch_checked_step,
         "torch sum of the gradient (a plain read)": lambda: p.grad.sum(),
-    }, (p, opt)
+    }, (p, opt, s)
 
 
 def main() -> int:
@@ -88,10 +108,16 @@ def main() -> int:
     print()
     for t in args.threads:
         r = results[t]
-        print(f"{t} thread(s): our speed / torch fused's: finite check on {r['torch AdamW fused step'] / r['step, finite check on (pass 1 + 2)']:.2f}x, "
-              f"off {r['torch AdamW fused step'] / r['step, finite check off (pass 2 only)']:.2f}x; "
-              f"the step's own pass 1 (check on minus check off: the finite check alone) / plain read time "
-              f"{(r['step, finite check on (pass 1 + 2)'] - r['step, finite check off (pass 2 only)']) / r['torch sum of the gradient (a plain read)']:.2f}")
+        clm_on, clm_off = r["step, finite check on (pass 1 + 2)"], r["step, finite check off (pass 2 only)"]
+        torch_bare = r["torch AdamW fused step"]
+        torch_checked = r["torch AdamW fused step behind GradScaler's finite check"]
+        plain_read = r["torch sum of the gradient (a plain read)"]
+        print(f"{t} thread(s): our speed / torch fused's: finite check on {torch_bare / clm_on:.2f}x, "
+              f"off {torch_bare / clm_off:.2f}x; both checked (torch behind GradScaler's check) "
+              f"{torch_checked / clm_on:.2f}x; the step's own pass 1 (check on minus check off: the "
+              f"finite check alone) / plain read time {(clm_on - clm_off) / plain_read:.2f}; "
+              f"TD-CLM / CLM {clm_on / r['TD-CLM step, finite check on']:.2f}x; TD-CLM pass 1 / plain "
+              f"read time {r['TD-CLM pass 1 (finite check + sum g^2)'] / plain_read:.2f}")
     del keep
     return 0
 
