@@ -136,6 +136,37 @@ inline Buffers buffers_of(const luminav_tensor& t, const StepConstants& k) {
   return Buffers{t.param, t.grad, t.exp_avg, k.tdclm ? nullptr : t.exp_avg_sq, t.master};
 }
 
+// Note [software prefetch]: a loop that computes between its loads (the
+// apply pass; a pass 1 with sums of squares in double or the update
+// recomputed) falls behind the memory stream on this class of machine unless
+// it asks for its lines ahead: the hardware prefetcher alone does not keep
+// enough lines in flight. Each such loop prefetches every stream it reads
+// 1,024 elements (4 KiB of fp32) ahead. Measured at 2^26 on the 2-core
+// AVX-512 VM (docs/benchmarks.md, issue 3, third session): the finite check
+// plus sum g^2 32 -> 26 ms on one core (a bare read: 22 ms); the apply pass
+// of CLM fp32 40.6 -> 37.1 ms and of TD-CLM bf16 + master with stochastic
+// rounding 40.5 -> 29.3 ms on two. Distances from 512 to 4,096 elements
+// measure alike; prefetching the write-only bf16 parameter gains nothing, and
+// the bare finite check (a load, an AND and a max per vector) gains nothing
+// either, so it does not prefetch.
+constexpr size_t kPrefetchAhead = 1024;  // elements
+
+// Prefetches the gradient at element i and, with kAllStreams, the weight
+// (master or parameter) and the moments: what the loop will read there.
+template <int P, int G, bool kAllStreams>
+HWY_INLINE void prefetch_streams(const Buffers& b, size_t i) {
+  hwy::Prefetch(static_cast<const Stored<G>*>(b.grad) + i);
+  if constexpr (kAllStreams) {
+    if (b.master) {
+      hwy::Prefetch(b.master + i);
+    } else {
+      hwy::Prefetch(static_cast<const Stored<P>*>(b.param) + i);
+    }
+    hwy::Prefetch(b.m + i);
+    if (b.v) hwy::Prefetch(b.v + i);
+  }
+}
+
 // ---- pass 2 -------------------------------------------------------------------
 
 template <int P, int G, class K, class D>
@@ -169,6 +200,11 @@ LUMINAV_SIMD_FLATTEN void apply_typed(const K& k_in, const TensorGlobals& gl_in,
   const Buffers b = buffers_of(t, k);
   const size_t lanes = hn::Lanes(d);
   size_t i = begin;
+  const size_t prefetched_end = end > kPrefetchAhead ? end - kPrefetchAhead : 0;
+  for (; i + lanes <= prefetched_end; i += lanes) {
+    prefetch_streams<P, G, /*kAllStreams=*/true>(b, i + kPrefetchAhead);
+    apply_vector<P, G>(d, o, k, gl, b, i, stochastic, draws, t.index_offset + i);
+  }
   for (; i + lanes <= end; i += lanes) {
     apply_vector<P, G>(d, o, k, gl, b, i, stochastic, draws, t.index_offset + i);
   }
@@ -254,29 +290,6 @@ HWY_INLINE void reduce_vector(D d, const HighwayOps<D>& o, const K& k, const Ten
     acc.agree += hn::CountTrue(d, hn::Gt(hn::Mul(e.u, g), hn::Zero(d)));
     acc.update_sq.add(d, core::unscaled_step(o, k, e.u, g));
     acc.weight_sq.add(d, x);
-  }
-}
-
-// Note [pass-1 prefetch]: a pass 1 that computes (sums of squares in double,
-// or the update recomputed for the update sums) falls behind the memory
-// stream on this class of machine unless it asks for its lines ahead: the
-// finite check plus sum g^2 over 256 MB took 32 ms on one core against 22 ms
-// for a bare read, 26 ms with a prefetch 4 KiB ahead (docs/benchmarks.md,
-// issue 3, third session). The bare finite check gains nothing from it and
-// does not prefetch.
-constexpr size_t kPrefetchAhead = 1024;  // elements
-
-template <int P, int G, bool kUpdateSums>
-HWY_INLINE void prefetch_streams(const Buffers& b, size_t i) {
-  hwy::Prefetch(static_cast<const Stored<G>*>(b.grad) + i);
-  if constexpr (kUpdateSums) {
-    if (b.master) {
-      hwy::Prefetch(b.master + i);
-    } else {
-      hwy::Prefetch(static_cast<const Stored<P>*>(b.param) + i);
-    }
-    hwy::Prefetch(b.m + i);
-    if (b.v) hwy::Prefetch(b.v + i);
   }
 }
 
