@@ -6,6 +6,7 @@ step gives) and a plain read of the gradient (torch's sum), all on the same memo
 own parameter, gradient and state tensors), for 1 and 2 threads on both sides.
 
     .venv/bin/python bench/optim_simd_pass_split.py --log2-n 26 --threads 1 2 --rounds 5
+    .venv/bin/python bench/optim_simd_pass_split.py --log2-n 26 --threads 2 --bf16-master
 
 Each figure is the median over rounds of the median of 5 timed calls (after a warm-up call);
 the cases of one round run back to back, so a change of load hits them alike.
@@ -82,15 +83,58 @@ def cases(n: int) -> dict:
     }, (p, opt, s)
 
 
+def bf16_master_cases(n: int) -> dict:
+    """bf16 parameters and gradients with fp32 master weights: CLM and TD-CLM steps and
+    passes, with and without stochastic rounding (no torch anchor: torch's fused AdamW has
+    no master-weight mode)."""
+    master = torch.randn(n)
+    param, grad = master.to(torch.bfloat16), (torch.randn(n) * 1e-2).to(torch.bfloat16)
+    m, v, s = torch.zeros(n), torch.full((n,), 1e-6), torch.full((1,), 1e-4)
+    bf16 = _native.DTYPE_BF16
+
+    def desc(second):
+        return _native.TensorDesc(param.data_ptr(), grad.data_ptr(), m.data_ptr(), second.data_ptr(),
+                                  master.data_ptr(), n, 0, 7, bf16, bf16)
+    clm, td = desc(v), desc(s)
+    options = _native.RunOptions("simd")
+
+    def hyperparams(mode: int, check: int, rounding: int):
+        hp = _native.Hyperparams()
+        hp.buffer_mode, hp.step, hp.check_finite, hp.stochastic_rounding = mode, 1, check, rounding
+        return hp
+    td_globals = _native.Globals()
+    td_globals.second_moment = 1e-4
+
+    def ok(result):
+        code = result[0] if isinstance(result, tuple) else result
+        if code != 0:
+            raise RuntimeError(result)
+
+    return {
+        "CLM step (finite check, stochastic rounding)": lambda: ok(_native.step_multi(hyperparams(2, 1, 1), [clm], options)),
+        "CLM step, round to nearest": lambda: ok(_native.step_multi(hyperparams(2, 1, 0), [clm], options)),
+        "CLM pass 2 (apply)": lambda: ok(_native.apply(hyperparams(2, 0, 1), clm, _native.Globals(), options)),
+        "TD-CLM step (finite check, stochastic rounding)": lambda: ok(_native.step_multi(hyperparams(1, 1, 1), [td], options)),
+        "TD-CLM step, round to nearest": lambda: ok(_native.step_multi(hyperparams(1, 1, 0), [td], options)),
+        "TD-CLM pass 1 (finite check + sum g^2)": lambda: ok(_native.reduce(hyperparams(1, 1, 1), td, 0, _native.Globals(), options)),
+        "TD-CLM pass 2 (apply)": lambda: ok(_native.apply(hyperparams(1, 0, 1), td, td_globals, options)),
+        "TD-CLM pass 2 (apply), round to nearest": lambda: ok(_native.apply(hyperparams(1, 0, 0), td, td_globals, options)),
+        "torch sum of the gradient (a plain read)": lambda: grad.sum(),
+    }, (master, param, grad, m, v, s)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--log2-n", type=int, default=26)
     ap.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--bf16-master", action="store_true",
+                    help="bf16 parameters/gradients with fp32 master weights instead of fp32")
     args = ap.parse_args()
     n = 1 << args.log2_n
-    run, keep = cases(n)
-    print(f"N = 2^{args.log2_n}, fp32, {_native.last_backend() or 'simd'}; ms per call, median of {args.rounds} rounds")
+    run, keep = (bf16_master_cases if args.bf16_master else cases)(n)
+    dtype = "bf16 + fp32 master" if args.bf16_master else "fp32"
+    print(f"N = 2^{args.log2_n}, {dtype}, {_native.last_backend() or 'simd'}; ms per call, median of {args.rounds} rounds")
     print()
     print("| case | " + " | ".join(f"{t} thread{'s' if t > 1 else ''}, ms" for t in args.threads) + " |")
     print("|---" * (len(args.threads) + 1) + "|")
@@ -106,6 +150,12 @@ def main() -> int:
     for k in run:
         print(f"| {k} | " + " | ".join(f"{results[t][k] * 1e3:.3g}" for t in args.threads) + " |")
     print()
+    if args.bf16_master:
+        for t in args.threads:
+            r = results[t]
+            print(f"{t} thread(s): TD-CLM / CLM {r['CLM step (finite check, stochastic rounding)'] / r['TD-CLM step (finite check, stochastic rounding)']:.2f}x")
+        del keep
+        return 0
     for t in args.threads:
         r = results[t]
         clm_on, clm_off = r["step, finite check on (pass 1 + 2)"], r["step, finite check off (pass 2 only)"]
