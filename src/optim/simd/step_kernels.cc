@@ -143,12 +143,12 @@ inline Buffers buffers_of(const luminav_tensor& t, const StepConstants& k) {
 // enough lines in flight. Each such loop prefetches every stream it reads
 // 1,024 elements (4 KiB of fp32) ahead. Measured at 2^26 on the 2-core
 // AVX-512 VM (docs/benchmarks.md, issue 3, third session): the finite check
-// plus sum g^2 32 -> 26 ms on one core (a bare read: 22 ms); the apply pass
-// of CLM fp32 40.6 -> 37.1 ms and of TD-CLM bf16 + master with stochastic
-// rounding 40.5 -> 29.3 ms on two. Distances from 512 to 4,096 elements
-// measure alike; prefetching the write-only bf16 parameter gains nothing, and
-// the bare finite check (a load, an AND and a max per vector) gains nothing
-// either, so it does not prefetch.
+// plus sum g^2 32 -> 26 ms on one core (a bare read: 22 ms); on two, the
+// apply pass of CLM fp32 (check off) 44.4-45.1 -> 41.8-42.3 ms and of TD-CLM
+// bf16 + master with stochastic rounding 44.7-45.5 -> 32.8-33.8 ms.
+// Distances from 512 to 4,096 elements measure alike; prefetching the
+// write-only bf16 parameter gains nothing, and the bare finite check (a load,
+// an AND and a max per vector) gains nothing either, so it does not prefetch.
 constexpr size_t kPrefetchAhead = 1024;  // elements
 
 // Prefetches the gradient at element i and, with kAllStreams, the weight
