@@ -156,22 +156,33 @@ def gpt_like_shapes() -> list[int]:
 
 def multi_tensor(repeats: int, min_time: float) -> dict:
     """One step over the GPT-like list: one native call for all tensors, one call per
-    tensor, and torch's fused and foreach AdamW over the same list."""
+    tensor (each with the finite check, and without), and torch's fused and foreach
+    AdamW over the same list. (With the check, one call checks every tensor before it
+    writes any: the whole call is all-or-nothing, which per-tensor calls are not.)"""
     shapes = gpt_like_shapes()
     cases = [LuminaVCase("clm_f32", n, "simd") for n in shapes]
     descs = [c.desc for c in cases]
-    hp, options = cases[0].hp, cases[0].options
+    options = cases[0].options
+    checked = cases[0].hp
+    unchecked = _native.Hyperparams()
+    unchecked.buffer_mode, unchecked.step, unchecked.check_finite = 2, 0, 0
 
-    def one_call():
-        hp.step += 1
-        _native.step_multi(hp, descs, options)
+    def one_call(hp):
+        def run():
+            hp.step += 1
+            _native.step_multi(hp, descs, options)
+        return run
 
-    def per_tensor():
-        hp.step += 1
-        for d in descs:
-            _native.step_multi(hp, [d], options)
+    def per_tensor(hp):
+        def run():
+            hp.step += 1
+            for d in descs:
+                _native.step_multi(hp, [d], options)
+        return run
 
-    runs = {"simd_one_call": one_call, "simd_call_per_tensor": per_tensor}
+    runs = {"simd_one_call": one_call(checked), "simd_call_per_tensor": per_tensor(checked),
+            "simd_one_call_nocheck": one_call(unchecked),
+            "simd_call_per_tensor_nocheck": per_tensor(unchecked)}
     keep = []
     for mode in ("fused", "foreach"):
         params = [torch.nn.Parameter(torch.randn(n)) for n in shapes]
