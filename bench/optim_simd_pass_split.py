@@ -32,6 +32,19 @@ def timed(f, reps=5) -> float:
     return statistics.median(out)
 
 
+def ok(result) -> None:
+    """Raises unless a native call returned status 0."""
+    code = result[0] if isinstance(result, tuple) else result
+    if code != 0:
+        raise RuntimeError(result)
+
+
+def hyperparams(mode: int, check: int, rounding: int = 1):
+    hp = _native.Hyperparams()
+    hp.buffer_mode, hp.step, hp.check_finite, hp.stochastic_rounding = mode, 1, check, rounding
+    return hp
+
+
 def cases(n: int) -> dict:
     p = torch.nn.Parameter(torch.randn(n))
     p.grad = torch.randn(n) * 1e-2
@@ -45,12 +58,8 @@ def cases(n: int) -> dict:
                                  s.data_ptr(), 0, n, 0, 1, _native.DTYPE_F32, _native.DTYPE_F32)
     options = _native.RunOptions("simd")
 
-    def hyperparams(check: int, mode: int = 2):
-        hp = _native.Hyperparams()
-        hp.buffer_mode, hp.step, hp.check_finite = mode, 1, check
-        return hp
-    checked, unchecked = hyperparams(1), hyperparams(0)
-    td_checked, td_unchecked = hyperparams(1, 1), hyperparams(0, 1)
+    checked, unchecked = hyperparams(2, 1), hyperparams(2, 0)
+    td_checked, td_unchecked = hyperparams(1, 1), hyperparams(1, 0)
     no_globals = _native.Globals()
     td_globals = _native.Globals()
     td_globals.second_moment = 1e-4
@@ -63,11 +72,6 @@ def cases(n: int) -> dict:
         opt.found_inf = found_inf
         opt.step()
         opt.found_inf = None
-
-    def ok(result):
-        code = result[0] if isinstance(result, tuple) else result
-        if code != 0:
-            raise RuntimeError(result)
 
     return {
         "luminav_reduce round 0 (finite check + sum g^2, the pass-split API)": lambda: ok(_native.reduce(checked, desc, 0, no_globals, options)),
@@ -98,17 +102,8 @@ def bf16_master_cases(n: int) -> dict:
     clm, td = desc(v), desc(s)
     options = _native.RunOptions("simd")
 
-    def hyperparams(mode: int, check: int, rounding: int):
-        hp = _native.Hyperparams()
-        hp.buffer_mode, hp.step, hp.check_finite, hp.stochastic_rounding = mode, 1, check, rounding
-        return hp
     td_globals = _native.Globals()
     td_globals.second_moment = 1e-4
-
-    def ok(result):
-        code = result[0] if isinstance(result, tuple) else result
-        if code != 0:
-            raise RuntimeError(result)
 
     return {
         "CLM step (finite check, stochastic rounding)": lambda: ok(_native.step_multi(hyperparams(2, 1, 1), [clm], options)),
