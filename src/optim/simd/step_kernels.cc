@@ -167,6 +167,25 @@ HWY_INLINE void prefetch_streams(const Buffers& b, size_t i) {
   }
 }
 
+// Calls body(i) for every whole vector of [begin, end) in order and returns
+// where the last, partial vector starts. With kPrefetch each call but the
+// last kPrefetchAhead elements' is preceded by prefetch_streams<P, G,
+// kAllStreams> at i + kPrefetchAhead (never past `end`).
+template <int P, int G, bool kPrefetch, bool kAllStreams, class Body>
+HWY_INLINE size_t for_each_vector(const Buffers& b, size_t begin, size_t end, size_t lanes,
+                                  const Body& body) {
+  size_t i = begin;
+  if constexpr (kPrefetch) {
+    const size_t prefetched_end = end > kPrefetchAhead ? end - kPrefetchAhead : 0;
+    for (; i + lanes <= prefetched_end; i += lanes) {
+      prefetch_streams<P, G, kAllStreams>(b, i + kPrefetchAhead);
+      body(i);
+    }
+  }
+  for (; i + lanes <= end; i += lanes) body(i);
+  return i;
+}
+
 // ---- pass 2 -------------------------------------------------------------------
 
 template <int P, int G, class K, class D>
@@ -199,15 +218,9 @@ LUMINAV_SIMD_FLATTEN void apply_typed(const K& k_in, const TensorGlobals& gl_in,
   const bool stochastic = k.stochastic_rounding != 0;
   const Buffers b = buffers_of(t, k);
   const size_t lanes = hn::Lanes(d);
-  size_t i = begin;
-  const size_t prefetched_end = end > kPrefetchAhead ? end - kPrefetchAhead : 0;
-  for (; i + lanes <= prefetched_end; i += lanes) {
-    prefetch_streams<P, G, /*kAllStreams=*/true>(b, i + kPrefetchAhead);
-    apply_vector<P, G>(d, o, k, gl, b, i, stochastic, draws, t.index_offset + i);
-  }
-  for (; i + lanes <= end; i += lanes) {
-    apply_vector<P, G>(d, o, k, gl, b, i, stochastic, draws, t.index_offset + i);
-  }
+  const size_t i = for_each_vector<P, G, /*kPrefetch=*/true, /*kAllStreams=*/true>(
+      b, begin, end, lanes,
+      [&](size_t at) { apply_vector<P, G>(d, o, k, gl, b, at, stochastic, draws, t.index_offset + at); });
   if (i < end) {
     TailStage<P, G> tail;
     const size_t count = end - i;
@@ -321,17 +334,10 @@ LUMINAV_SIMD_FLATTEN void reduce_typed(const StepConstants& k_in, const TensorGl
   const Buffers b = buffers_of(t, k);
   ReduceAccumulators<D> acc(d);
   const size_t lanes = hn::Lanes(d);
-  size_t i = begin;
-  if constexpr (kGradSq || kUpdateSums) {
-    const size_t prefetched_end = end > kPrefetchAhead ? end - kPrefetchAhead : 0;
-    for (; i + lanes <= prefetched_end; i += lanes) {
-      prefetch_streams<P, G, kUpdateSums>(b, i + kPrefetchAhead);
-      reduce_vector<P, G, kGradSums, kGradSq, kUpdateSums>(d, o, k, gl, b, i, acc);
-    }
-  }
-  for (; i + lanes <= end; i += lanes) {
-    reduce_vector<P, G, kGradSums, kGradSq, kUpdateSums>(d, o, k, gl, b, i, acc);
-  }
+  // Only a pass 1 that computes prefetches (Note [software prefetch]).
+  const size_t i = for_each_vector<P, G, kGradSq || kUpdateSums, kUpdateSums>(
+      b, begin, end, lanes,
+      [&](size_t at) { reduce_vector<P, G, kGradSums, kGradSq, kUpdateSums>(d, o, k, gl, b, at, acc); });
   if (i < end) {
     TailStage<P, G> tail;
     const Buffers staged = tail.copy_in(b, i, end - i);
