@@ -20,6 +20,7 @@ import time
 import torch
 
 from luminamoon import _native
+from optim_simd_throughput import torch_checked_step  # the same anchor in both benches
 
 
 def timed(f, reps=5) -> float:
@@ -63,15 +64,6 @@ def cases(n: int) -> dict:
     no_globals = _native.Globals()
     td_globals = _native.Globals()
     td_globals.second_moment = 1e-4
-    found_inf, inv_scale = torch.zeros(()), torch.ones(())
-
-    def torch_checked_step():
-        # GradScaler's check at scale 1, then a step skipped on NaN/Inf.
-        found_inf.zero_()
-        torch._amp_foreach_non_finite_check_and_unscale_([p.grad], found_inf, inv_scale)
-        opt.found_inf = found_inf
-        opt.step()
-        opt.found_inf = None
 
     return {
         "luminav_reduce round 0 (finite check + sum g^2, the pass-split API)": lambda: ok(_native.reduce(checked, desc, 0, no_globals, options)),
@@ -82,7 +74,7 @@ def cases(n: int) -> dict:
         "TD-CLM pass 2 (apply)": lambda: ok(_native.apply(td_unchecked, td_desc, td_globals, options)),
         "TD-CLM step, finite check on": lambda: ok(_native.step_multi(td_checked, [td_desc], options)),
         "torch AdamW fused step": opt.step,
-        "torch AdamW fused step behind GradScaler's finite check": torch_checked_step,
+        "torch AdamW fused step behind GradScaler's finite check": torch_checked_step(opt, [p.grad]),
         "torch sum of the gradient (a plain read)": lambda: p.grad.sum(),
     }, (p, opt, s)
 

@@ -31,15 +31,10 @@ def run(backend, param, g, m, v, master, hp: Hyper, t, **extra):
         assert optim.last_backend().split(":")[0] == backend
 
 
-def state(rng, mode, n=N):
-    """The scalar suite's random state, at this suite's length."""
-    return random_state(rng, mode, n)
-
-
 @pytest.mark.parametrize("mode,tau,lam,cautious,bound,dtype,use_master", COMBOS, ids=IDS)
 def test_one_step_within_forward_error_of_the_spec(mode, tau, lam, cautious, bound, dtype, use_master, rng):
     hp = hyper(mode, tau, lam, cautious, bound)
-    x32, m, v, g = state(rng, mode)
+    x32, m, v, g = random_state(rng, mode, N)
     param = make_param(x32, dtype)
     master = x32.copy() if use_master else None
     x_old = x32.astype(np.float64) if use_master else param_values(param, dtype)
@@ -92,7 +87,7 @@ def test_hundred_steps_within_normwise_error(mode, cautious, bound, dtype, use_m
 @pytest.mark.parametrize("n", [0, 1, 15, 16, 17, 63, 65])
 def test_short_and_empty_tensors_match_scalar_bit_for_bit(n, rng):
     hp = Hyper(lr=1e-2, weight_decay=0.1)
-    x32, m, v, g = state(rng, 2, n)
+    x32, m, v, g = random_state(rng, 2, n)
     out = {}
     for backend in ("scalar", "simd"):
         p, mm, vv = x32.copy(), m.copy(), v.copy()
@@ -107,7 +102,7 @@ def test_thread_counts_1_2_7_give_identical_bits(rng):
     n = (1 << 21) + 3
     hp = Hyper(lr=1e-2, weight_decay=0.1, buffer_mode=1, cautious=True, bound_mode=1,
                bound_ratio=1e-3, tau=0.3)
-    x32, m, v, g = state(rng, 1, n)
+    x32, m, v, g = random_state(rng, 1, n)
     param0 = make_param(x32, "bf16")
     results = []
     saved = _native.get_num_threads()
