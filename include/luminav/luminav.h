@@ -197,4 +197,7 @@ const char* luminav_cpu_features(void);
 }
 #endif
 
+/* The whole optimizer step in one call, and its asynchronous device form. */
+#include "luminav_groups.h"
+
 #endif /* LUMINAV_LUMINAV_H */

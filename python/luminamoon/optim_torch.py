@@ -1,11 +1,25 @@
 """LuminaV as a torch.optim.Optimizer: param groups, closure, state_dict, master weights, sharded tensors.
 
-Each ``step()`` validates every parameter first, then makes one native
-multi-tensor call per (param group, device, step count): usually one call
-per group. Sharded DTensor parameters (FSDP2, Shard(0) placements) take the
+Each ``step()`` makes one native call per device for the whole optimizer
+(every group, mode and dtype): a ``StepPlan`` (Note [step plan] in
+src/python/optim_step_plan.cc) describes the parameters once and reads only
+the gradients' and parameters' pointers on each step. On a CUDA device the
+call is asynchronous and device-resident (Note [asynchronous errors]).
+Sharded DTensor parameters (FSDP2, Shard(0) placements) take the
 pass-1/pass-2 route of the C API: their partial sums are all-reduced over the
 parameter's process group between the rounds, so TD-CLM, the cautious mask
 and the tensor bound see the whole logical tensor.
+
+Note [asynchronous errors]: on CUDA, ``step()`` returns before the GPU has
+run the step. A non-finite gradient (``check_finite``) makes the step write
+nothing on the device and sets the optimizer's device status word; every
+later step writes nothing either until the error is raised: by the first
+``step()`` that finds the verdict already known (a pinned host copy of the
+word, read without waiting), by ``synchronize()``, which waits, or at once
+with ``step(sync=True)``. With ``skip_nonfinite=True`` the device skips the
+step and counts it (``skipped_steps`` waits for the device). GradScaler hands
+over its scale and ``found_inf`` as device tensors (``_step_supports_amp_scaling``):
+gradients are unscaled on load and a step with ``found_inf`` is skipped.
 
 Note [atomic step]: a step either updates every parameter or none. New state
 is staged and committed only after success; when a step needs more than one
@@ -32,6 +46,7 @@ _MODES = {"clm": 2, "tdclm": 1}
 _BOUNDS = {None: 0, "tensor": 1, "element": 2}
 _F32_ONLY = frozenset({DTYPE_F32})
 _STATE_F32_KEYS = ("exp_avg", "exp_avg_sq", "master")
+_DTYPE_CODES = {torch.float32: DTYPE_F32, torch.bfloat16: _native.DTYPE_BF16, torch.float16: _native.DTYPE_F16}
 
 
 def derive_seed(user_seed: int, position: int) -> int:
@@ -72,6 +87,49 @@ class _Entry:
     shard: _Shard | None
     buffers: list[Buffer] = field(default_factory=list)
     desc: Any = None
+
+
+class _DeviceStatus:
+    """One CUDA device's status word (luminav_step_status), its pinned host copy and workspace."""
+
+    def __init__(self, device: torch.device):
+        self.device = device
+        self.status = torch.zeros(4, dtype=torch.int32, device=device)
+        self.host = torch.zeros(4, dtype=torch.int32, pin_memory=True)
+        self.host_view = self.host.numpy()  # reading it never waits for the device
+        self.workspace = torch.empty(0, dtype=torch.uint8, device=device)
+        self.cleared: torch.cuda.Event | None = None  # the copy may be stale until this event
+        self.names: list[str] = []  # call position -> parameter name (the plan's order)
+
+    def workspace_of(self, nbytes: int) -> torch.Tensor:
+        if self.workspace.numel() < nbytes:
+            self.workspace = torch.empty(nbytes, dtype=torch.uint8, device=self.device)
+        return self.workspace
+
+    def known_failure(self) -> int:
+        """1 + the call position of a failed step the host copy already shows, else 0."""
+        if self.cleared is not None:
+            if not self.cleared.query():
+                return 0
+            self.cleared = None
+        return int(self.host_view[1])
+
+    def clear_failure(self) -> None:
+        self.status[1:2].zero_()  # stream-ordered after the refused steps
+        self.host_view[1] = 0
+        self.cleared = torch.cuda.Event()
+        self.cleared.record()
+
+
+@dataclass
+class _Plan:
+    """The native step of one device (Note [step plan])."""
+
+    native: Any
+    device: torch.device
+    names: list[str]          # call position -> parameter name
+    status: _DeviceStatus | None   # CUDA
+    host_status: Any          # CPU: the status word (a NumPy view), filled synchronously
 
 
 def _local(tensor: torch.Tensor) -> torch.Tensor:
@@ -137,21 +195,57 @@ class LuminaV(Optimizer):
                  lam: float = 0.0, cautious: bool = False, bound: str | None = None,
                  bound_ratio: float | None = None, master_weights: bool | None = None,
                  stochastic_rounding: bool = True, seed: int = 0, check_finite: bool = True,
-                 backend: str = "auto", *, skip_nonfinite: bool = False):
+                 backend: str = "auto", *, skip_nonfinite: bool = False, capturable: bool = False):
         defaults = dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay, mode=mode, tau=tau,
                         lam=lam, cautious=bool(cautious), bound=bound, bound_ratio=bound_ratio,
                         master_weights=master_weights, stochastic_rounding=bool(stochastic_rounding),
-                        seed=int(seed), check_finite=bool(check_finite), backend=backend)
+                        seed=int(seed), check_finite=bool(check_finite), backend=backend,
+                        capturable=bool(capturable))
         self.skip_nonfinite = bool(skip_nonfinite)
-        self.skipped_steps = 0
+        self._host_skipped = 0
         self.last_native_calls = 0
         self._names: dict[tuple[int, int], str] = {}
         self._prepared: dict = {}  # Note [prepared buffers]
+        self._plans: list[_Plan] | None = None  # None: describe anew on the next step
+        self._created: list = []  # parameters whose state the step in progress created
+        self._devices: dict[int, _DeviceStatus] = {}
         super().__init__(params, defaults)
+
+    # GradScaler hands over its scale and found_inf instead of unscaling (torch's fused optimizers).
+    _step_supports_amp_scaling = True
+
+    @property
+    def skipped_steps(self) -> int:
+        """Steps skipped (skip_nonfinite, GradScaler's found_inf); waits for the devices."""
+        self.synchronize(raise_errors=False)
+        return self._host_skipped + sum(int(d.host_view[2]) for d in self._devices.values())
+
+    @skipped_steps.setter
+    def skipped_steps(self, value: int) -> None:
+        self.synchronize(raise_errors=False)
+        self._host_skipped = int(value) - sum(int(d.host_view[2]) for d in self._devices.values())
+
+    def synchronize(self, raise_errors: bool = True) -> None:
+        """Waits for every device step enqueued so far; raises a pending NonFiniteGradientError."""
+        for d in self._devices.values():
+            torch.cuda.synchronize(d.device)
+        if raise_errors:
+            self._raise_pending()
+
+    def _raise_pending(self) -> None:
+        for d in self._devices.values():
+            failed = d.known_failure()
+            if failed:
+                d.clear_failure()
+                name = d.names[failed - 1] if failed - 1 < len(d.names) else f"tensor {failed - 1}"
+                raise NonFiniteGradientError(
+                    f"NaN or Inf in the gradient of {name} (found on {d.device}); that step and every step "
+                    "after it until now wrote nothing; parameters and optimizer state are as before it", name)
 
     # ---- groups ---------------------------------------------------------------------
 
     def add_param_group(self, param_group: dict[str, Any]) -> None:
+        self._plans = None
         super().add_param_group(param_group)
         group = self.param_groups[-1]
         try:
@@ -220,7 +314,9 @@ class LuminaV(Optimizer):
         if wants_master is None:
             wants_master = param.dtype in (torch.bfloat16, torch.float16)
         state = {
-            "step": torch.tensor(0, dtype=torch.int64),
+            # fp32 on the parameter's device, as torch's capturable/fused AdamW keeps it: a
+            # device step reads and advances it without the host (spec "Asynchronous devices").
+            "step": torch.zeros((), dtype=torch.float32, device=_local(param).device),
             "exp_avg": torch.zeros_like(param, dtype=torch.float32, memory_format=torch.contiguous_format),
             "exp_avg_sq": (torch.zeros_like(param, dtype=torch.float32, memory_format=torch.contiguous_format)
                            if group["mode"] == "clm" else
@@ -241,6 +337,7 @@ class LuminaV(Optimizer):
         super().load_state_dict(state_dict)
         self._names.clear()  # the groups are new dicts (and may bring param_names)
         self._prepared.clear()
+        self._plans = None
         for group in self.param_groups:
             for key, value in self.defaults.items():
                 group.setdefault(key, value)  # an AdamW group lacks LuminaV's options
@@ -252,7 +349,8 @@ class LuminaV(Optimizer):
             for key in _STATE_F32_KEYS:
                 if key in original:
                     state[key] = original[key].detach().to(device=p.device, dtype=torch.float32, copy=True)
-            state["step"] = torch.tensor(int(original.get("step", 0)), dtype=torch.int64)
+            state["step"] = torch.tensor(float(original.get("step", 0)), dtype=torch.float32,
+                                         device=_local(p).device)
             if "seed" in original:  # torch casts it to the parameter's dtype: take the saved integer
                 state["seed"] = torch.as_tensor(original["seed"]).to(torch.int64).clone()
             else:
@@ -267,26 +365,195 @@ class LuminaV(Optimizer):
     # ---- the step -------------------------------------------------------------------
 
     @torch.no_grad()
-    def step(self, closure: Callable[[], Any] | None = None):
-        """One optimizer step (AdamW's closure convention); returns the closure's loss."""
+    def step(self, closure: Callable[[], Any] | None = None, *, sync: bool = False):
+        """One optimizer step (AdamW's closure convention); returns the closure's loss.
+
+        On CUDA it returns before the device has run the step (Note [asynchronous errors]);
+        ``sync=True`` waits and raises a non-finite gradient's error at once.
+        """
         loss = None
         if closure is not None:
             with torch.enable_grad():
                 loss = closure()
+        self._raise_pending()
+        grad_scale = getattr(self, "grad_scale", None)
+        found_inf = getattr(self, "found_inf", None)
+        try:
+            for _ in range(3):
+                if self._plans is None:
+                    self._plans = self._describe_plans()
+                if self._plans == "sharded":
+                    if grad_scale is not None or found_inf is not None:
+                        raise NotImplementedError("GradScaler with sharded (DTensor) parameters is not supported yet")
+                    self._plans = None
+                    self._step_sharded()
+                    break
+                if self._run_plans(self._plans, grad_scale, found_inf):
+                    break
+                self._plans = None  # stale: describe anew (Note [step plan])
+            else:
+                raise RuntimeError("LuminaV: the parameters changed while the step was described")
+        except BaseException:
+            # A step that failed before the device took it leaves no new state behind.
+            for p in self._created:
+                self.state.pop(p, None)
+            self._created.clear()
+            self._plans = None
+            raise
+        self._created.clear()
+        if sync:
+            self.synchronize()
+        return loss
+
+    def _run_plans(self, plans: list[_Plan], grad_scale, found_inf) -> bool:
+        """One native call per device; False when a description is stale."""
+        self.last_native_calls = len(plans)
+        for plan in plans:
+            stream = 0
+            if plan.status is not None:
+                stream = torch.cuda.current_stream(plan.device).cuda_stream
+            gs = grad_scale.data_ptr() if grad_scale is not None else 0
+            fi = found_inf.data_ptr() if found_inf is not None else 0
+            code, message, position = plan.native.step(stream, gs, fi, self.skip_nonfinite)
+            if code == _native.PLAN_REBUILD:
+                return False
+            if code == _native.STATUS_OK:
+                if plan.host_status is not None and plan.host_status[0] != 0:  # skipped on the host
+                    self._host_skipped += 1
+                    plan.host_status[0] = 0
+                continue
+            if code == _native.STATUS_NONFINITE_GRAD and plan.host_status is not None:
+                verdict = int(plan.host_status[0])
+                plan.host_status[0] = 0
+                name = plan.names[verdict - 1] if 0 < verdict <= len(plan.names) else "a parameter"
+                raise NonFiniteGradientError(f"NaN or Inf in the gradient of {name} ({message}); "
+                                             "parameters and optimizer state are unchanged", name)
+            if position >= 0:
+                message = f"{self._name_at(position)}: {message}"
+            raise_for_status(code, message)
+        return True
+
+    def _name_at(self, position: int) -> str:
+        for group in self.param_groups:
+            if position < len(group["params"]):
+                return self._cached_name(group, position)
+            position -= len(group["params"])
+        return f"parameter {position}"
+
+    def _describe_plans(self):
+        """Validates every parameter with a gradient and builds one StepPlan per device (Note [step plan])."""
+        per_device: dict[torch.device, dict] = {}
+        position = 0
+        for group in self.param_groups:
+            hp = self._hyperparams(group, 1)  # the step count comes from the step counters
+            for pi, p in enumerate(group["params"]):
+                flat = position
+                position += 1
+                if _is_dtensor(p):
+                    return "sharded"
+                where = per_device.setdefault(p.device, {"groups": {}, "excluded": []})
+                if p.grad is None:
+                    where["excluded"].append(p)
+                    continue
+                name = self._cached_name(group, pi)
+                grad = p.grad
+                if grad.is_sparse or grad.layout != torch.strided:
+                    raise ValueError(f"{name}: LuminaV does not support sparse gradients ({grad.layout})")
+                if grad.is_complex():
+                    raise ValueError(f"{name}: complex gradients are not supported")
+                if grad.device != p.device:
+                    raise ValueError(f"{name}: the gradient is on {grad.device}, the parameter on {p.device}")
+                state = self.state.get(p)
+                if not state:
+                    state = self.state[p] = self._new_state(group, p)
+                    self._created.append(p)
+                self._check_state(group, p, state, name)
+                entry = _Entry(p, name, p, grad, state, 0, None)
+                self._state_buffers(entry, state.get("master"))  # validates dtypes, sizes, devices
+                if state["step"].device != p.device or state["step"].dtype != torch.float32:
+                    state["step"] = state["step"].to(device=p.device, dtype=torch.float32)
+                where["groups"].setdefault(id(group), (group, hp, []))[2].append((p, state, flat, name))
+        plans = []
+        for device, where in per_device.items():
+            plans.append(self._plan_for(device, where))
+        return plans
+
+    def _plan_for(self, device: torch.device, where: dict) -> _Plan:
+        is_cuda = device.type == "cuda"
+        status = None
+        if is_cuda:
+            index = device.index if device.index is not None else torch.cuda.current_device()
+            status = self._devices.get(index)
+            if status is None:
+                status = self._devices[index] = _DeviceStatus(torch.device("cuda", index))
+        backends = {group["backend"] for group, _, _ in where["groups"].values()}
+        if len(backends) > 1:
+            raise ValueError(f"param groups on {device} name different backends {sorted(backends)}; "
+                             "one device takes one backend per step")
+        backend = backends.pop() if backends else "auto"
+        if is_cuda and backend == "auto":
+            backend = "cuda"
+        device_type = _native.DEVICE_CPU
+        if is_cuda:
+            device_type = _native.DEVICE_ROCM if getattr(torch.version, "hip", None) else _native.DEVICE_CUDA
+        native = _native.StepPlan(backend, device_type, status.device.index if is_cuda else 0)
+        names: list[str] = []
+        for group, hp, entries in where["groups"].values():
+            for step, bucket in self._step_buckets(entries):
+                lr = group["lr"]
+                lr_tensor, lr_dtype = None, 0
+                if (is_cuda and torch.is_tensor(lr) and lr.device == device and lr.numel() == 1
+                        and lr.dtype in (torch.float32, torch.float64) and lr.is_contiguous()):
+                    lr_tensor, lr_dtype = lr, (1 if lr.dtype == torch.float64 else 0)
+                native.add_group(group, hp, [(p, p.dtype, state, flat, _DTYPE_CODES[p.dtype], int(state["seed"]))
+                                             for p, state, flat, _ in bucket], step, lr_tensor, lr_dtype)
+                names.extend(name for _, _, _, name in bucket)
+        native.add_excluded(where["excluded"])
+        host_status = None
+        if is_cuda:
+            status.names = names
+            workspace = status.workspace_of(native.workspace_bytes())
+            native.set_async(status.status.data_ptr(), status.host.data_ptr(), workspace.data_ptr(),
+                             workspace.numel())
+        else:
+            word = torch.zeros(4, dtype=torch.int32)
+            native.set_async(word.data_ptr(), 0, 0, 0)
+            host_status = word.numpy()  # keeps `word` alive
+        return _Plan(native, device, names, status, host_status)
+
+    @staticmethod
+    def _step_buckets(entries):
+        """Entries grouped by step count, each group sharing one fp32 step counter tensor."""
+        steps = [state["step"] for _, state, _, _ in entries]
+        if all(t is steps[0] for t in steps):
+            return [(steps[0], entries)]
+        values = torch.stack([t.reshape(()) for t in steps]).tolist()  # once per description
+        buckets: dict[float, list] = {}
+        for value, entry in zip(values, entries):
+            buckets.setdefault(value, []).append(entry)
+        out = []
+        for value, bucket in buckets.items():
+            shared = torch.full((), value, dtype=torch.float32, device=bucket[0][0].device)
+            for _, state, _, _ in bucket:
+                state["step"] = shared
+            out.append((shared, bucket))
+        return out
+
+    def _step_sharded(self) -> None:
+        """The pass-split route of DTensor parameters (one native call per tensor and round)."""
         entries_by_group, staged = self._collect()
         try:
             self._run(entries_by_group)
         except NonFiniteGradientError:
             if not self.skip_nonfinite:
                 raise
-            self.skipped_steps += 1
-            return loss
+            self._host_skipped += 1
+            return
         for p, state in staged.items():
             self.state[p] = state
         for entries in entries_by_group.values():
             for e in entries:
                 e.state["step"].fill_(e.step)
-        return loss
 
     def _collect(self):
         """Validates every parameter with a gradient; stages new state (committed on success)."""

@@ -3,37 +3,75 @@
 // dispatch/backend.h).
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 
 #include "luminav/luminav.h"
+#include "optim/core/host_device.h"
 #include "optim/core/status.h"
 #include "optim/core/step_constants.h"
 
 namespace luminav::core {
 
 // K and the norms are needed (cautious mask or tensor bound).
-inline bool needs_update_sums(const StepConstants& k) {
+LUMINAV_HD bool needs_update_sums(const StepConstants& k) {
   return k.cautious != 0 || k.bound_mode == LUMINAV_BOUND_TENSOR;
 }
 
 // 0, 1 or 2. CLM: one round when anything is reduced (finite check, K,
 // norms), else none. TD-CLM: round 0 always (sum g^2 gives s); K and the
 // norms need u, hence s, so they take a second round.
-inline int reduction_rounds(const StepConstants& k) {
+LUMINAV_HD int reduction_rounds(const StepConstants& k) {
   if (k.tdclm) return needs_update_sums(k) ? 2 : 1;
   return (k.check_finite || needs_update_sums(k)) ? 1 : 0;
 }
 
 // Round 0 always carries the nonfinite count and sum g^2.
-inline bool round_has_grad_sums(int round) { return round == 0; }
+LUMINAV_HD bool round_has_grad_sums(int round) { return round == 0; }
 
 // The round that carries K, sum (lr*u*phi)^2 and sum x^2 (if any).
-inline bool round_has_update_sums(const StepConstants& k, int round) {
+LUMINAV_HD bool round_has_update_sums(const StepConstants& k, int round) {
   return needs_update_sums(k) && round == (k.tdclm ? 1 : 0);
 }
 
 // Globals before any round: s unchanged, scales 1.
-TensorGlobals initial_globals(const StepConstants& k, float s_old);
+LUMINAV_HD TensorGlobals initial_globals(const StepConstants& k, float s_old) {
+  TensorGlobals g;
+  g.second_moment = k.tdclm ? s_old : 0.0f;
+  g.cautious_scale = 1.0f;
+  g.bound_scale = 1.0f;
+  return g;
+}
+
+// The arithmetic of finalize_round without its finite check, for the host
+// and for a device that finalizes its own partials (spec "Asynchronous
+// devices"): round 0 resets `globals` and folds sum g^2 into TD-CLM's s; the
+// round of the update sums gives the cautious and bound scales.
+LUMINAV_HD void fold_round_sums(const StepConstants& k, const luminav_partials& sum,
+                                uint64_t logical_num_elements, int round, float s_old,
+                                TensorGlobals& globals) {
+  if (round == 0) globals = initial_globals(k, s_old);
+  if (logical_num_elements == 0) return;
+  const double n = static_cast<double>(logical_num_elements);
+  if (round_has_grad_sums(round) && k.tdclm) {
+    const float q = static_cast<float>(sum.grad_sq_sum / n);
+    globals.second_moment = k.beta2 * s_old + k.one_minus_beta2 * q;
+  }
+  if (round_has_update_sums(k, round)) {
+    double c = 1.0;
+    if (k.cautious) {
+      const double agree = static_cast<double>(sum.agree_count);
+      c = n / (agree > 0.001 * n ? agree : 0.001 * n);
+      globals.cautious_scale = static_cast<float>(c);
+    }
+    if (k.bound_mode == LUMINAV_BOUND_TENSOR) {
+      const double a = c * ::sqrt(sum.update_sq_sum);
+      const double b = ::sqrt(sum.weight_sq_sum);
+      const double limit = static_cast<double>(k.bound_ratio) * b;
+      globals.bound_scale = (b > 0.0 && a > limit) ? static_cast<float>(limit / a) : 1.0f;
+    }
+  }
+}
 
 // Folds the all-reduced partials of `round` into `globals` (which holds the
 // results of the earlier rounds). Round 0 with the finite check on fails with

@@ -9,7 +9,6 @@ namespace luminav::core {
 
 StepConstants make_step_constants(const luminav_hyperparams& hp) {
   StepConstants k{};
-  k.lr = static_cast<float>(hp.lr);
   k.beta1 = static_cast<float>(hp.beta1);
   k.beta2 = static_cast<float>(hp.beta2);
   // Note [derived constants]: per-tensor constants such as 1 - beta and
@@ -19,7 +18,6 @@ StepConstants make_step_constants(const luminav_hyperparams& hp) {
   k.one_minus_beta1 = static_cast<float>(1.0 - hp.beta1);
   k.one_minus_beta2 = static_cast<float>(1.0 - hp.beta2);
   k.eps = static_cast<float>(hp.eps);
-  k.decay_factor = static_cast<float>(1.0 - hp.lr * hp.weight_decay);
   // Bias corrections in double from the betas at the caller's precision.
   // Note [bias-correction reciprocals]: the element math multiplies by their
   // reciprocals (formed in double, rounded once) instead of dividing: an fp32
@@ -28,9 +26,7 @@ StepConstants make_step_constants(const luminav_hyperparams& hp) {
   // pass was bound by that unit, not by memory (profiled at N = 2^26). The
   // product and the quotient are each within about 1 ulp of the exact value, far inside the
   // spec's 1e-6 forward-error contract; one divide and one root remain.
-  const double t = static_cast<double>(hp.step);
-  k.inv_bias_correction1 = static_cast<float>(1.0 / (1.0 - std::pow(hp.beta1, t)));
-  k.inv_bias_correction2 = static_cast<float>(1.0 / (1.0 - std::pow(hp.beta2, t)));
+  set_step_and_lr(k, hp.beta1, hp.beta2, hp.lr, hp.weight_decay, hp.step);
   k.lam = static_cast<float>(hp.lam);
   k.one_minus_lam = static_cast<float>(1.0 - hp.lam);
   k.tau = static_cast<float>(hp.tau);
@@ -41,7 +37,7 @@ StepConstants make_step_constants(const luminav_hyperparams& hp) {
   k.check_finite = hp.check_finite ? 1 : 0;
   k.grad_sq_wanted = 1;
   k.stochastic_rounding = hp.stochastic_rounding ? 1 : 0;
-  k.step = hp.step;
+  k.inv_grad_scale = 1.0f;
   return k;
 }
 

@@ -1,7 +1,10 @@
 // The per-step, per-tensor fp32 constants every backend's element math reads.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
+
+#include "optim/core/host_device.h"
 
 struct luminav_hyperparams;
 
@@ -34,6 +37,9 @@ struct StepConstants {
   // Write-back of 16-bit parameters.
   int stochastic_rounding; // 1: spec's SR keyed on (seed, step, index), 0: RNE
   uint64_t step;           // t >= 1
+  // Gradient scale (spec "Gradient scale"): every gradient is read as
+  // g * inv_grad_scale; 1 when the caller gives no scale.
+  float inv_grad_scale;
 };
 
 // Known once the reductions of pass 1 are all-reduced.
@@ -46,5 +52,23 @@ struct TensorGlobals {
 // Validated hyperparameters in, fp32 constants out (spec: bias corrections
 // in double from the betas as given, then rounded to fp32).
 StepConstants make_step_constants(const luminav_hyperparams& hp);
+
+// The constants that depend on the step count and the learning rate, from
+// the caller's double-precision values (Note [derived constants] and Note
+// [bias-correction reciprocals] in step_constants.cc). Shared by the host
+// and by a device that reads t and lr from its own memory (spec
+// "Asynchronous devices"), so both form them the same way.
+LUMINAV_HD void set_step_and_lr(StepConstants& k, double beta1, double beta2, double lr,
+                                double weight_decay, uint64_t step) {
+  const double t = static_cast<double>(step);
+  k.step = step;
+  k.lr = static_cast<float>(lr);
+  k.decay_factor = static_cast<float>(1.0 - lr * weight_decay);
+  k.inv_bias_correction1 = static_cast<float>(1.0 / (1.0 - ::pow(beta1, t)));
+  k.inv_bias_correction2 = static_cast<float>(1.0 / (1.0 - ::pow(beta2, t)));
+}
+
+// fp32(1 / sigma), the reciprocal formed in double (spec "Gradient scale").
+LUMINAV_HD float inverse_grad_scale(double sigma) { return static_cast<float>(1.0 / sigma); }
 
 }  // namespace luminav::core

@@ -38,6 +38,8 @@ struct ByteRange {
   std::string name;
 };
 
+Status check_no_overlap(std::vector<ByteRange>& ranges);
+
 }  // namespace
 
 Status validate_hyperparams(const luminav_hyperparams* hp) {
@@ -165,8 +167,13 @@ Status validate_tensors(const luminav_hyperparams& hp, std::span<const luminav_t
     ranges.push_back({address, address + scratch_bytes, "scratch"});
   }
 
-  // Note [overlap check]: sorted by start, a range overlaps an earlier one
-  // iff it starts before the furthest end seen so far.
+  return check_no_overlap(ranges);
+}
+
+namespace {
+// Note [overlap check]: sorted by start, a range overlaps an earlier one
+// iff it starts before the furthest end seen so far.
+Status check_no_overlap(std::vector<ByteRange>& ranges) {
   std::sort(ranges.begin(), ranges.end(),
             [](const ByteRange& a, const ByteRange& b) { return a.begin < b.begin; });
   size_t furthest = 0;
@@ -181,6 +188,48 @@ Status validate_tensors(const luminav_hyperparams& hp, std::span<const luminav_t
     if (ranges[i].end > ranges[furthest].end) furthest = i;
   }
   return Status::success();
+}
+}  // namespace
+
+Status validate_groups(std::span<const luminav_group> groups) {
+  std::vector<ByteRange> ranges;
+  for (size_t gi = 0; gi < groups.size(); ++gi) {
+    const luminav_group& g = groups[gi];
+    const std::string prefix = "groups[" + std::to_string(gi) + "].";
+    if (g.hp == nullptr) return Status::invalid(prefix + "hp must not be NULL");
+    if (g.tensors == nullptr && g.count > 0) return Status::invalid(prefix + "tensors must not be NULL");
+    if (g.lr != nullptr && g.lr_dtype != LUMINAV_SCALAR_F32 && g.lr_dtype != LUMINAV_SCALAR_F64) {
+      return Status::invalid(prefix + "lr_dtype must be 0 (f32) or 1 (f64) (got " + std::to_string(g.lr_dtype) +
+                             ")");
+    }
+    Status s = validate_hyperparams(g.hp);
+    if (s.ok()) s = validate_tensors(*g.hp, std::span(g.tensors, g.count), nullptr, 0);
+    if (!s.ok()) {
+      s.message = prefix + s.message;
+      return s;
+    }
+    if (groups.size() < 2) break;
+    // Within a group validate_tensors saw every overlap; across groups only
+    // this does (the same byte ranges, named by group).
+    const bool tdclm = g.hp->buffer_mode == LUMINAV_MODE_TDCLM;
+    for (size_t ti = 0; ti < g.count; ++ti) {
+      const luminav_tensor& t = g.tensors[ti];
+      const size_t n = t.num_elements;
+      if (n == 0) continue;
+      const std::string name = prefix + "tensors[" + std::to_string(ti) + "].";
+      auto add = [&](const void* p, size_t bytes, const char* field) {
+        if (p == nullptr) return;
+        const auto a = reinterpret_cast<uintptr_t>(p);
+        ranges.push_back({a, a + bytes, name + field});
+      };
+      add(t.param, n * dtype_size(t.param_dtype), "param");
+      add(t.grad, n * dtype_size(t.grad_dtype), "grad");
+      add(t.exp_avg, n * 4, "exp_avg");
+      add(t.exp_avg_sq, (tdclm ? 1 : n) * 4, "exp_avg_sq");
+      add(t.master, n * 4, "master");
+    }
+  }
+  return check_no_overlap(ranges);
 }
 
 }  // namespace luminav::core

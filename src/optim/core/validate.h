@@ -27,3 +27,12 @@ Status validate_tensors(const luminav_hyperparams& hp, std::span<const luminav_t
 size_t scratch_bytes_for_tensors(std::span<const luminav_tensor> tensors);
 
 }  // namespace luminav::core
+
+namespace luminav::core {
+
+// The groups of one luminav_step_groups call: each group's hyperparameters
+// and tensors as above (messages prefixed "groups[g]."), and no buffer of one
+// group overlapping a buffer of another.
+Status validate_groups(std::span<const luminav_group> groups);
+
+}  // namespace luminav::core

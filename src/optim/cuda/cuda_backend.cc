@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "optim/core/reduction_rounds.h"
+#include "optim/dispatch/async_workspace.h"
 #include "optim/cuda/cuda_driver.h"
 #include "optim/cuda/embedded_files.h"
 #include "optim/cuda/launch_params.h"
@@ -277,6 +278,149 @@ class CudaBackend final : public Backend {
     return LUMINAV_STATUS_OK;
   }
 
+  bool supports_async() const override { return true; }
+
+  // Note [device-resident step]: prepare (constants, words) -> per group and
+  // batch: reduce, finalize on the device (per round) -> per group and batch:
+  // apply, which writes nothing when the step is blocked -> commit (verdict,
+  // step counters) -> an asynchronous copy of the status word. No host
+  // synchronisation; every pointer lives in the caller's workspace or
+  // tensors, so the sequence can be captured in a CUDA graph.
+  int step_async(std::span<const AsyncGroup> groups, const luminav_async& async,
+                 const ExecContext& ctx) override {
+    CallScope scope(this, ctx.device_index);
+    if (scope.code != LUMINAV_STATUS_OK) return scope.code;
+    ContextState* state = scope.state;
+    for (const AsyncGroup& g : groups) {
+      if (int code = check_device_pointers(g.tensors); code != LUMINAV_STATUS_OK) return code;
+    }
+    if (int code = check_small_device_pointers(groups, async, ctx.scratch); code != LUMINAV_STATUS_OK) return code;
+    const CUstream stream = static_cast<CUstream>(ctx.stream);
+    const dispatch::AsyncWorkspaceLayout layout = dispatch::async_workspace_layout(groups);
+    auto* base = static_cast<unsigned char*>(ctx.scratch);
+    auto* words = reinterpret_cast<dispatch::AsyncStepWords*>(base + layout.words);
+    auto* constants = reinterpret_cast<core::StepConstants*>(base + layout.constants);
+    auto* globals = reinterpret_cast<core::TensorGlobals*>(base + layout.globals);
+    auto* tensor_partials = reinterpret_cast<luminav_partials*>(base + layout.tensor_partials);
+    auto* tile_partials = base + layout.tile_partials;
+    const Kernel* prepare = find_kernel(*state, "luminav_prepare_step");
+    const Kernel* finalize = find_kernel(*state, "luminav_finalize_slots");
+    const Kernel* commit = find_kernel(*state, "luminav_commit_step");
+    if (prepare == nullptr || finalize == nullptr || commit == nullptr) {
+      return fail(LUMINAV_STATUS_INTERNAL, "asynchronous step kernels missing from the module");
+    }
+
+    for (size_t first = 0; first < groups.size(); first += kMaxPrepareGroups) {
+      PrepareParams pp{};
+      pp.k_out = constants + first;
+      pp.words = words;
+      pp.status = async.status;
+      pp.found_inf = async.found_inf;
+      pp.grad_scale = async.grad_scale;
+      pp.reset_words = first == 0;
+      pp.num_groups = static_cast<uint32_t>(std::min<size_t>(kMaxPrepareGroups, groups.size() - first));
+      for (uint32_t i = 0; i < pp.num_groups; ++i) {
+        const AsyncGroup& g = groups[first + i];
+        PrepareGroup& out = pp.groups[i];
+        out.k = g.k;
+        out.step_counter = g.step_counter;
+        out.lr = g.lr;
+        out.lr_dtype = g.lr_dtype;
+        out.lr_host = g.lr_host;
+        out.beta1 = g.beta1;
+        out.beta2 = g.beta2;
+        out.weight_decay = g.weight_decay;
+      }
+      if (int code = launch_struct(*prepare, 1, &pp, stream); code != LUMINAV_STATUS_OK) return code;
+    }
+
+    // Pass 1 of every group before any pass 2 (the finite check covers the call).
+    std::vector<std::vector<core::TensorGlobals>> initial(groups.size());
+    uint32_t dense = 0;
+    for (size_t gi = 0; gi < groups.size(); ++gi) {
+      const AsyncGroup& g = groups[gi];
+      initial[gi].assign(g.tensors.size(), core::initial_globals(g.k, 0.0f));
+      const int rounds = core::reduction_rounds(g.k);
+      for (int round = 0; round < rounds; ++round) {
+        uint32_t fields = 0;
+        if (core::round_has_grad_sums(round)) fields |= kReduceGrad;
+        if (core::round_has_update_sums(g.k, round)) fields |= kReduceUpdate;
+        LaunchParams lp{};
+        lp.k = g.k;
+        lp.k_device = constants + gi;
+        lp.words = words;
+        lp.reduce_fields = fields;
+        lp.round = static_cast<uint32_t>(round);
+        lp.tile_elems = kReduceTileElems;
+        lp.tile_partials = tile_partials;
+        int code = for_each_batch(g.tensors, initial[gi], kReduceTileElems, lp, [&](size_t first, const LaunchParams& batch) {
+          const Kernel* kernel = find_kernel(*state, kernel_name("reduce", g.tensors[first].param_dtype,
+                                                                  g.tensors[first].grad_dtype));
+          if (kernel == nullptr) return fail(LUMINAV_STATUS_INTERNAL, "reduce kernel missing from the module");
+          LaunchParams p = batch;
+          set_positions(p, g, first);
+          p.globals_base = dense + static_cast<uint32_t>(first);
+          // Round 0 reads the initial globals of the slots; later rounds the device's.
+          p.globals = round == 0 ? nullptr : globals;
+          if (int c = launch(*kernel, p.first_tile[p.num_slots], p, stream); c != LUMINAV_STATUS_OK) return c;
+          p.globals = globals;
+          p.tensor_partials = tensor_partials + dense + first;
+          return launch(*finalize, p.num_slots, p, stream);
+        });
+        if (code != LUMINAV_STATUS_OK) return code;
+      }
+      dense += static_cast<uint32_t>(g.tensors.size());
+    }
+
+    dense = 0;
+    for (size_t gi = 0; gi < groups.size(); ++gi) {
+      const AsyncGroup& g = groups[gi];
+      const bool device_globals = core::reduction_rounds(g.k) > 0;
+      LaunchParams lp{};
+      lp.k = g.k;
+      lp.k_device = constants + gi;
+      lp.words = words;
+      lp.tile_elems = kApplyTileElems;
+      int code = for_each_batch(g.tensors, initial[gi], kApplyTileElems, lp, [&](size_t first, const LaunchParams& batch) {
+        const Kernel* kernel = find_kernel(*state, kernel_name("apply", g.tensors[first].param_dtype,
+                                                                g.tensors[first].grad_dtype));
+        if (kernel == nullptr) return fail(LUMINAV_STATUS_INTERNAL, "apply kernel missing from the module");
+        LaunchParams p = batch;
+        set_positions(p, g, first);
+        p.globals = device_globals ? globals : nullptr;
+        p.globals_base = dense + static_cast<uint32_t>(first);
+        return launch(*kernel, p.first_tile[p.num_slots], p, stream);
+      });
+      if (code != LUMINAV_STATUS_OK) return code;
+      dense += static_cast<uint32_t>(g.tensors.size());
+    }
+
+    std::vector<float*> counters;
+    for (const AsyncGroup& g : groups) {
+      if (g.step_counter != nullptr) counters.push_back(g.step_counter);
+    }
+    size_t next = 0;
+    do {
+      CommitParams cp{};
+      cp.words = words;
+      cp.status = async.status;
+      cp.found_inf = async.found_inf;
+      cp.skip_nonfinite = async.skip_nonfinite ? 1u : 0u;
+      cp.decide = next == 0;
+      cp.num_counters = static_cast<uint32_t>(std::min<size_t>(kMaxCommitCounters, counters.size() - next));
+      for (uint32_t i = 0; i < cp.num_counters; ++i) cp.step_counters[i] = counters[next + i];
+      next += cp.num_counters;
+      if (int code = launch_struct(*commit, 1, &cp, stream); code != LUMINAV_STATUS_OK) return code;
+    } while (next < counters.size());
+
+    if (async.host_status != nullptr) {
+      const CUresult r = api().cuMemcpyDtoHAsync(async.host_status, reinterpret_cast<CUdeviceptr>(async.status),
+                                                 sizeof(luminav_step_status), stream);
+      if (r != drv::CUDA_SUCCESS) return fail(LUMINAV_STATUS_DRIVER_ERROR, driver().error("cuMemcpyDtoHAsync", r));
+    }
+    return LUMINAV_STATUS_OK;
+  }
+
   int apply(const core::StepConstants& k, std::span<const luminav_tensor> tensors,
             std::span<const core::TensorGlobals> globals, const ExecContext& ctx) override {
     if (tensors.empty()) return LUMINAV_STATUS_OK;
@@ -529,6 +673,37 @@ class CudaBackend final : public Backend {
     return LUMINAV_STATUS_OK;
   }
 
+  // The asynchronous step's small device buffers: a host pointer there would
+  // poison the context like a host tensor would.
+  static int check_small_device_pointers(std::span<const AsyncGroup> groups, const luminav_async& async,
+                                         const void* workspace) {
+    struct Named {
+      const void* p;
+      const char* what;
+    };
+    const Named fixed[] = {{async.status, "async.status"}, {async.grad_scale, "async.grad_scale"},
+                           {async.found_inf, "async.found_inf"}, {workspace, "the workspace (options.scratch)"}};
+    for (const Named& n : fixed) {
+      if (n.p != nullptr && !is_device_memory(n.p)) {
+        return fail(LUMINAV_STATUS_INVALID_ARGUMENT, std::string(n.what) + " is not CUDA device memory");
+      }
+    }
+    for (size_t gi = 0; gi < groups.size(); ++gi) {
+      const AsyncGroup& g = groups[gi];
+      if ((g.step_counter != nullptr && !is_device_memory(g.step_counter)) ||
+          (g.lr != nullptr && !is_device_memory(g.lr))) {
+        return fail(LUMINAV_STATUS_INVALID_ARGUMENT,
+                    "group " + std::to_string(gi) + ": step_counter/lr are not CUDA device memory");
+      }
+    }
+    return LUMINAV_STATUS_OK;
+  }
+
+  // Slot i of a batch starting at the group's tensor `first`: its position in the call.
+  static void set_positions(LaunchParams& p, const AsyncGroup& g, size_t first) {
+    for (uint32_t i = 0; i < p.num_slots; ++i) p.slots[i].position = g.positions[first + i];
+  }
+
   static bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 
   // Runs body(first_index, params) over launches: consecutive tensors of the
@@ -581,7 +756,13 @@ class CudaBackend final : public Backend {
   }
 
   static int launch(const Kernel& kernel, uint32_t blocks, const LaunchParams& params, CUstream stream) {
-    void* user_args[] = {const_cast<LaunchParams*>(&params)};
+    return launch_struct(kernel, blocks, &params, stream);
+  }
+
+  // Any kernel of kernels.cu: one by-value struct parameter.
+  template <class Params>
+  static int launch_struct(const Kernel& kernel, uint32_t blocks, const Params* params, CUstream stream) {
+    void* user_args[] = {const_cast<Params*>(params)};
     std::vector<void*> args = pack_triton_abi_args(user_args, kernel.trailing_scratch_ptrs);
     const CUresult r = api().cuLaunchKernel(kernel.function, blocks, 1, 1, kBlockSize, 1, 1, 0, stream,
                                             args.data(), nullptr);

@@ -4,6 +4,7 @@
 
 #include "optim/core/element_io.h"
 #include "optim/core/half_convert.h"
+#include "optim/core/reduction_rounds.h"
 #include "optim/core/stochastic_hash.h"
 #include "optim/core/update_math.h"
 #include "optim/cuda/launch_params.h"
@@ -138,6 +139,7 @@ __device__ __forceinline__ void store_groups(void* base, uint64_t i0, uint64_t i
 
 struct Tile {
   const TensorSlot* slot;
+  uint32_t slot_index;
   uint64_t tile;   // index of the tile inside its tensor
   uint64_t begin;  // element range [begin, end) of the tensor
   uint64_t end;
@@ -153,6 +155,7 @@ __device__ __forceinline__ Tile block_tile(const LaunchParams& lp) {
   }
   Tile t;
   t.slot = &lp.slots[lo];
+  t.slot_index = lo;
   t.tile = b - lp.first_tile[lo];
   t.begin = t.tile * lp.tile_elems;
   const uint64_t end = t.begin + lp.tile_elems;
@@ -160,12 +163,40 @@ __device__ __forceinline__ Tile block_tile(const LaunchParams& lp) {
   return t;
 }
 
-__device__ __forceinline__ TensorGlobals globals_of(const TensorSlot& s) {
+// The globals of a slot: finalized on the device (asynchronous step) or
+// passed by the host in the slot.
+__device__ __forceinline__ TensorGlobals globals_of(const LaunchParams& lp, uint32_t slot_index) {
+  if (lp.globals != nullptr) return lp.globals[lp.globals_base + slot_index];
+  const TensorSlot& s = lp.slots[slot_index];
   TensorGlobals g;
   g.second_moment = s.second_moment;
   g.cautious_scale = s.cautious_scale;
   g.bound_scale = s.bound_scale;
   return g;
+}
+
+// The step constants of a launch: by value, or (asynchronous step) the
+// group's constants formed on the device, read once per block.
+__device__ __forceinline__ const StepConstants& step_constants(const LaunchParams& lp) {
+  __shared__ StepConstants device_k;
+  if (lp.k_device == nullptr) return lp.k;
+  if (threadIdx.x == 0) device_k = *lp.k_device;
+  __syncthreads();
+  return device_k;
+}
+
+// Asynchronous step: true when this step must write nothing (a failed
+// check, GradScaler's found_inf, an earlier failure not cleared). The words
+// are final before pass 2 starts (stream order).
+__device__ __forceinline__ bool step_blocked(const LaunchParams& lp) {
+  if (lp.words == nullptr) return false;
+  const volatile dispatch::AsyncStepWords* w = lp.words;
+  return w->blocked != 0 || w->first_bad != dispatch::kNoBadTensor;
+}
+
+// Gradients are read as g * (1/sigma) (spec "Gradient scale").
+__device__ __forceinline__ float unscaled(const StepConstants& k, float g) {
+  return k.inv_grad_scale == 1.0f ? g : g * k.inv_grad_scale;
 }
 
 __device__ __forceinline__ bool is_finite_bits(float g) {
@@ -213,7 +244,7 @@ __device__ __forceinline__ void apply_vector(const StepConstants& k, const Tenso
   load_groups<G>(s.grad, i0, i1, two, g);
   load_state<P>(k, s, i0, i1, two, m, v, x);
 #pragma unroll
-  for (int e = 0; e < 8; ++e) update_element(k, gl, g[e], m[e], v[e], x[e]);
+  for (int e = 0; e < 8; ++e) update_element(k, gl, unscaled(k, g[e]), m[e], v[e], x[e]);
   store_groups<F32>(s.exp_avg, i0, i1, two, m, k, 0, 0);
   if (!k.tdclm) store_groups<F32>(s.exp_avg_sq, i0, i1, two, v, k, 0, 0);
   if (s.master != nullptr) store_groups<F32>(s.master, i0, i1, two, x, k, 0, 0);
@@ -223,7 +254,7 @@ __device__ __forceinline__ void apply_vector(const StepConstants& k, const Tenso
 template <int P, int G>
 __device__ __forceinline__ void apply_scalar(const StepConstants& k, const TensorGlobals& gl,
                                              const TensorSlot& s, uint64_t i) {
-  const float g = core::load_as_f32<G>(s.grad, i);
+  const float g = unscaled(k, core::load_as_f32<G>(s.grad, i));
   float m, v, x;
   load_state1<P>(k, s, i, m, v, x);
   update_element(k, gl, g, m, v, x);
@@ -252,11 +283,13 @@ __device__ __forceinline__ void for_tile(const Tile& t, Vec vec, One one) {
 
 template <int P, int G>
 __device__ __forceinline__ void apply_tile(const LaunchParams& lp) {
+  if (step_blocked(lp)) return;
   const Tile t = block_tile(lp);
   const TensorSlot& s = *t.slot;
-  const StepConstants& k = lp.k;
-  const TensorGlobals gl = globals_of(s);
-  // TD-CLM keeps s in the exp_avg_sq slot; the host finalized its new value.
+  const StepConstants& k = step_constants(lp);
+  const TensorGlobals gl = globals_of(lp, t.slot_index);
+  // TD-CLM keeps s in the exp_avg_sq slot; the host (or the device's
+  // finalize) formed its new value.
   if (k.tdclm && t.tile == 0 && threadIdx.x == 0) s.exp_avg_sq[0] = gl.second_moment;
   for_tile(
       t, [&](uint64_t i0, uint64_t i1, bool two) { apply_vector<P, G>(k, gl, s, i0, i1, two); },
@@ -332,6 +365,7 @@ __device__ __forceinline__ Accum block_sum(Accum a) {
 __device__ __forceinline__ void reduce_element(const StepConstants& k, const TensorGlobals& gl,
                                                uint32_t fields, float g, float m, float v, float x,
                                                Accum& a) {
+  g = unscaled(k, g);
   if (fields & kReduceGrad) {
     a.nonfinite += is_finite_bits(g) ? 0u : 1u;
     a.grad_sq += static_cast<double>(g) * static_cast<double>(g);
@@ -356,10 +390,11 @@ __device__ __forceinline__ void store_tile_partial(const LaunchParams& lp, const
 
 template <int P, int G>
 __device__ __forceinline__ void reduce_tile(const LaunchParams& lp) {
+  if (lp.words != nullptr && lp.words->blocked) return;  // nothing will be applied
   const Tile t = block_tile(lp);
   const TensorSlot& s = *t.slot;
-  const StepConstants& k = lp.k;
-  const TensorGlobals gl = globals_of(s);
+  const StepConstants& k = step_constants(lp);
+  const TensorGlobals gl = globals_of(lp, t.slot_index);
   const uint32_t fields = lp.reduce_fields;
   const bool need_state = (fields & kReduceUpdate) != 0;
   Accum a;
@@ -455,4 +490,95 @@ extern "C" __global__ void __launch_bounds__(luminav::cuda::kBlockSize)
 extern "C" __global__ void __launch_bounds__(luminav::cuda::kBlockSize)
     luminav_gather_scalars(const __grid_constant__ LaunchParams params) {
   if (threadIdx.x < params.num_slots) params.scalars[threadIdx.x] = params.slots[threadIdx.x].exp_avg_sq[0];
+}
+
+// ---- the asynchronous step (Note [device-resident step]) --------------------
+
+using luminav::cuda::CommitParams;
+using luminav::cuda::PrepareParams;
+
+// Each group's constants with t, lr and 1/sigma read from device memory, the
+// bias corrections formed here in double (spec "Asynchronous devices"); the
+// step's shared words reset. One thread per group.
+extern "C" __global__ void __launch_bounds__(luminav::cuda::kBlockSize)
+    luminav_prepare_step(const __grid_constant__ PrepareParams params) {
+  using namespace luminav;
+  const uint32_t g = threadIdx.x;
+  if (g < params.num_groups) {
+    const cuda::PrepareGroup& pg = params.groups[g];
+    core::StepConstants k = pg.k;
+    const uint64_t step =
+        pg.step_counter != nullptr ? static_cast<uint64_t>(*pg.step_counter) + 1 : k.step;
+    double lr = pg.lr_host;
+    if (pg.lr != nullptr) {
+      lr = pg.lr_dtype == LUMINAV_SCALAR_F64 ? *static_cast<const double*>(pg.lr)
+                                             : static_cast<double>(*static_cast<const float*>(pg.lr));
+    }
+    core::set_step_and_lr(k, pg.beta1, pg.beta2, lr, pg.weight_decay, step);
+    if (params.grad_scale != nullptr) k.inv_grad_scale = core::inverse_grad_scale(*params.grad_scale);
+    params.k_out[g] = k;
+  }
+  if (g == 0 && params.reset_words) {
+    params.words->first_bad = dispatch::kNoBadTensor;
+    params.words->blocked =
+        (params.status->failed != 0 || (params.found_inf != nullptr && *params.found_inf != 0.0f)) ? 1u : 0u;
+  }
+}
+
+// One block per slot: the slot's tile partials added in tile order (as
+// luminav_combine_partials), then folded into the slot's globals on the
+// device; a failed finite check marks the step (smallest position wins, so
+// the verdict does not depend on timing).
+extern "C" __global__ void __launch_bounds__(luminav::cuda::kBlockSize)
+    luminav_finalize_slots(const __grid_constant__ LaunchParams params) {
+  using namespace luminav;
+  using namespace luminav::cuda;
+  if (params.words->blocked) return;
+  const uint32_t j = blockIdx.x;
+  Accum a;
+  for (uint32_t t = params.first_tile[j] + threadIdx.x; t < params.first_tile[j + 1]; t += kBlockSize) {
+    a.add(*reinterpret_cast<const luminav_partials*>(params.tile_partials + uint64_t{t} * kTilePartialStride));
+  }
+  const Accum total = block_sum(a);
+  if (threadIdx.x != 0) return;
+  const TensorSlot& s = params.slots[j];
+  const core::StepConstants& k = *params.k_device;
+  luminav_partials sum;
+  total.store(&sum);
+  params.tensor_partials[j] = sum;
+  const int round = static_cast<int>(params.round);
+  if (core::round_has_grad_sums(round) && k.check_finite && sum.nonfinite_count > 0) {
+    atomicMin(&params.words->first_bad, s.position);
+  }
+  core::TensorGlobals& g = params.globals[params.globals_base + j];
+  const float s_old = (k.tdclm && round == 0) ? s.exp_avg_sq[0] : 0.0f;
+  core::fold_round_sums(k, sum, s.num_elements, round, s_old, g);
+}
+
+// The verdict of the step into the caller's status word, and (when the step
+// was applied) every group's step counter advanced. One thread.
+extern "C" __global__ void __launch_bounds__(luminav::cuda::kBlockSize)
+    luminav_commit_step(const __grid_constant__ CommitParams params) {
+  using namespace luminav;
+  if (threadIdx.x != 0) return;
+  luminav_step_status* st = params.status;
+  if (params.decide) {
+    const dispatch::AsyncStepWords& w = *params.words;
+    uint32_t verdict = 0;
+    if (st->failed != 0) {
+      ++st->refused;
+      verdict = st->failed;
+    } else if (w.blocked) {
+      ++st->skipped;
+      verdict = LUMINAV_VERDICT_FOUND_INF;
+    } else if (w.first_bad != dispatch::kNoBadTensor) {
+      verdict = w.first_bad + 1;
+      if (params.found_inf != nullptr) *params.found_inf = 1.0f;
+      if (params.skip_nonfinite) ++st->skipped;
+      else st->failed = verdict;
+    }
+    st->verdict = verdict;
+  }
+  if (st->verdict != 0) return;
+  for (uint32_t i = 0; i < params.num_counters; ++i) *params.step_counters[i] += 1.0f;
 }

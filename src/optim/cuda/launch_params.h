@@ -6,6 +6,7 @@
 #include "luminav/luminav.h"
 #include "optim/core/reduction_tile.h"
 #include "optim/core/step_constants.h"
+#include "optim/dispatch/async_workspace.h"
 
 namespace luminav::cuda {
 
@@ -26,7 +27,9 @@ inline constexpr int kMaxSlots = 40;        // keeps LaunchParams under the 4 Ki
 
 // The kernels' parameter list as manifest.json records it; change the tag
 // whenever LaunchParams changes, so that stale artifact directories are refused.
-inline constexpr const char* kLaunchAbi = "(const LaunchParams) luminav-cuda-abi-3";
+// (Every kernel takes one by-value struct: LaunchParams, or PrepareParams and
+// CommitParams for the first and last kernel of an asynchronous step.)
+inline constexpr const char* kLaunchAbi = "(const LaunchParams) luminav-cuda-abi-4";
 
 // Which fields of luminav_partials a reduction fills (Note [reduction rounds]).
 enum ReduceFields : uint32_t {
@@ -47,6 +50,8 @@ struct TensorSlot {
   float cautious_scale;
   float bound_scale;
   uint32_t vector_ok;   // 1: every buffer 16-byte aligned (vector path)
+  uint32_t position;    // asynchronous step: the tensor's position in the call (status word)
+  uint32_t reserved;
 };
 
 struct LaunchParams {
@@ -54,14 +59,65 @@ struct LaunchParams {
   uint32_t num_slots;
   uint32_t reduce_fields;
   uint32_t tile_elems;                // kApplyTileElems or kReduceTileElems
-  uint32_t reserved;
+  uint32_t round;                     // asynchronous finalize: the reduction round
   unsigned char* tile_partials;       // device: one luminav_partials per tile, kTilePartialStride apart
   luminav_partials* tensor_partials;  // device: one per slot
   float* scalars;                     // device: gather output, one per slot
+  // Note [device-resident step]: the asynchronous step (luminav_groups.h)
+  // reads what the host does not know from the workspace: the group's
+  // constants (t, lr and the gradient scale read on the device), the
+  // tensors' globals (finalized on the device; nullptr: the slots' own
+  // values) and the step's shared words (a bad verdict makes pass 2 write
+  // nothing). All nullptr on the synchronous path.
+  const core::StepConstants* k_device;
+  core::TensorGlobals* globals;       // indexed by globals_base + slot
+  dispatch::AsyncStepWords* words;
+  uint32_t globals_base;
+  uint32_t reserved2;
   uint32_t first_tile[kMaxSlots + 1];
   TensorSlot slots[kMaxSlots];
 };
 static_assert(sizeof(LaunchParams) <= 4096, "kernel parameters must fit the 4 KiB limit");
+
+// The first kernel of an asynchronous step: each group's constants from the
+// host's, with t, lr and 1/sigma read from device memory where given; and
+// the step's shared words reset (Note [device-resident step]).
+struct PrepareGroup {
+  core::StepConstants k;
+  const float* step_counter;  // fp32 t - 1, or nullptr: k.step
+  const void* lr;             // or nullptr: lr_host
+  int lr_dtype;               // LUMINAV_SCALAR_*
+  int reserved;
+  double lr_host, beta1, beta2, weight_decay;
+};
+inline constexpr int kMaxPrepareGroups = 20;
+
+struct PrepareParams {
+  core::StepConstants* k_out;        // workspace constants of group `first_group`
+  dispatch::AsyncStepWords* words;   // reset when reset_words
+  const luminav_step_status* status;
+  const float* found_inf;            // GradScaler's, or nullptr
+  const float* grad_scale;           // sigma, or nullptr
+  uint32_t num_groups;
+  uint32_t reset_words;
+  PrepareGroup groups[kMaxPrepareGroups];
+};
+static_assert(sizeof(PrepareParams) <= 4096, "kernel parameters must fit the 4 KiB limit");
+
+// The last kernel: the verdict into the status word, and the step counters
+// of an applied step advanced.
+inline constexpr int kMaxCommitCounters = 400;
+struct CommitParams {
+  dispatch::AsyncStepWords* words;
+  luminav_step_status* status;
+  float* found_inf;
+  uint32_t skip_nonfinite;
+  uint32_t decide;        // 1 in the first commit launch of a step
+  uint32_t num_counters;
+  uint32_t reserved;
+  float* step_counters[kMaxCommitCounters];
+};
+static_assert(sizeof(CommitParams) <= 4096, "kernel parameters must fit the 4 KiB limit");
 static_assert(sizeof(luminav_partials) <= core::kTilePartialBytes, "tile partial layout");
 
 }  // namespace luminav::cuda

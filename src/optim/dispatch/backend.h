@@ -1,6 +1,7 @@
 // The interface every LuminaV backend implements (scalar, simd, cuda, ...).
 #pragma once
 
+#include <cstdint>
 #include <span>
 #include <string>
 #include <string_view>
@@ -30,6 +31,18 @@ struct ExecContext {
   void* stream = nullptr;
   void* scratch = nullptr;       // caller workspace or nullptr
   size_t scratch_bytes = 0;
+};
+
+// One group of an asynchronous whole step (luminav_groups.h): its constants
+// as the host knows them, and where a device reads what the host does not.
+struct AsyncGroup {
+  core::StepConstants k;       // from hp; t and lr replaced on the device when given
+  std::span<const luminav_tensor> tensors;  // N > 0 each
+  std::span<const uint32_t> positions;      // each tensor's position in the call (status word)
+  float* step_counter;         // device fp32 t - 1, or nullptr (k.step)
+  const void* lr;              // device lr, or nullptr (k.lr)
+  int lr_dtype;                // LUMINAV_SCALAR_*
+  double lr_host, beta1, beta2, weight_decay;  // as the caller gave them, for the device's constants
 };
 
 class Backend {
@@ -82,6 +95,19 @@ class Backend {
   // Pass 2: moments, update, bound, decay, write-back of every tensor.
   virtual int apply(const core::StepConstants& k, std::span<const luminav_tensor> tensors,
                     std::span<const core::TensorGlobals> globals, const ExecContext& ctx) = 0;
+
+  // Device backends: the whole step of every group enqueued on ctx.stream,
+  // device-resident (luminav_groups.h): ctx.scratch is the caller's
+  // workspace, laid out as dispatch/async_workspace.h says. Host backends
+  // never get this call.
+  virtual bool supports_async() const { return false; }
+  virtual int step_async(std::span<const AsyncGroup> groups, const luminav_async& async,
+                         const ExecContext& ctx) {
+    (void)groups;
+    (void)async;
+    (void)ctx;
+    return LUMINAV_STATUS_BACKEND_UNAVAILABLE;
+  }
 };
 
 }  // namespace luminav

@@ -9,6 +9,7 @@
 #include "optim/core/reduction_rounds.h"
 #include "optim/core/step_constants.h"
 #include "optim/core/validate.h"
+#include "optim/dispatch/async_workspace.h"
 #include "optim/dispatch/backend_error.h"
 #include "optim/dispatch/registry.h"
 
@@ -71,6 +72,67 @@ core::Status check_round(const core::StepConstants& k, int round, bool for_final
   return core::Status::success();
 }
 
+
+// The tensors of a call that have elements, with their positions.
+struct Work {
+  std::vector<luminav_tensor> tensors;
+  std::vector<size_t> position;
+  std::vector<uint32_t> call_position;  // luminav_step_groups: position over the whole call
+  size_t total_elements = 0;
+};
+
+Work nonempty(std::span<const luminav_tensor> all) {
+  Work w;
+  for (size_t i = 0; i < all.size(); ++i) {
+    if (all[i].num_elements == 0) continue;
+    w.tensors.push_back(all[i]);
+    w.position.push_back(i);
+    w.total_elements += all[i].num_elements;
+  }
+  return w;
+}
+
+// Pass 1 of a whole step on the host side of the driver: the reduction
+// rounds and their finalize. A non-finite gradient fails with a message
+// naming `name_of(position)`.
+template <class NameOf>
+core::Status reduce_and_finalize(Backend& backend, const core::StepConstants& k, const Work& work,
+                                 const ExecContext& ctx, std::vector<core::TensorGlobals>& globals,
+                                 NameOf name_of, size_t* failed_position = nullptr) {
+  std::vector<float> s_old(work.tensors.size(), 0.0f);
+  if (k.tdclm) {
+    std::vector<const float*> addresses(work.tensors.size());
+    for (size_t j = 0; j < work.tensors.size(); ++j) addresses[j] = work.tensors[j].exp_avg_sq;
+    const int code = backend.load_scalars(addresses, s_old, ctx);
+    if (code != LUMINAV_STATUS_OK) return backend_failure(backend, code, "load_scalars");
+  }
+  globals.resize(work.tensors.size());
+  for (size_t j = 0; j < work.tensors.size(); ++j) globals[j] = core::initial_globals(k, s_old[j]);
+  const int rounds = core::reduction_rounds(k);
+  std::vector<luminav_partials> partials(work.tensors.size());
+  for (int round = 0; round < rounds; ++round) {
+    const int code = backend.reduce(k, work.tensors, round, globals, partials, ctx);
+    if (code != LUMINAV_STATUS_OK) return backend_failure(backend, code, "reduce");
+    for (size_t j = 0; j < work.tensors.size(); ++j) {
+      core::Status s = core::finalize_round(k, partials[j], work.tensors[j].num_elements, round, s_old[j],
+                                            globals[j]);
+      if (!s.ok()) {
+        if (failed_position != nullptr) *failed_position = work.position[j];
+        const std::string name = name_of(work.position[j]);
+        if (!name.empty()) s.message = name + ": " + s.message;
+        return s;
+      }
+    }
+  }
+  return core::Status::success();
+}
+
+core::StepConstants whole_step_constants(const luminav_hyperparams& hp) {
+  core::StepConstants k = core::make_step_constants(hp);
+  k.grad_sq_wanted = k.tdclm;  // a whole step: only TD-CLM's s uses sum g^2
+  return k;
+}
+
 }  // namespace
 
 core::Status run_step(const luminav_hyperparams* hp, const luminav_tensor* tensors, size_t count,
@@ -80,52 +142,159 @@ core::Status run_step(const luminav_hyperparams* hp, const luminav_tensor* tenso
   if (core::Status s = validate_call(hp, all, options); !s.ok()) return s;
 
   // Empty tensors have nothing to do (spec: N = 0 is success).
-  std::vector<luminav_tensor> work;
-  std::vector<size_t> position;
-  size_t total_elements = 0;
-  for (size_t i = 0; i < count; ++i) {
-    if (all[i].num_elements == 0) continue;
-    work.push_back(all[i]);
-    position.push_back(i);
-    total_elements += all[i].num_elements;
-  }
-  if (work.empty()) return core::Status::success();
+  const Work work = nonempty(all);
+  if (work.tensors.empty()) return core::Status::success();
 
   Backend* backend = nullptr;
-  if (core::Status s = select_backend(options, total_elements, &backend); !s.ok()) return s;
+  if (core::Status s = select_backend(options, work.total_elements, &backend); !s.ok()) return s;
   const ExecContext ctx = context_of(options);
-  core::StepConstants k = core::make_step_constants(*hp);
-  k.grad_sq_wanted = k.tdclm;  // a whole step: only TD-CLM's s uses sum g^2
-
-  std::vector<float> s_old(work.size(), 0.0f);
-  if (k.tdclm) {
-    std::vector<const float*> addresses(work.size());
-    for (size_t j = 0; j < work.size(); ++j) addresses[j] = work[j].exp_avg_sq;
-    const int code = backend->load_scalars(addresses, s_old, ctx);
-    if (code != LUMINAV_STATUS_OK) return backend_failure(*backend, code, "load_scalars");
-  }
-  std::vector<core::TensorGlobals> globals(work.size());
-  for (size_t j = 0; j < work.size(); ++j) globals[j] = core::initial_globals(k, s_old[j]);
-
-  const int rounds = core::reduction_rounds(k);
-  std::vector<luminav_partials> partials(work.size());
-  for (int round = 0; round < rounds; ++round) {
-    const int code = backend->reduce(k, work, round, globals, partials, ctx);
-    if (code != LUMINAV_STATUS_OK) return backend_failure(*backend, code, "reduce");
-    for (size_t j = 0; j < work.size(); ++j) {
-      core::Status s = core::finalize_round(k, partials[j], work[j].num_elements, round, s_old[j],
-                                            globals[j]);
-      if (!s.ok()) {
-        if (count > 1) s.message = "tensors[" + std::to_string(position[j]) + "]: " + s.message;
-        return s;
-      }
-    }
-  }
-
-  const int code = backend->apply(k, work, globals, ctx);
+  const core::StepConstants k = whole_step_constants(*hp);
+  std::vector<core::TensorGlobals> globals;
+  core::Status s = reduce_and_finalize(*backend, k, work, ctx, globals, [&](size_t i) {
+    return count > 1 ? "tensors[" + std::to_string(i) + "]" : std::string();
+  });
+  if (!s.ok()) return s;
+  const int code = backend->apply(k, work.tensors, globals, ctx);
   if (code != LUMINAV_STATUS_OK) return backend_failure(*backend, code, "apply");
   last_backend = backend_label(*backend);
   return core::Status::success();
+}
+
+namespace {
+
+// Host memory: the groups one after the other, every finite check first.
+core::Status run_groups_on_host(std::span<const luminav_group> groups, std::span<const Work> work,
+                                Backend& backend, const ExecContext& ctx, const luminav_async* async) {
+  luminav_step_status* status = async ? async->status : nullptr;
+  auto finish = [&](uint32_t verdict) {
+    if (status == nullptr) return;
+    status->verdict = verdict;
+    if (verdict != 0) ++status->skipped;
+  };
+  if (async && async->found_inf && *async->found_inf != 0.0f) {
+    finish(LUMINAV_VERDICT_FOUND_INF);
+    return core::Status::success();
+  }
+  std::vector<core::StepConstants> constants(groups.size());
+  std::vector<std::vector<core::TensorGlobals>> globals(groups.size());
+  uint32_t first_position = 0;
+  for (size_t gi = 0; gi < groups.size(); ++gi) {
+    const luminav_group& g = groups[gi];
+    luminav_hyperparams hp = *g.hp;
+    if (g.step_counter) hp.step = static_cast<uint64_t>(*g.step_counter) + 1;
+    if (g.lr) hp.lr = g.lr_dtype == LUMINAV_SCALAR_F64 ? *static_cast<const double*>(g.lr)
+                                                      : *static_cast<const float*>(g.lr);
+    constants[gi] = whole_step_constants(hp);
+    if (async && async->grad_scale) constants[gi].inv_grad_scale = core::inverse_grad_scale(*async->grad_scale);
+    if (work[gi].tensors.empty()) {
+      first_position += static_cast<uint32_t>(g.count);
+      continue;
+    }
+    size_t failed = 0;
+    core::Status s = reduce_and_finalize(
+        backend, constants[gi], work[gi], ctx, globals[gi],
+        [&](size_t i) { return "groups[" + std::to_string(gi) + "].tensors[" + std::to_string(i) + "]"; }, &failed);
+    if (s.code == LUMINAV_STATUS_NONFINITE_GRAD && async != nullptr) {
+      // The first failing tensor's position (as a device would report it).
+      if (async->found_inf) *async->found_inf = 1.0f;
+      finish(first_position + static_cast<uint32_t>(failed) + 1);
+      if (async->skip_nonfinite) return core::Status::success();
+    }
+    if (!s.ok()) return s;
+    first_position += static_cast<uint32_t>(g.count);
+  }
+  for (size_t gi = 0; gi < groups.size(); ++gi) {
+    if (work[gi].tensors.empty()) continue;
+    const int code = backend.apply(constants[gi], work[gi].tensors, globals[gi], ctx);
+    if (code != LUMINAV_STATUS_OK) return backend_failure(backend, code, "apply");
+  }
+  for (const luminav_group& g : groups) {
+    if (g.step_counter) *g.step_counter += 1.0f;
+  }
+  finish(0);
+  return core::Status::success();
+}
+
+std::vector<AsyncGroup> async_groups(std::span<const luminav_group> groups, std::span<Work> work) {
+  std::vector<AsyncGroup> out;
+  uint32_t first_position = 0;
+  for (size_t gi = 0; gi < groups.size(); ++gi) {
+    const luminav_group& g = groups[gi];
+    Work& w = work[gi];
+    if (!w.tensors.empty()) {
+      w.call_position.resize(w.tensors.size());
+      for (size_t j = 0; j < w.tensors.size(); ++j) {
+        w.call_position[j] = first_position + static_cast<uint32_t>(w.position[j]);
+      }
+      AsyncGroup a{};
+      a.k = whole_step_constants(*g.hp);
+      a.tensors = w.tensors;
+      a.positions = w.call_position;
+      a.step_counter = g.step_counter;
+      a.lr = g.lr;
+      a.lr_dtype = g.lr_dtype;
+      a.lr_host = g.hp->lr;
+      a.beta1 = g.hp->beta1;
+      a.beta2 = g.hp->beta2;
+      a.weight_decay = g.hp->weight_decay;
+      out.push_back(a);
+    }
+    first_position += static_cast<uint32_t>(g.count);
+  }
+  return out;
+}
+
+}  // namespace
+
+core::Status run_step_groups(const luminav_group* groups, size_t count, const luminav_options* options,
+                             const luminav_async* async) {
+  if (groups == nullptr && count > 0) return core::Status::invalid("groups must not be NULL");
+  const std::span<const luminav_group> all(groups, count);
+  if (core::Status s = core::validate_groups(all); !s.ok()) return s;
+  if (async && async->status == nullptr) return core::Status::invalid("async.status must not be NULL");
+  std::vector<Work> work;
+  work.reserve(count);
+  size_t total_elements = 0;
+  for (const luminav_group& g : all) {
+    work.push_back(nonempty(std::span(g.tensors, g.count)));
+    total_elements += work.back().total_elements;
+  }
+  Backend* backend = nullptr;
+  if (core::Status s = select_backend(options, total_elements, &backend); !s.ok()) return s;
+  ExecContext ctx = context_of(options);
+  if (!backend->supports_async()) {
+    ctx.scratch = nullptr;  // host backends keep their own scratch
+    ctx.scratch_bytes = 0;
+    core::Status s = run_groups_on_host(all, work, *backend, ctx, async);
+    if (s.ok()) last_backend = backend_label(*backend);
+    return s;
+  }
+  if (async == nullptr) {
+    return core::Status::invalid("backend '" + std::string(backend->name()) +
+                                 "' runs the step asynchronously: async (with a device status word) is required");
+  }
+  const std::vector<AsyncGroup> groups_work = async_groups(all, std::span(work));
+  if (groups_work.empty()) return core::Status::success();
+  const size_t needed = async_workspace_layout(groups_work).total_bytes;
+  if (ctx.scratch == nullptr || ctx.scratch_bytes < needed) {
+    return core::Status::invalid("scratch must be a device workspace of " + std::to_string(needed) +
+                                 " bytes (luminav_groups_workspace_bytes), got " +
+                                 std::to_string(ctx.scratch ? ctx.scratch_bytes : 0));
+  }
+  const int code = backend->step_async(groups_work, *async, ctx);
+  if (code != LUMINAV_STATUS_OK) return backend_failure(*backend, code, "step_async");
+  last_backend = backend_label(*backend);
+  return core::Status::success();
+}
+
+size_t groups_workspace_bytes(const luminav_group* groups, size_t count) {
+  if (groups == nullptr || count == 0) return 0;
+  const std::span<const luminav_group> all(groups, count);
+  if (!core::validate_groups(all).ok()) return 0;
+  std::vector<Work> work;
+  for (const luminav_group& g : all) work.push_back(nonempty(std::span(g.tensors, g.count)));
+  const std::vector<AsyncGroup> groups_work = async_groups(all, std::span(work));
+  return async_workspace_layout(groups_work).total_bytes;
 }
 
 core::Status run_reduction_rounds(const luminav_hyperparams* hp, int* rounds) {

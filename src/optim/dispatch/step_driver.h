@@ -15,6 +15,12 @@ namespace luminav::dispatch {
 core::Status run_step(const luminav_hyperparams* hp, const luminav_tensor* tensors, size_t count,
                       const luminav_options* options);
 
+// luminav_step_groups: every group's finite check before any write; device
+// backends run it asynchronously (luminav_groups.h).
+core::Status run_step_groups(const luminav_group* groups, size_t count, const luminav_options* options,
+                             const luminav_async* async);
+size_t groups_workspace_bytes(const luminav_group* groups, size_t count);
+
 // The sharded split (luminav.h, "pass-1 / pass-2 split").
 core::Status run_reduction_rounds(const luminav_hyperparams* hp, int* rounds);
 core::Status run_reduce(const luminav_hyperparams* hp, const luminav_tensor* shard, int round,

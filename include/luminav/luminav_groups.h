@@ -1,0 +1,99 @@
+/* luminav_groups.h: one call for a whole optimizer step (every param group,
+ * mode and dtype), and its asynchronous, device-resident form for GPUs
+ * (spec/luminav-update.md, "Asynchronous devices" and "Gradient scale").
+ * Included by luminav.h; the conventions of that header hold here.
+ *
+ * Host backends run the call synchronously: every gradient of every group is
+ * checked before anything is written, and the status says how it went.
+ *
+ * Device backends (CUDA) enqueue the step on options->stream and return
+ * without waiting: no device-to-host copy and no synchronisation on the path
+ * of a step. Pass 1's reductions, the finite verdict, TD-CLM's second moment,
+ * the cautious and bound scales and the bias corrections are formed on the
+ * device; pass 2 reads them from device memory and writes nothing when the
+ * verdict is bad. The call can be captured in a CUDA graph and replayed
+ * (every pointer below, and the workspace, must then stay valid). The
+ * outcome lands in the caller's device status word (luminav_step_status),
+ * copied asynchronously to pinned host memory when host_status is given.
+ */
+#ifndef LUMINAV_LUMINAV_GROUPS_H
+#define LUMINAV_LUMINAV_GROUPS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct luminav_hyperparams;
+struct luminav_tensor;
+struct luminav_options;
+
+/* lr_dtype of a device learning rate. */
+enum luminav_scalar_dtype { LUMINAV_SCALAR_F32 = 0, LUMINAV_SCALAR_F64 = 1 };
+
+/* One param group: hyperparameters shared by its tensors. */
+typedef struct luminav_group {
+  const struct luminav_hyperparams* hp;
+  const struct luminav_tensor* tensors;
+  size_t count;
+  /* Device backends only (NULL on the host, or to use hp->step and hp->lr):
+   * step_counter: fp32 step count of the group, t - 1 before the step (the
+   *   layout of torch's capturable `state["step"]`); the step runs with t and
+   *   the device adds 1 when the step is applied (not when it is skipped).
+   * lr: a 0-d device tensor read when the step runs (an LR scheduler's
+   *   fill_ between graph replays takes effect without a recapture). */
+  float* step_counter;
+  const void* lr;
+  int lr_dtype; /* LUMINAV_SCALAR_* */
+} luminav_group;
+
+/* The device status word (16 bytes of device memory, 4-byte aligned, zeroed
+ * by the caller once). Tensor positions count over the whole call, group by
+ * group, from 1 (0 means none). */
+typedef struct luminav_step_status {
+  uint32_t verdict;  /* the last step: 0 applied; else 1 + position of the first
+                        tensor with a non-finite gradient, or
+                        LUMINAV_VERDICT_FOUND_INF (GradScaler's found_inf) */
+  uint32_t failed;   /* sticky (check_finite without skip_nonfinite): 1 +
+                        position of the first failure; while it is not 0, every
+                        later step writes nothing; the caller clears it */
+  uint32_t skipped;  /* steps skipped on the device (skip_nonfinite, found_inf) */
+  uint32_t refused;  /* steps not applied because `failed` was set */
+} luminav_step_status;
+
+#define LUMINAV_VERDICT_FOUND_INF 0xFFFFFFFFu
+
+/* The asynchronous part of a device call. */
+typedef struct luminav_async {
+  luminav_step_status* status;      /* device memory; required */
+  luminav_step_status* host_status; /* pinned host memory, or NULL: receives an
+                                       asynchronous copy of *status */
+  const float* grad_scale;          /* device sigma (GradScaler's scale), or NULL:
+                                       hp->grad_scale */
+  float* found_inf;                 /* device GradScaler found_inf, or NULL: read
+                                       (non-zero skips the step, counted in
+                                       `skipped`); set to 1 when the check fails */
+  int skip_nonfinite;               /* 1: a non-finite gradient skips the step
+                                       (counted) instead of setting `failed` */
+} luminav_async;
+
+/* Device workspace a call over `groups` needs (bytes, 256-byte aligned
+ * pointer). It belongs to the caller, so that a captured graph keeps it. */
+size_t luminav_groups_workspace_bytes(const luminav_group* groups, size_t count);
+
+/* One step of every group. The finite check covers every tensor of every
+ * group before any is written. Host memory: synchronous, `async` may be NULL
+ * (when given, its status is filled too). Device memory: `async` is required,
+ * options->scratch must hold luminav_groups_workspace_bytes of device memory,
+ * and the status codes report only what the host could check (arguments,
+ * launches); NONFINITE_GRAD comes through async->status. */
+int luminav_step_groups(const luminav_group* groups, size_t count, const struct luminav_options* options,
+                        const luminav_async* async);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* LUMINAV_LUMINAV_GROUPS_H */

@@ -1,0 +1,21 @@
+// luminav_step_groups and its workspace size (luminav_groups.h).
+#include "luminav/luminav.h"
+#include "optim/capi/error_boundary.h"
+#include "optim/capi/export.h"
+#include "optim/dispatch/step_driver.h"
+
+using luminav::capi::guarded;
+namespace dispatch = luminav::dispatch;
+
+LUMINAV_EXPORT size_t luminav_groups_workspace_bytes(const luminav_group* groups, size_t count) {
+  try {
+    return dispatch::groups_workspace_bytes(groups, count);
+  } catch (...) {
+    return 0;
+  }
+}
+
+LUMINAV_EXPORT int luminav_step_groups(const luminav_group* groups, size_t count,
+                                       const luminav_options* options, const luminav_async* async) {
+  return guarded([&] { return dispatch::run_step_groups(groups, count, options, async); });
+}

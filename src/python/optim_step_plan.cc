@@ -1,0 +1,326 @@
+// StepPlan: the torch optimizer's whole step in one native call, with the
+// parameters' and gradients' pointers read and checked here, not in Python.
+//
+// Note [step plan]: the Python front end describes the optimizer once (per
+// device): every param group's dict, parameters and state tensors. The plan
+// keeps the C descriptors (luminav_group / luminav_tensor) and, on each
+// step, reads only what can change without the optimizer seeing it: each
+// parameter's data pointer, each gradient (new tensors every step after
+// zero_grad(set_to_none=True)) and the groups' numeric hyperparameters (an
+// LR scheduler writes them). Anything else that changed (a parameter's
+// storage, a missing gradient, a group's mode) makes step() answer
+// kRebuild, and the front end describes the optimizer anew. Torch is reached
+// only through its Python objects (attributes and methods, by vectorcall),
+// so the extension does not link against libtorch.
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
+
+#include <cstdint>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "luminav/luminav.h"
+
+namespace nb = nanobind;
+
+namespace {
+
+constexpr int kRebuild = -1;  // step(): the description is stale
+
+// (code, message, position): position is the flat index of the parameter
+// the message is about (-1 when none).
+using StepResult = std::tuple<int, std::string, int64_t>;
+
+// Interned attribute and key names, created once.
+struct Names {
+  nb::object grad, data_ptr, numel, is_contiguous, contiguous, dtype, lr, betas, eps, weight_decay, tau, lam,
+      bound_ratio;
+  nb::object state_keys[4];  // step, exp_avg, exp_avg_sq, master
+  static constexpr int kFixedKeys = 7;
+  nb::object fixed_keys[kFixedKeys];  // group options a description fixes
+  Names()
+      : grad(nb::str("grad")), data_ptr(nb::str("data_ptr")), numel(nb::str("numel")), is_contiguous(nb::str("is_contiguous")),
+        contiguous(nb::str("contiguous")), dtype(nb::str("dtype")), lr(nb::str("lr")), betas(nb::str("betas")),
+        eps(nb::str("eps")), weight_decay(nb::str("weight_decay")), tau(nb::str("tau")), lam(nb::str("lam")),
+        bound_ratio(nb::str("bound_ratio")),
+        state_keys{nb::str("step"), nb::str("exp_avg"), nb::str("exp_avg_sq"), nb::str("master")},
+        fixed_keys{nb::str("mode"), nb::str("bound"), nb::str("cautious"), nb::str("check_finite"),
+                   nb::str("stochastic_rounding"), nb::str("master_weights"), nb::str("backend")} {}
+};
+
+const Names& names() {
+  static const Names* n = new Names();  // lives as long as the interpreter
+  return *n;
+}
+
+nb::object call_method0(nb::handle self, const nb::object& name) {
+  PyObject* args[1] = {self.ptr()};
+  PyObject* r = PyObject_VectorcallMethod(name.ptr(), args, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, nullptr);
+  if (r == nullptr) throw nb::python_error();
+  return nb::steal(r);
+}
+
+uintptr_t data_ptr_of(nb::handle tensor) { return nb::cast<uintptr_t>(call_method0(tensor, names().data_ptr)); }
+
+// A group's dict entry, borrowed (the dict keeps it alive).
+nb::handle group_item(nb::handle group, const nb::object& key) {
+  PyObject* v = PyDict_GetItemWithError(group.ptr(), key.ptr());
+  if (v == nullptr) {
+    if (PyErr_Occurred()) throw nb::python_error();
+    throw nb::key_error(nb::borrow<nb::str>(key).c_str());
+  }
+  return v;
+}
+
+struct Entry {
+  nb::object param;           // the parameter (its .grad is read each step)
+  nb::object param_dtype;     // torch dtype object of the parameter
+  nb::object state;           // its optimizer state dict
+  nb::object state_values[4]; // the tensors described: step, exp_avg, exp_avg_sq, master (or None)
+  uintptr_t param_ptr = 0;    // data pointer when described
+  int64_t position = 0;       // flat index in the optimizer (for messages)
+};
+
+uintptr_t ptr_or_zero(nb::handle tensor) { return tensor.is_none() ? 0 : data_ptr_of(tensor); }
+
+// True when the state dict still holds the tensors the entry describes
+// (anyone may replace them: load_state_dict, a user's own code).
+bool state_unchanged(const Entry& e) {
+  for (int i = 0; i < 4; ++i) {
+    PyObject* v = PyDict_GetItemWithError(e.state.ptr(), names().state_keys[i].ptr());
+    if (v == nullptr && PyErr_Occurred()) throw nb::python_error();
+    const PyObject* expected = e.state_values[i].is_none() ? nullptr : e.state_values[i].ptr();
+    if (v != expected) return false;
+  }
+  return true;
+}
+
+struct Group {
+  nb::object dict;              // the param group
+  nb::object fixed[Names::kFixedKeys];  // its options when described (compared by identity)
+  luminav_hyperparams hp{};
+  std::vector<luminav_tensor> tensors;
+  std::vector<Entry> entries;
+  nb::object lr_tensor;         // the group's lr when it is a device tensor (else None)
+  uintptr_t lr_ptr = 0;
+  int lr_dtype = LUMINAV_SCALAR_F32;
+  float* step_counter = nullptr;
+};
+
+class StepPlan {
+ public:
+  StepPlan(std::string backend, int device_type, int device_index) : backend_(std::move(backend)) {
+    options_.device_type = device_type;
+    options_.device_index = device_index;
+  }
+
+  // One group: its dict, hyperparameters (the fields step() does not
+  // refresh: modes and flags), its fp32 step counter (one 0-d tensor shared
+  // by the group's state dicts, host or device memory like the tensors), its
+  // lr tensor where the device reads it, and per parameter a tuple
+  // (param, param dtype object, state dict, position, dtype code, seed); the
+  // state dict holds "exp_avg", "exp_avg_sq" and maybe "master", already
+  // validated by the front end.
+  void add_group(nb::object dict, const luminav_hyperparams& hp, nb::list tensors, nb::object step,
+                 nb::object lr_tensor, int lr_dtype) {
+    Group g;
+    g.dict = std::move(dict);
+    for (int i = 0; i < Names::kFixedKeys; ++i) g.fixed[i] = nb::borrow(group_item(g.dict, names().fixed_keys[i]));
+    g.hp = hp;
+    g.step_counter = reinterpret_cast<float*>(data_ptr_of(step));
+    g.lr_ptr = lr_tensor.is_none() ? 0 : data_ptr_of(lr_tensor);
+    g.lr_tensor = std::move(lr_tensor);
+    g.lr_dtype = lr_dtype;
+    for (nb::handle item : tensors) {
+      auto t = nb::cast<nb::tuple>(item);
+      Entry e;
+      e.param = nb::borrow(t[0]);
+      e.param_dtype = nb::borrow(t[1]);
+      e.state = nb::borrow(t[2]);
+      e.position = nb::cast<int64_t>(t[3]);
+      e.param_ptr = data_ptr_of(e.param);
+      for (int i = 0; i < 4; ++i) {
+        PyObject* v = PyDict_GetItemWithError(e.state.ptr(), names().state_keys[i].ptr());
+        if (v == nullptr && PyErr_Occurred()) throw nb::python_error();
+        e.state_values[i] = v ? nb::borrow(v) : nb::none();
+      }
+      if (!e.state_values[0].is(step)) throw nb::value_error("state['step'] is not the group's step counter");
+      luminav_tensor d{};
+      d.param = reinterpret_cast<void*>(e.param_ptr);
+      d.exp_avg = reinterpret_cast<float*>(ptr_or_zero(e.state_values[1]));
+      d.exp_avg_sq = reinterpret_cast<float*>(ptr_or_zero(e.state_values[2]));
+      d.master = reinterpret_cast<float*>(ptr_or_zero(e.state_values[3]));
+      d.num_elements = nb::cast<size_t>(call_method0(e.param, names().numel));
+      d.param_dtype = nb::cast<int>(t[4]);
+      d.seed = nb::cast<uint64_t>(t[5]);
+      d.grad_dtype = d.param_dtype;  // torch gives a gradient its parameter's dtype
+      g.tensors.push_back(d);
+      g.entries.push_back(std::move(e));
+    }
+    groups_.push_back(std::move(g));
+  }
+
+  // Parameters without a gradient when described: a gradient appearing on
+  // one makes the description stale.
+  void add_excluded(nb::list params) {
+    for (nb::handle p : params) excluded_.push_back(nb::borrow(p));
+  }
+
+  void set_async(uintptr_t status, uintptr_t host_status, uintptr_t workspace, size_t workspace_bytes) {
+    status_ = reinterpret_cast<luminav_step_status*>(status);
+    host_status_ = reinterpret_cast<luminav_step_status*>(host_status);
+    options_.scratch = reinterpret_cast<void*>(workspace);
+    options_.scratch_bytes = workspace_bytes;
+  }
+
+  size_t workspace_bytes() const {
+    std::vector<luminav_group> c = c_groups();
+    return luminav_groups_workspace_bytes(c.data(), c.size());
+  }
+
+  // One step. Reads the gradients and refreshes the pointers and numeric
+  // hyperparameters, then one luminav_step_groups call with the GIL released.
+  StepResult step(uintptr_t stream, uintptr_t grad_scale, uintptr_t found_inf, bool skip_nonfinite) {
+    const Names& n = names();
+    std::vector<nb::object> dense_grads;  // contiguous copies, alive until the call is enqueued
+    for (const nb::object& p : excluded_) {
+      nb::object grad = nb::steal(PyObject_GetAttr(p.ptr(), n.grad.ptr()));
+      if (!grad.is_valid()) throw nb::python_error();
+      if (!grad.is_none()) return {kRebuild, "a gradient appeared", -1};
+    }
+    for (Group& g : groups_) {
+      if (StepResult r = refresh_hyperparams(g); std::get<0>(r) != 0) return r;
+      for (size_t i = 0; i < g.entries.size(); ++i) {
+        Entry& e = g.entries[i];
+        if (data_ptr_of(e.param) != e.param_ptr) return {kRebuild, "parameter storage changed", e.position};
+        if (!state_unchanged(e)) return {kRebuild, "state replaced", e.position};
+        nb::object grad = nb::steal(PyObject_GetAttr(e.param.ptr(), n.grad.ptr()));
+        if (!grad.is_valid()) throw nb::python_error();
+        if (grad.is_none()) return {kRebuild, "gradient missing", e.position};
+        bool contiguous = false;
+        try {
+          contiguous = nb::handle(call_method0(grad, n.is_contiguous)).is(Py_True);
+        } catch (nb::python_error&) {  // a sparse gradient has no strides
+          return {LUMINAV_STATUS_INVALID_ARGUMENT, "LuminaV does not support sparse gradients", e.position};
+        }
+        if (!contiguous) {
+          grad = call_method0(grad, n.contiguous);  // read-only: a dense copy is as good
+          dense_grads.push_back(grad);
+        }
+        // torch refuses a .grad of another dtype, size or device, and a
+        // sparse .grad has no strides: the dtype check covers .data swaps.
+        nb::object dtype = nb::steal(PyObject_GetAttr(grad.ptr(), n.dtype.ptr()));
+        if (!dtype.is(e.param_dtype)) {
+          return {LUMINAV_STATUS_INVALID_ARGUMENT, "the gradient's dtype differs from the parameter's", e.position};
+        }
+        g.tensors[i].grad = reinterpret_cast<const void*>(data_ptr_of(grad));
+      }
+    }
+    std::vector<luminav_group> c = c_groups();
+    options_.backend = backend_.c_str();
+    options_.stream = reinterpret_cast<void*>(stream);
+    luminav_async async{};
+    async.status = status_;
+    async.host_status = host_status_;
+    async.grad_scale = reinterpret_cast<const float*>(grad_scale);
+    async.found_inf = reinterpret_cast<float*>(found_inf);
+    async.skip_nonfinite = skip_nonfinite ? 1 : 0;
+    int status;
+    {
+      nb::gil_scoped_release release;
+      status = luminav_step_groups(c.data(), c.size(), &options_, status_ ? &async : nullptr);
+    }
+    std::string message = status == LUMINAV_STATUS_OK ? std::string() : luminav_last_error_message();
+    return {status, std::move(message), -1};
+  }
+
+  size_t num_tensors() const {
+    size_t count = 0;
+    for (const Group& g : groups_) count += g.tensors.size();
+    return count;
+  }
+
+  // Flat position (as given in add_group) of the tensor at call position `p`.
+  int64_t position_of(size_t p) const {
+    for (const Group& g : groups_) {
+      if (p < g.entries.size()) return g.entries[p].position;
+      p -= g.entries.size();
+    }
+    return -1;
+  }
+
+ private:
+  std::vector<luminav_group> c_groups() const {
+    std::vector<luminav_group> c(groups_.size());
+    for (size_t i = 0; i < groups_.size(); ++i) {
+      const Group& g = groups_[i];
+      c[i].hp = &g.hp;
+      c[i].tensors = g.tensors.data();
+      c[i].count = g.tensors.size();
+      c[i].step_counter = g.step_counter;
+      c[i].lr = g.lr_ptr ? reinterpret_cast<const void*>(g.lr_ptr) : nullptr;
+      c[i].lr_dtype = g.lr_dtype;
+    }
+    return c;
+  }
+
+  // The numbers torch optimizers re-read from the group on every step.
+  StepResult refresh_hyperparams(Group& g) {
+    const Names& n = names();
+    nb::handle d = g.dict;
+    for (int i = 0; i < Names::kFixedKeys; ++i) {
+      if (!group_item(d, n.fixed_keys[i]).is(g.fixed[i])) return {kRebuild, "a group option changed", -1};
+    }
+    nb::handle lr = group_item(d, n.lr);
+    if (g.lr_ptr != 0) {
+      if (!lr.is(g.lr_tensor)) return {kRebuild, "lr replaced", -1};
+    } else {
+      // A float, or a tensor this device does not read in place (a CPU
+      // tensor for a CUDA step, any tensor on the host): its value now.
+      nb::object value = nb::steal(PyNumber_Float(lr.ptr()));
+      if (!value.is_valid()) throw nb::python_error();
+      g.hp.lr = PyFloat_AsDouble(value.ptr());
+    }
+    nb::handle betas = group_item(d, n.betas);
+    g.hp.beta1 = nb::cast<double>(betas[0]);
+    g.hp.beta2 = nb::cast<double>(betas[1]);
+    g.hp.eps = nb::cast<double>(group_item(d, n.eps));
+    g.hp.weight_decay = nb::cast<double>(group_item(d, n.weight_decay));
+    g.hp.tau = nb::cast<double>(group_item(d, n.tau));
+    g.hp.lam = nb::cast<double>(group_item(d, n.lam));
+    nb::handle ratio = group_item(d, n.bound_ratio);
+    g.hp.bound_ratio = ratio.is_none() ? 0.0 : nb::cast<double>(ratio);
+    if (PyErr_Occurred()) throw nb::python_error();
+    return {0, std::string(), -1};
+  }
+
+  std::string backend_;
+  luminav_options options_{};
+  luminav_step_status* status_ = nullptr;
+  luminav_step_status* host_status_ = nullptr;
+  std::vector<Group> groups_;
+  std::vector<nb::object> excluded_;
+};
+
+}  // namespace
+
+void register_optim_step_plan(nb::module_& m) {
+  m.attr("PLAN_REBUILD") = kRebuild;
+  m.attr("VERDICT_FOUND_INF") = static_cast<uint64_t>(LUMINAV_VERDICT_FOUND_INF);
+  nb::class_<StepPlan>(m, "StepPlan", "The optimizer's whole step as one native call (Note [step plan])")
+      .def(nb::init<std::string, int, int>(), nb::arg("backend"), nb::arg("device_type"),
+           nb::arg("device_index"))
+      .def("add_group", &StepPlan::add_group, nb::arg("group"), nb::arg("hp"), nb::arg("tensors"),
+           nb::arg("step"), nb::arg("lr_tensor").none(), nb::arg("lr_dtype"))
+      .def("add_excluded", &StepPlan::add_excluded, nb::arg("params"))
+      .def("set_async", &StepPlan::set_async, nb::arg("status"), nb::arg("host_status"), nb::arg("workspace"),
+           nb::arg("workspace_bytes"))
+      .def("workspace_bytes", &StepPlan::workspace_bytes)
+      .def("num_tensors", &StepPlan::num_tensors)
+      .def("position_of", &StepPlan::position_of)
+      .def("step", &StepPlan::step, nb::arg("stream"), nb::arg("grad_scale"), nb::arg("found_inf"),
+           nb::arg("skip_nonfinite"),
+           "One step; returns (code, message, position): 0 ok, a luminav status, or PLAN_REBUILD.");
+}
