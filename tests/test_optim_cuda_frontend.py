@@ -48,7 +48,7 @@ def test_cuda_non_finite_gradient_changes_nothing():
     before = [p.detach().clone()] + [v.clone() for v in opt.state[p].values()]
     p.grad[7] = float("nan")
     with pytest.raises(optim.NonFiniteGradientError):
-        opt.step()
+        opt.step(sync=True)  # without sync the error comes at the next step (Note [asynchronous errors])
     after = [p.detach()] + list(opt.state[p].values())
     assert all(torch.equal(a, b) for a, b in zip(before, after))
 

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# The optimizer's GPU run in one device call: build the package on the GPU
+# machine (its Python differs), the GPU test suites, then the training-loop
+# benchmark. From the repository root, with the Debian simdjson/OpenSSL files
+# the GPU image lacks unpacked under .gpu_bundle/prefix:
+#   bench/gpu_suite.sh [build] [tests] [loop] [kernels]
+# Logs and JSON go to $OUT (or ./gpu_out).
+set -u
+phases=${*:-build tests loop}
+out=${OUT:-$PWD/gpu_out}
+mkdir -p "$out"
+export PYTHONUNBUFFERED=1
+prefix=$PWD/.gpu_bundle/prefix
+export LD_LIBRARY_PATH=$prefix/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
+site=/tmp/lm_site
+for phase in $phases; do
+  case $phase in
+    build)
+      nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | tee "$out/env.txt"
+      t0=$(date +%s)
+      timeout 500 python3 -m pip install -q --no-build-isolation --no-deps --target $site \
+        -Cbuild-dir=/tmp/lm_build -Ccmake.define.LUMINA_WITH_DATA=OFF -Ccmake.define.LUMINA_WITH_SIMD=OFF \
+        -Ccmake.define.LUMINA_WITH_VULKAN=OFF "-Ccmake.define.LUMINA_CUDA_ARCHS=90" \
+        -Ccmake.define.CMAKE_PREFIX_PATH="$prefix" -Ccmake.define.OPENSSL_ROOT_DIR="$prefix" \
+        -Ccmake.define.OPENSSL_INCLUDE_DIR="$prefix/include" \
+        -Ccmake.define.OPENSSL_CRYPTO_LIBRARY="$prefix/lib/x86_64-linux-gnu/libcrypto.so" . > "$out/build.log" 2>&1
+      echo "build rc=$? in $(( $(date +%s) - t0 )) s"; grep -E "LuminaMoon:|rror" "$out/build.log" | head -20 ;;
+    tests)
+      lib=$(find $site -name 'libluminav.so*' | head -1)
+      PYTHONPATH=$site LUMINAV_LIBRARY=$lib timeout 300 python3 -m pytest -q -p no:cacheprovider -o addopts= -x \
+        tests/test_gpu_async_step.py tests/test_optim_cuda_frontend.py tests/test_gpu_torch.py tests/test_gpu_cuda.py \
+        -rs 2>&1 | tee "$out/pytest.log" | tail -25 ;;
+    loop)
+      PYTHONPATH=$site timeout 400 python3 bench/optim_training_loop.py --json "$out/loop.json" 2>&1 | tee "$out/loop.log" | tail -20 ;;
+    kernels)
+      lib=$(find $site -name 'libluminav.so*' | head -1)
+      PYTHONPATH=$site LUMINAV_LIBRARY=$lib timeout 200 python3 bench/cuda_step_bench.py --out "$out/kernels.json" 2>&1 | tee "$out/kernels.log" | tail -20 ;;
+  esac
+done

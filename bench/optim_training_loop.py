@@ -1,0 +1,271 @@
+"""LuminaV against torch's AdamW in a user's training loop (issue 13).
+
+A Llama-style model (transformers LlamaForCausalLM from a config, random init,
+synthetic tokens made here, bf16 autocast on the GPU), side by side in one run:
+torch.optim.AdamW(fused=True), the same with capturable=True, and LuminaV
+(CLM, default finite check). For each: the GPU time of opt.step() (CUDA events
+around the call), its host time while the GPU still has ~100 ms of queued work,
+the whole training step at batch 16 and batch 2 (zero_grad(set_to_none=True),
+forward, backward, step; no per-step sync), and the same with opt.step()
+captured in a CUDA graph. Also LuminaV with two groups (TD-CLM body, CLM output
+layer), and the bytes floor of the step (32 B per parameter over the copy
+bandwidth measured in the same run).
+
+On the CPU (--device cpu) a small model of the same family, and the front end's
+cost per parameter (a model of many tiny tensors, where the arithmetic is nil).
+
+  python bench/optim_training_loop.py --json out.json            # GPU
+  python bench/optim_training_loop.py --device cpu --json out.json
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import time
+
+import torch
+
+from luminamoon.optim import LuminaV
+
+
+def llama(device, hidden, layers, heads, mlp, vocab, seq):
+    from transformers import LlamaConfig, LlamaForCausalLM
+    config = LlamaConfig(vocab_size=vocab, hidden_size=hidden, num_hidden_layers=layers,
+                         num_attention_heads=heads, num_key_value_heads=heads, intermediate_size=mlp,
+                         max_position_embeddings=seq, tie_word_embeddings=False)
+    config._attn_implementation = "sdpa"
+    torch.manual_seed(0)
+    return LlamaForCausalLM(config).to(device)
+
+
+def make_optimizer(kind, model):
+    if kind == "torch_fused":
+        return torch.optim.AdamW(model.parameters(), lr=6e-4, betas=(0.9, 0.95), weight_decay=0.1, fused=True)
+    if kind == "torch_fused_capturable":
+        return torch.optim.AdamW(model.parameters(), lr=torch.tensor(6e-4, device="cuda"), betas=(0.9, 0.95),
+                                 weight_decay=0.1, fused=True, capturable=True)
+    if kind == "torch_foreach":
+        return torch.optim.AdamW(model.parameters(), lr=6e-4, betas=(0.9, 0.95), weight_decay=0.1, foreach=True)
+    if kind == "luminav":
+        return LuminaV(model.parameters(), lr=6e-4, betas=(0.9, 0.95), weight_decay=0.1)
+    if kind == "luminav_two_groups":
+        head = [p for n, p in model.named_parameters() if n.startswith("lm_head")]
+        body = [p for n, p in model.named_parameters() if not n.startswith("lm_head")]
+        return LuminaV([{"params": body, "mode": "tdclm"}, {"params": head, "mode": "clm"}],
+                       lr=6e-4, betas=(0.9, 0.95), weight_decay=0.1)
+    raise ValueError(kind)
+
+
+class Loop:
+    """One model, one optimizer, synthetic batches; the pieces of a training step."""
+
+    def __init__(self, model, opt, batch, seq, vocab, device):
+        self.model, self.opt, self.device = model, opt, device
+        gen = torch.Generator(device="cpu").manual_seed(1)
+        self.batches = [torch.randint(0, vocab, (batch, seq + 1), generator=gen).to(device) for _ in range(4)]
+        self.i = 0
+
+    def forward_backward(self):
+        tokens = self.batches[self.i % len(self.batches)]
+        self.i += 1
+        with torch.autocast(self.device, dtype=torch.bfloat16, enabled=self.device == "cuda"):
+            logits = self.model(input_ids=tokens[:, :-1]).logits
+        loss = torch.nn.functional.cross_entropy(logits.float().reshape(-1, logits.shape[-1]),
+                                                 tokens[:, 1:].reshape(-1))
+        loss.backward()
+
+    def step(self, opt_step=None):
+        self.opt.zero_grad(set_to_none=opt_step is None)
+        self.forward_backward()
+        (opt_step or self.opt.step)()
+
+
+def sync(device):
+    if device == "cuda":
+        torch.cuda.synchronize()
+
+
+def gpu_step_ms(loop, reps):
+    times = []
+    for _ in range(reps):
+        loop.opt.zero_grad(set_to_none=True)
+        loop.forward_backward()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        loop.opt.step()
+        end.record()
+        torch.cuda.synchronize()
+        times.append(start.elapsed_time(end))
+    return statistics.median(times)
+
+
+def host_step_ms(loop, reps, sleep_cycles):
+    times = []
+    for _ in range(reps):
+        loop.opt.zero_grad(set_to_none=True)
+        loop.forward_backward()
+        torch.cuda.synchronize()
+        torch.cuda._sleep(sleep_cycles)  # ~100 ms of queued GPU work
+        t0 = time.perf_counter()
+        loop.opt.step()
+        times.append((time.perf_counter() - t0) * 1e3)
+        torch.cuda.synchronize()
+    return statistics.median(times)
+
+
+def whole_step_ms(loop, steps, windows=3, opt_step=None):
+    """Median over windows of (window time / steps), no sync inside a window."""
+    device = loop.device
+    out = []
+    for _ in range(windows):
+        sync(device)
+        t0 = time.perf_counter()
+        for _ in range(steps):
+            loop.step(opt_step)
+        sync(device)
+        out.append((time.perf_counter() - t0) * 1e3 / steps)
+    return statistics.median(out)
+
+
+def graphed_step(opt):
+    """opt.step() captured in a CUDA graph (gradients must then stay where they are)."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        opt.step()  # warm-up: state and workspaces exist before the capture
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        opt.step()
+    return graph.replay
+
+
+def copy_bandwidth_gbs():
+    n = 1 << 28  # 1 GiB of fp32
+    src = torch.randn(n, device="cuda")
+    dst = torch.empty_like(src)
+    for _ in range(3):
+        dst.copy_(src)
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(10):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        dst.copy_(src)
+        end.record()
+        torch.cuda.synchronize()
+        times.append(start.elapsed_time(end))
+    return 2 * 4 * n / (statistics.median(times) * 1e-3) / 1e9
+
+
+def run_gpu(args):
+    cfg = dict(hidden=768, layers=12, heads=12, mlp=2048, vocab=8192, seq=512)
+    result = {"machine": torch.cuda.get_device_name(), "torch": torch.__version__, "config": cfg, "rows": {}}
+    bw = copy_bandwidth_gbs()
+    sleep_cycles = int(0.1 * torch.cuda.get_device_properties(0).clock_rate * 1e3) \
+        if hasattr(torch.cuda.get_device_properties(0), "clock_rate") else int(0.1 * 1.98e9)
+    for kind in args.kinds:
+        model = llama("cuda", **cfg)
+        n_params = sum(p.numel() for p in model.parameters())
+        n_tensors = sum(1 for _ in model.parameters())
+        result.update(params=n_params, tensors=n_tensors, copy_gbs=bw,
+                      floor_ms=32 * n_params / (bw * 1e9) * 1e3)
+        opt = make_optimizer(kind, model)
+        row = {}
+        loop16 = Loop(model, opt, 16, cfg["seq"], cfg["vocab"], "cuda")
+        for _ in range(3):
+            loop16.step()
+        sync("cuda")
+        row["gpu_step_ms"] = gpu_step_ms(loop16, args.reps)
+        row["host_step_ms"] = host_step_ms(loop16, 5, sleep_cycles)
+        row["whole_b16_ms"] = whole_step_ms(loop16, args.steps)
+        loop2 = Loop(model, opt, 2, cfg["seq"], cfg["vocab"], "cuda")
+        row["whole_b2_ms"] = whole_step_ms(loop2, args.steps)
+        if kind in ("torch_fused_capturable", "luminav", "luminav_two_groups"):
+            try:
+                opt.zero_grad(set_to_none=False)
+                loop16.forward_backward()
+                replay = graphed_step(opt)
+                row["graph_whole_b16_ms"] = whole_step_ms(loop16, args.steps, opt_step=replay)
+                row["graph_whole_b2_ms"] = whole_step_ms(loop2, args.steps, opt_step=replay)
+                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                ts = []
+                for _ in range(args.reps):
+                    start.record()
+                    replay()
+                    end.record()
+                    torch.cuda.synchronize()
+                    ts.append(start.elapsed_time(end))
+                row["graph_gpu_step_ms"] = statistics.median(ts)
+            except Exception as exc:  # report, do not hide
+                row["graph_error"] = f"{type(exc).__name__}: {exc}"
+        result["rows"][kind] = row
+        print(kind, json.dumps({k: (round(v, 3) if isinstance(v, float) else v) for k, v in row.items()}), flush=True)
+        del opt, model, loop16, loop2
+        torch.cuda.empty_cache()
+    return result
+
+
+def run_cpu(args):
+    torch.set_num_threads(2)
+    cfg = dict(hidden=128, layers=2, heads=4, mlp=256, vocab=1024, seq=64)
+    result = {"machine": platform.processor() or platform.machine(), "torch": torch.__version__, "config": cfg,
+              "rows": {}}
+    for kind in ("torch_foreach", "torch_fused", "luminav"):
+        model = llama("cpu", **cfg)
+        opt = make_optimizer(kind, model)
+        loop = Loop(model, opt, 4, cfg["seq"], cfg["vocab"], "cpu")
+        loop.step()
+        t = []
+        for _ in range(args.reps):
+            loop.opt.zero_grad(set_to_none=True)
+            loop.forward_backward()
+            t0 = time.perf_counter()
+            loop.opt.step()
+            t.append((time.perf_counter() - t0) * 1e3)
+        result["rows"][kind] = {"opt_step_ms": statistics.median(t), "whole_step_ms": whole_step_ms(loop, 5)}
+        print(kind, result["rows"][kind], flush=True)
+    # The front end alone: many tiny tensors, zero_grad(set_to_none=True) every step.
+    count = 1000
+    for kind in ("torch_foreach", "torch_fused", "luminav"):
+        ps = [torch.nn.Parameter(torch.randn(4)) for _ in range(count)]
+        opt = (LuminaV(ps, lr=1e-3) if kind == "luminav" else
+               torch.optim.AdamW(ps, lr=1e-3, **({"fused": True} if kind == "torch_fused" else {"foreach": True})))
+        t = []
+        for i in range(args.reps + 3):
+            for p in ps:
+                p.grad = torch.full_like(p, 0.01)
+            t0 = time.perf_counter()
+            opt.step()
+            t.append((time.perf_counter() - t0) * 1e6 / count)
+        result["rows"][f"{kind}_us_per_param"] = statistics.median(t[3:])
+        print(kind, "us per parameter", round(result["rows"][f"{kind}_us_per_param"], 3), flush=True)
+    return result
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--device", default="cuda")
+    ap.add_argument("--kinds", nargs="*", default=["torch_fused", "torch_fused_capturable", "luminav",
+                                                   "luminav_two_groups"])
+    ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--steps", type=int, default=10)
+    ap.add_argument("--json")
+    args = ap.parse_args()
+    result = run_gpu(args) if args.device == "cuda" else run_cpu(args)
+    if args.device == "cuda":
+        ref = result["rows"].get("torch_fused", {})
+        ours = result["rows"].get("luminav", {})
+        for key in ("gpu_step_ms", "host_step_ms", "whole_b16_ms", "whole_b2_ms"):
+            if key in ref and key in ours:
+                print(f"{key:16s} torch fused {ref[key]:8.3f}  luminav {ours[key]:8.3f}  ratio {ours[key] / ref[key]:.3f}")
+        print(f"floor {result['floor_ms']:.3f} ms (32 B/param at {result['copy_gbs']:.0f} GB/s copy)")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(result, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
