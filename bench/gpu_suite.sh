@@ -17,6 +17,7 @@ for phase in $phases; do
   case $phase in
     build)
       nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | tee "$out/env.txt"
+      rm -rf $site /tmp/lm_build  # a warm machine keeps them; build from this tree
       t0=$(date +%s)
       timeout 500 python3 -m pip install -q --no-build-isolation --no-deps --target $site \
         -Cbuild-dir=/tmp/lm_build -Ccmake.define.LUMINA_WITH_DATA=OFF -Ccmake.define.LUMINA_WITH_SIMD=OFF \
