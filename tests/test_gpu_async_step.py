@@ -128,14 +128,11 @@ def test_steps_after_an_unseen_failure_write_nothing_and_sync_raises():
         p.grad = g
     opt.step()
     before = snapshot(ps, opt)
+    later = [grads_for(step) for step in range(1, 5)]  # made first: a host-to-device copy waits
+    later[0][0][0, 0] = float("inf")
     torch.cuda._sleep(sleep_cycles(0.05))  # the host runs ahead of the verdict
-    bad = grads_for(1)
-    bad[0][0, 0] = float("inf")
-    for p, g in zip(ps, bad):
-        p.grad = g
-    opt.step()
-    for step in range(2, 5):
-        for p, g in zip(ps, grads_for(step)):
+    for grads in later:
+        for p, g in zip(ps, grads):
             p.grad = g
         opt.step()
     with pytest.raises(NonFiniteGradientError):

@@ -31,12 +31,23 @@ std::string hex_address(uintptr_t address) {
   return buffer;
 }
 
-// One buffer's byte range [begin, end) and its name for messages.
+// One buffer's byte range [begin, end) and what names it in messages (built
+// only when a message needs it: a step validates every tensor every call).
+constexpr size_t kNoIndex = static_cast<size_t>(-1);
 struct ByteRange {
   uintptr_t begin;
   uintptr_t end;
-  std::string name;
+  size_t group;   // kNoIndex outside luminav_step_groups
+  size_t tensor;  // kNoIndex for a one-tensor call and the scratch
+  const char* field;
 };
+
+std::string name_of(const ByteRange& r) {
+  std::string name;
+  if (r.group != kNoIndex) name += "groups[" + std::to_string(r.group) + "].";
+  if (r.tensor != kNoIndex) name += "tensors[" + std::to_string(r.tensor) + "].";
+  return name + r.field;
+}
 
 Status check_no_overlap(std::vector<ByteRange>& ranges);
 
@@ -91,8 +102,9 @@ Status validate_tensors(const luminav_hyperparams& hp, std::span<const luminav_t
 
   for (size_t ti = 0; ti < tensors.size(); ++ti) {
     const luminav_tensor& t = tensors[ti];
-    const std::string prefix = several ? "tensors[" + std::to_string(ti) + "]." : std::string();
-    auto named = [&](const char* field) { return prefix + field; };
+    auto named = [&](const char* field) {
+      return (several ? "tensors[" + std::to_string(ti) + "]." : std::string()) + field;
+    };
 
     const size_t param_size = dtype_size(t.param_dtype);
     if (param_size == 0) {
@@ -146,7 +158,7 @@ Status validate_tensors(const luminav_hyperparams& hp, std::span<const luminav_t
       if (address > std::numeric_limits<uintptr_t>::max() - b.bytes) {
         return Status::invalid(named(b.field) + " range wraps around the address space");
       }
-      ranges.push_back({address, address + b.bytes, named(b.field)});
+      ranges.push_back({address, address + b.bytes, kNoIndex, several ? ti : kNoIndex, b.field});
     }
   }
 
@@ -164,7 +176,7 @@ Status validate_tensors(const luminav_hyperparams& hp, std::span<const luminav_t
     if (address > std::numeric_limits<uintptr_t>::max() - scratch_bytes) {
       return Status::invalid("scratch range wraps around the address space");
     }
-    ranges.push_back({address, address + scratch_bytes, "scratch"});
+    ranges.push_back({address, address + scratch_bytes, kNoIndex, kNoIndex, "scratch"});
   }
 
   return check_no_overlap(ranges);
@@ -179,9 +191,9 @@ Status check_no_overlap(std::vector<ByteRange>& ranges) {
   size_t furthest = 0;
   for (size_t i = 1; i < ranges.size(); ++i) {
     if (ranges[i].begin < ranges[furthest].end) {
-      return Status::invalid("buffers overlap: " + ranges[furthest].name + " [" +
+      return Status::invalid("buffers overlap: " + name_of(ranges[furthest]) + " [" +
                              hex_address(ranges[furthest].begin) + ", " +
-                             hex_address(ranges[furthest].end) + ") and " + ranges[i].name + " [" +
+                             hex_address(ranges[furthest].end) + ") and " + name_of(ranges[i]) + " [" +
                              hex_address(ranges[i].begin) + ", " + hex_address(ranges[i].end) +
                              ")");
     }
@@ -216,11 +228,10 @@ Status validate_groups(std::span<const luminav_group> groups) {
       const luminav_tensor& t = g.tensors[ti];
       const size_t n = t.num_elements;
       if (n == 0) continue;
-      const std::string name = prefix + "tensors[" + std::to_string(ti) + "].";
       auto add = [&](const void* p, size_t bytes, const char* field) {
         if (p == nullptr) return;
         const auto a = reinterpret_cast<uintptr_t>(p);
-        ranges.push_back({a, a + bytes, name + field});
+        ranges.push_back({a, a + bytes, gi, ti, field});
       };
       add(t.param, n * dtype_size(t.param_dtype), "param");
       add(t.grad, n * dtype_size(t.grad_dtype), "grad");
