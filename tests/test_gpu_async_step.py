@@ -170,6 +170,7 @@ def test_grad_scaler_with_fp16_parameters_skips_the_steps_torch_adamw_skips():
         if step in (2, 7):
             gs[3][1] = float("inf")
         for k, (model, optimizer, scaler) in enumerate(((ours, opt, scalers[0]), (ref, ref_opt, scalers[1]))):
+            scaler.scale(torch.ones((), device="cuda"))  # what scaler.scale(loss) would start
             loss_scale = scaler.get_scale()
             for p, g in zip(model, gs):
                 p.grad = (g.float() * loss_scale).to(torch.float16)

@@ -81,7 +81,9 @@ typedef struct luminav_async {
 
 /* Device workspace a call over `groups` needs (bytes, 256-byte aligned
  * pointer), from the tensors' sizes alone (the pointers are not read; 0 for
- * NULL arguments). It belongs to the caller, so that a captured graph keeps it. */
+ * NULL arguments). It belongs to the caller, so that a captured graph keeps
+ * it, and must be zeroed once before its first use (it keeps counters that
+ * every step leaves at zero). */
 size_t luminav_groups_workspace_bytes(const luminav_group* groups, size_t count);
 
 /* One step of every group. The finite check covers every tensor of every

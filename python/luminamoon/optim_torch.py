@@ -97,13 +97,13 @@ class _DeviceStatus:
         self.status = torch.zeros(4, dtype=torch.int32, device=device)
         self.host = torch.zeros(4, dtype=torch.int32, pin_memory=True)
         self.host_view = self.host.numpy()  # reading it never waits for the device
-        self.workspace = torch.empty(0, dtype=torch.uint8, device=device)
+        self.workspace = torch.zeros(0, dtype=torch.uint8, device=device)
         self.cleared: torch.cuda.Event | None = None  # the copy may be stale until this event
         self.names: list[str] = []  # call position -> parameter name (the plan's order)
 
     def workspace_of(self, nbytes: int) -> torch.Tensor:
-        if self.workspace.numel() < nbytes:
-            self.workspace = torch.empty(nbytes, dtype=torch.uint8, device=self.device)
+        if self.workspace.numel() < nbytes:  # zeroed once (luminav_groups_workspace_bytes)
+            self.workspace = torch.zeros(nbytes, dtype=torch.uint8, device=self.device)
         return self.workspace
 
     def known_failure(self) -> int:
@@ -411,7 +411,7 @@ class LuminaV(Optimizer):
         for plan in plans:
             stream = 0
             if plan.status is not None:
-                stream = torch.cuda.current_stream(plan.device).cuda_stream
+                stream = torch._C._cuda_getCurrentRawStream(plan.device.index)
             gs = grad_scale.data_ptr() if grad_scale is not None else 0
             fi = found_inf.data_ptr() if found_inf is not None else 0
             code, message, position = plan.native.step(stream, gs, fi, self.skip_nonfinite)

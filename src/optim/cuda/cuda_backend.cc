@@ -2,6 +2,7 @@
 #include "optim/cuda/cuda_backend.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -282,13 +283,23 @@ class CudaBackend final : public Backend {
   bool supports_async() const override { return true; }
 
   // Note [device-resident step]: prepare (constants, words) -> per group and
-  // batch: reduce, finalize on the device (per round) -> per group and batch:
+  // batch: reduce, its last block finalizing each slot on the device (per
+  // round; Note [last block finalizes]) -> per group and batch:
   // apply, which writes nothing when the step is blocked -> commit (verdict,
   // step counters) -> an asynchronous copy of the status word. No host
   // synchronisation; every pointer lives in the caller's workspace or
   // tensors, so the sequence can be captured in a CUDA graph.
   int step_async(std::span<const AsyncGroup> groups, const luminav_async& async,
                  const ExecContext& ctx) override {
+    static const bool trace = std::getenv("LUMINAV_TRACE_HOST") != nullptr;
+    auto t_start = std::chrono::steady_clock::now();
+    auto mark = [&](const char* what) {
+      if (!trace) return;
+      const auto now = std::chrono::steady_clock::now();
+      std::fprintf(stderr, "luminav: step_async %s %.1f us\n", what,
+                   std::chrono::duration<double, std::micro>(now - t_start).count());
+      t_start = now;
+    };
     CallScope scope(this, ctx.device_index);
     if (scope.code != LUMINAV_STATUS_OK) return scope.code;
     ContextState* state = scope.state;
@@ -296,6 +307,7 @@ class CudaBackend final : public Backend {
       if (int code = check_device_pointers(g.tensors); code != LUMINAV_STATUS_OK) return code;
     }
     if (int code = check_small_device_pointers(groups, async, ctx.scratch); code != LUMINAV_STATUS_OK) return code;
+    mark("scope+pointer checks");
     const CUstream stream = static_cast<CUstream>(ctx.stream);
     const dispatch::AsyncWorkspaceLayout layout = dispatch::async_workspace_layout(groups);
     auto* base = static_cast<unsigned char*>(ctx.scratch);
@@ -305,9 +317,9 @@ class CudaBackend final : public Backend {
     auto* tensor_partials = reinterpret_cast<luminav_partials*>(base + layout.tensor_partials);
     auto* tile_partials = base + layout.tile_partials;
     const Kernel* prepare = find_kernel(*state, "luminav_prepare_step");
-    const Kernel* finalize = find_kernel(*state, "luminav_finalize_slots");
     const Kernel* commit = find_kernel(*state, "luminav_commit_step");
-    if (prepare == nullptr || finalize == nullptr || commit == nullptr) {
+    auto* slot_counters = reinterpret_cast<uint32_t*>(base + layout.slot_counters);
+    if (prepare == nullptr || commit == nullptr) {
       return fail(LUMINAV_STATUS_INTERNAL, "asynchronous step kernels missing from the module");
     }
 
@@ -335,6 +347,7 @@ class CudaBackend final : public Backend {
       if (int code = launch_struct(*prepare, 1, &pp, stream); code != LUMINAV_STATUS_OK) return code;
     }
 
+    mark("prepare");
     // Pass 1 of every group before any pass 2 (the finite check covers the call).
     std::vector<std::vector<core::TensorGlobals>> initial(groups.size());
     uint32_t dense = 0;
@@ -363,16 +376,17 @@ class CudaBackend final : public Backend {
           p.globals_base = dense + static_cast<uint32_t>(first);
           // Round 0 reads the initial globals of the slots; later rounds the device's.
           p.globals = round == 0 ? nullptr : globals;
-          if (int c = launch(*kernel, p.first_tile[p.num_slots], p, stream); c != LUMINAV_STATUS_OK) return c;
-          p.globals = globals;
+          p.finalized = globals;
+          p.slot_counters = slot_counters;
           p.tensor_partials = tensor_partials + dense + first;
-          return launch(*finalize, p.num_slots, p, stream);
+          return launch(*kernel, p.first_tile[p.num_slots], p, stream);
         });
         if (code != LUMINAV_STATUS_OK) return code;
       }
       dense += static_cast<uint32_t>(g.tensors.size());
     }
 
+    mark("pass 1");
     dense = 0;
     for (size_t gi = 0; gi < groups.size(); ++gi) {
       const AsyncGroup& g = groups[gi];
@@ -396,6 +410,7 @@ class CudaBackend final : public Backend {
       dense += static_cast<uint32_t>(g.tensors.size());
     }
 
+    mark("pass 2");
     std::vector<float*> counters;
     for (const AsyncGroup& g : groups) {
       if (g.step_counter != nullptr) counters.push_back(g.step_counter);
@@ -419,6 +434,7 @@ class CudaBackend final : public Backend {
                                                  sizeof(luminav_step_status), stream);
       if (r != drv::CUDA_SUCCESS) return fail(LUMINAV_STATUS_DRIVER_ERROR, driver().error("cuMemcpyDtoHAsync", r));
     }
+    mark("commit+copy");
     return LUMINAV_STATUS_OK;
   }
 

@@ -388,6 +388,63 @@ __device__ __forceinline__ void store_tile_partial(const LaunchParams& lp, const
   }
 }
 
+// Asynchronous step (Note [device-resident step]): the slot's tile partials
+// added in tile order (as luminav_combine_partials does, so the bits do not
+// depend on which block comes last), folded into its globals on the device;
+// a failed finite check marks the step (the smallest position wins, so the
+// verdict does not depend on timing either). Run by the last block of the
+// slot to finish its tile (Note [last block finalizes]).
+__device__ void finalize_slot(const LaunchParams& lp, uint32_t j) {
+  Accum a;
+  for (uint32_t t = lp.first_tile[j] + threadIdx.x; t < lp.first_tile[j + 1]; t += kBlockSize) {
+    const auto* p = reinterpret_cast<const luminav_partials*>(lp.tile_partials + uint64_t{t} * kTilePartialStride);
+    luminav_partials v;
+    v.nonfinite_count = __ldcg(&p->nonfinite_count);
+    v.agree_count = __ldcg(&p->agree_count);
+    v.grad_sq_sum = __ldcg(&p->grad_sq_sum);
+    v.update_sq_sum = __ldcg(&p->update_sq_sum);
+    v.weight_sq_sum = __ldcg(&p->weight_sq_sum);
+    a.add(v);
+  }
+  const Accum total = block_sum(a);
+  if (threadIdx.x != 0) return;
+  const TensorSlot& s = lp.slots[j];
+  const StepConstants& k = *lp.k_device;
+  luminav_partials sum;
+  total.store(&sum);
+  lp.tensor_partials[j] = sum;
+  const int round = static_cast<int>(lp.round);
+  if (core::round_has_grad_sums(round) && k.check_finite && sum.nonfinite_count > 0) {
+    atomicMin(&lp.words->first_bad, s.position);
+  }
+  TensorGlobals& g = lp.finalized[lp.globals_base + j];
+  const float s_old = (k.tdclm && round == 0) ? s.exp_avg_sq[0] : 0.0f;
+  core::fold_round_sums(k, sum, s.num_elements, round, s_old, g);
+}
+
+// Note [last block finalizes]: each block of an asynchronous reduction
+// counts itself done on its slot's counter (after a fence that publishes its
+// tile partial); the block that brings the count to the slot's tile count
+// finalizes the slot and resets the counter for the next round. One launch
+// instead of a reduction and a finalize launch per batch.
+__device__ __forceinline__ void finish_tile(const LaunchParams& lp, const Tile& t) {
+  if (lp.slot_counters == nullptr) return;
+  __shared__ bool last;
+  __syncthreads();  // the tile partial is written (thread 0 wrote it after the block sum)
+  if (threadIdx.x == 0) {
+    __threadfence();
+    const uint32_t tiles = lp.first_tile[t.slot_index + 1] - lp.first_tile[t.slot_index];
+    uint32_t* counter = &lp.slot_counters[lp.globals_base + t.slot_index];
+    last = atomicAdd(counter, 1u) == tiles - 1;
+    if (last) *counter = 0;
+  }
+  __syncthreads();
+  if (last) {
+    __threadfence();
+    finalize_slot(lp, t.slot_index);
+  }
+}
+
 template <int P, int G>
 __device__ __forceinline__ void reduce_tile(const LaunchParams& lp) {
   if (lp.words != nullptr && lp.words->blocked) return;  // nothing will be applied
@@ -422,6 +479,7 @@ __device__ __forceinline__ void reduce_tile(const LaunchParams& lp) {
       reduce_element(k, gl, fields, core::load_as_f32<G>(s.grad, i), 0.0f, 0.0f, 0.0f, a);
     }
     store_tile_partial(lp, a);
+    finish_tile(lp, t);
     return;
   }
   for_tile(
@@ -443,6 +501,7 @@ __device__ __forceinline__ void reduce_tile(const LaunchParams& lp) {
         reduce_element(k, gl, fields, g, m, v, x, a);
       });
   store_tile_partial(lp, a);
+  finish_tile(lp, t);
 }
 
 }  // namespace
@@ -523,36 +582,6 @@ extern "C" __global__ void __launch_bounds__(luminav::cuda::kBlockSize)
     params.words->blocked =
         (params.status->failed != 0 || (params.found_inf != nullptr && *params.found_inf != 0.0f)) ? 1u : 0u;
   }
-}
-
-// One block per slot: the slot's tile partials added in tile order (as
-// luminav_combine_partials), then folded into the slot's globals on the
-// device; a failed finite check marks the step (smallest position wins, so
-// the verdict does not depend on timing).
-extern "C" __global__ void __launch_bounds__(luminav::cuda::kBlockSize)
-    luminav_finalize_slots(const __grid_constant__ LaunchParams params) {
-  using namespace luminav;
-  using namespace luminav::cuda;
-  if (params.words->blocked) return;
-  const uint32_t j = blockIdx.x;
-  Accum a;
-  for (uint32_t t = params.first_tile[j] + threadIdx.x; t < params.first_tile[j + 1]; t += kBlockSize) {
-    a.add(*reinterpret_cast<const luminav_partials*>(params.tile_partials + uint64_t{t} * kTilePartialStride));
-  }
-  const Accum total = block_sum(a);
-  if (threadIdx.x != 0) return;
-  const TensorSlot& s = params.slots[j];
-  const core::StepConstants& k = *params.k_device;
-  luminav_partials sum;
-  total.store(&sum);
-  params.tensor_partials[j] = sum;
-  const int round = static_cast<int>(params.round);
-  if (core::round_has_grad_sums(round) && k.check_finite && sum.nonfinite_count > 0) {
-    atomicMin(&params.words->first_bad, s.position);
-  }
-  core::TensorGlobals& g = params.globals[params.globals_base + j];
-  const float s_old = (k.tdclm && round == 0) ? s.exp_avg_sq[0] : 0.0f;
-  core::fold_round_sums(k, sum, s.num_elements, round, s_old, g);
 }
 
 // The verdict of the step into the caller's status word, and (when the step

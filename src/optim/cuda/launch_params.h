@@ -70,7 +70,9 @@ struct LaunchParams {
   // values) and the step's shared words (a bad verdict makes pass 2 write
   // nothing). All nullptr on the synchronous path.
   const core::StepConstants* k_device;
-  core::TensorGlobals* globals;       // indexed by globals_base + slot
+  core::TensorGlobals* globals;       // read: indexed by globals_base + slot (nullptr: the slots')
+  core::TensorGlobals* finalized;     // written by the reduction's finalize, indexed likewise
+  uint32_t* slot_counters;            // Note [last block finalizes]; indexed likewise
   dispatch::AsyncStepWords* words;
   uint32_t globals_base;
   uint32_t reserved2;

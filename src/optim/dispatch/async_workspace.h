@@ -28,6 +28,7 @@ struct AsyncWorkspaceLayout {
   size_t globals = 0;          // one core::TensorGlobals per tensor
   size_t tensor_partials = 0;  // one luminav_partials per tensor (the combined tiles)
   size_t tile_partials = 0;    // core::kTilePartialBytes per reduction tile
+  size_t slot_counters = 0;    // one uint32 per tensor: zero between steps (the caller zeroes it once)
   size_t total_bytes = 0;
 };
 
@@ -44,7 +45,8 @@ inline AsyncWorkspaceLayout async_workspace_layout(std::span<const AsyncGroup> g
   l.globals = l.constants + align(groups.size() * sizeof(core::StepConstants));
   l.tensor_partials = l.globals + align(tensors * sizeof(core::TensorGlobals));
   l.tile_partials = l.tensor_partials + align(tensors * sizeof(luminav_partials));
-  l.total_bytes = l.tile_partials + align(tiles * core::kTilePartialBytes);
+  l.slot_counters = l.tile_partials + align(tiles * core::kTilePartialBytes);
+  l.total_bytes = l.slot_counters + align(tensors * sizeof(uint32_t));
   return l;
 }
 

@@ -1,0 +1,55 @@
+"""Where the host time of LuminaV's CUDA step goes (issue 13): the whole opt.step(), the
+native call alone, and cProfile's view, with the GPU kept busy so that nothing waits.
+
+  python bench/optim_host_profile.py
+"""
+from __future__ import annotations
+
+import cProfile
+import pstats
+import statistics
+import time
+
+import torch
+
+from luminamoon.optim import LuminaV
+from optim_training_loop import Loop, llama
+
+
+def main():
+    cfg = dict(hidden=768, layers=12, heads=12, mlp=2048, vocab=8192, seq=512)
+    model = llama("cuda", **cfg)
+    opt = LuminaV(model.parameters(), lr=6e-4, betas=(0.9, 0.95), weight_decay=0.1)
+    loop = Loop(model, opt, 2, cfg["seq"], cfg["vocab"], "cuda")
+    for _ in range(3):
+        loop.step()
+    torch.cuda.synchronize()
+    plan = opt._plans[0]
+    stream = torch.cuda.current_stream().cuda_stream
+    rows = {"opt.step": [], "native.step": [], "current_stream": []}
+    for _ in range(20):
+        torch.cuda._sleep(int(5e7))
+        t0 = time.perf_counter()
+        opt.step()
+        rows["opt.step"].append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        plan.native.step(stream, 0, 0, False)
+        rows["native.step"].append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        torch.cuda.current_stream(plan.device).cuda_stream
+        rows["current_stream"].append(time.perf_counter() - t0)
+        torch.cuda.synchronize()
+    for k, v in rows.items():
+        print(f"{k:16s} median {statistics.median(v) * 1e6:8.1f} us")
+    torch.cuda._sleep(int(2e8))
+    prof = cProfile.Profile()
+    prof.enable()
+    for _ in range(10):
+        opt.step()
+    prof.disable()
+    torch.cuda.synchronize()
+    pstats.Stats(prof).sort_stats("tottime").print_stats(12)
+
+
+if __name__ == "__main__":
+    main()
