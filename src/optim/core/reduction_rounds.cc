@@ -5,6 +5,8 @@
 #include <cmath>
 #include <string>
 
+#include "optim/core/update_math.h"
+
 namespace luminav::core {
 
 TensorGlobals initial_globals(const StepConstants& k, float s_old) {
@@ -15,10 +17,22 @@ TensorGlobals initial_globals(const StepConstants& k, float s_old) {
   return g;
 }
 
+namespace {
+
+// Round 0 starts from initial_globals but keeps the factor-sum arrays.
+void reset_values(const StepConstants& k, float s_old, TensorGlobals& globals) {
+  TensorGlobals fresh = initial_globals(k, s_old);
+  fresh.row_sq_sums = globals.row_sq_sums;
+  fresh.col_sq_sums = globals.col_sq_sums;
+  globals = fresh;
+}
+
+}  // namespace
+
 Status finalize_round(const StepConstants& k, const luminav_partials& sum,
                       uint64_t logical_num_elements, int round, float s_old,
                       TensorGlobals& globals) {
-  if (round == 0) globals = initial_globals(k, s_old);
+  if (round == 0) reset_values(k, s_old, globals);
   if (logical_num_elements == 0) return Status::success();
   const double n = static_cast<double>(logical_num_elements);
 
@@ -30,8 +44,12 @@ Status finalize_round(const StepConstants& k, const luminav_partials& sum,
                                " elements are NaN or Inf; nothing was written");
     }
     if (k.tdclm) {
-      const float q = static_cast<float>(sum.grad_sq_sum / n);
-      globals.second_moment = k.beta2 * s_old + k.one_minus_beta2 * q;
+      globals.second_moment = factor_ema(k, s_old, factor_mean(sum.grad_sq_sum, n));
+      if (sum.row_count > 0) {  // factored/row: rho and R of the logical tensor
+        globals.logical_rows = sum.row_count;
+        globals.row_factor_mean =
+            factor_mean(sum.row_factor_sum, static_cast<double>(sum.row_count));
+      }
     }
   }
 

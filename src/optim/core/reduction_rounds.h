@@ -38,7 +38,9 @@ TensorGlobals initial_globals(const StepConstants& k, float s_old);
 // Folds the all-reduced partials of `round` into `globals` (which holds the
 // results of the earlier rounds). Round 0 with the finite check on fails with
 // NONFINITE_GRAD when any gradient element is NaN or +-Inf. TD-CLM round 0:
-// s = beta2*s_old + (1-beta2)*q in fp32, q = fp32(sum g^2 / N). The round of
+// s = beta2*s_old + (1-beta2)*q in fp32, q = fp32(sum g^2 / N); with row sums
+// (row_count > 0: factored/row) also R = row_count and rho =
+// fp32(row_factor_sum / R). The factor-sum pointers of `globals` are kept. The round of
 // the update sums: c = N / max(K, 0.001 N) (cautious, else 1), A = c *
 // sqrt(update_sq_sum), B = sqrt(weight_sq_sum), bound scale = ratio*B/A when
 // B > 0 and A > ratio*B (tensor bound, else 1). N = 0 leaves the globals as

@@ -7,7 +7,8 @@
 
 namespace luminav::core {
 
-// Note [plain steps]: a step without lam, soft clip, cautious mask or bound
+// Note [plain steps]: a step without lam, soft clip, cautious mask, bound or
+// gradient scale
 // (AdamW's CLM, and TD-CLM) is the one nearly every caller runs. PlainStep
 // shadows those options of StepConstants with static constexpr members of
 // the same names, so the element math (update_math.h), templated on its
@@ -26,11 +27,13 @@ struct PlainStep : StepConstants {
   static constexpr float tau = 0.0f;
   static constexpr int cautious = 0;
   static constexpr int bound_mode = 0;
+  static constexpr float inv_grad_scale = 1.0f;
   LUMINAV_HD explicit PlainStep(const StepConstants& k) : StepConstants(k) {}
 };
 
 LUMINAV_HD bool is_plain_step(const StepConstants& k) {
-  return k.lam == 0.0f && k.tau == 0.0f && k.cautious == 0 && k.bound_mode == 0;
+  return k.lam == 0.0f && k.tau == 0.0f && k.cautious == 0 && k.bound_mode == 0 &&
+         k.inv_grad_scale == 1.0f;
 }
 
 // Calls f(constants) with PlainStep<0|1> for a plain step, else with `k`.

@@ -212,6 +212,7 @@ class CudaBackend final : public Backend {
              std::span<const core::TensorGlobals> globals, std::span<luminav_partials> out,
              const ExecContext& ctx) override {
     std::fill(out.begin(), out.end(), luminav_partials{});
+    if (int code = check_supported(k, tensors); code != LUMINAV_STATUS_OK) return code;
     uint32_t fields = 0;
     if (core::round_has_grad_sums(round)) fields |= kReduceGrad;
     if (core::round_has_update_sums(k, round)) fields |= kReduceUpdate;
@@ -280,6 +281,7 @@ class CudaBackend final : public Backend {
   int apply(const core::StepConstants& k, std::span<const luminav_tensor> tensors,
             std::span<const core::TensorGlobals> globals, const ExecContext& ctx) override {
     if (tensors.empty()) return LUMINAV_STATUS_OK;
+    if (int code = check_supported(k, tensors); code != LUMINAV_STATUS_OK) return code;
     CallScope scope(this, ctx.device_index);
     if (scope.code != LUMINAV_STATUS_OK) return scope.code;
     ContextState* state = scope.state;
@@ -524,6 +526,23 @@ class CudaBackend final : public Backend {
         return fail(LUMINAV_STATUS_INVALID_ARGUMENT,
                     "tensors[" + std::to_string(j) +
                         "]: param/grad are not CUDA device memory (device_type is CUDA)");
+      }
+    }
+    return LUMINAV_STATUS_OK;
+  }
+
+  // Issue 14, not yet in these kernels: TD-CLM's per-row and factored second
+  // moments (td_factor factored/row) and the gradient scale.
+  static int check_supported(const core::StepConstants& k, std::span<const luminav_tensor> tensors) {
+    if (k.inv_grad_scale != 1.0f) {
+      return fail(LUMINAV_STATUS_BACKEND_UNAVAILABLE, "grad_scale != 1 is not yet supported by cuda");
+    }
+    for (size_t j = 0; j < tensors.size(); ++j) {
+      if (k.tdclm && tensors[j].td_factor != LUMINAV_TD_TENSOR) {
+        return fail(LUMINAV_STATUS_BACKEND_UNAVAILABLE,
+                    "tensors[" + std::to_string(j) + "]: td_factor " +
+                        (tensors[j].td_factor == LUMINAV_TD_ROW ? "row" : "factored") +
+                        " is not yet supported by cuda (td_factor tensor is)");
       }
     }
     return LUMINAV_STATUS_OK;
