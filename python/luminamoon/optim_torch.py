@@ -350,7 +350,9 @@ class LuminaV(Optimizer):
 
     @classmethod
     def _check_state(cls, group, p, state, name):
-        want = cls._second_moment_length(group, p) if p.numel() else state["exp_avg_sq"].numel()
+        # CLM's v is shaped (and sharded) like p; TD-CLM's factors are this shard's own.
+        want = p.numel() if group["mode"] == "clm" else \
+            cls._second_moment_length(group, p) if p.numel() else state["exp_avg_sq"].numel()
         if state["exp_avg_sq"].numel() != want:
             raise ValueError(f"{name}: exp_avg_sq holds {state['exp_avg_sq'].numel()} values but mode "
                              f"{group['mode']!r} (td_factor {group['td_factor']!r}) needs {want}; the mode "
