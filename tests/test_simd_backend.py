@@ -111,15 +111,23 @@ def test_thread_counts_1_2_7_give_identical_bits(rng):
                bound_ratio=1e-3, tau=0.3, td_factor="tensor")
     x32, m, v, g = random_state(rng, 1, n)
     param0 = make_param(x32, "bf16")
+
+    def one_step():
+        p, mm, vv, w = param0.copy(), m.copy(), v.copy(), x32.copy()
+        run("simd", p, g, mm, vv, w, hp, 3)
+        return p, mm, vv, w
+    assert_same_bits_at_thread_counts((1, 2, 7), one_step)
+
+
+def assert_same_bits_at_thread_counts(counts, one_step) -> None:
+    """one_step() -> arrays, run at each thread count: the same bits every time."""
     results = []
     saved = _native.get_num_threads()
     try:
-        for threads in (1, 2, 7):
+        for threads in counts:
             _native.set_num_threads(threads)
             assert _native.get_num_threads() == threads
-            p, mm, vv, w = param0.copy(), m.copy(), v.copy(), x32.copy()
-            run("simd", p, g, mm, vv, w, hp, 3)
-            results.append((p, mm, vv, w))
+            results.append(one_step())
     finally:
         _native.set_num_threads(saved)
     for other in results[1:]:

@@ -6,11 +6,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from luminamoon import _native, optim
+from luminamoon import optim
 from luminav_reference import (Hyper, accuracy_factor, assert_within_forward_error, exp_avg_sq_length,
                                normwise_relative_error, reference_step)
-from test_optim_scalar_reference import (SEED, check_parameter, expected_rounding, make_param, param_bits,
-                                         param_values)
+from test_optim_scalar_reference import SEED, check_parameter, expected_rounding, make_param, param_bits
+from test_simd_backend import assert_same_bits_at_thread_counts
 
 BACKENDS = [b for b in ("scalar", "simd") if any(n == b and ok for n, ok, _ in optim.backends())]
 # 1-D, 2-D (odd, R = 1, C = 1), 4-D (R = 3, C = 120), 0-D-like 1 x 1.
@@ -118,19 +118,12 @@ def test_thread_counts_1_2_3_7_give_identical_bits(td, rng):
     hp = BASE.with_(td_factor=td, cautious=True, bound_mode=1, bound_ratio=1e-3, tau=0.3)
     x32, m, v, g = state(rng, shape, hp)
     param0 = make_param(x32.reshape(-1), "bf16").reshape(shape)
-    results = []
-    saved = _native.get_num_threads()
-    try:
-        for threads in (1, 2, 3, 7):
-            _native.set_num_threads(threads)
-            p, mm, vv, w = param0.copy(), m.copy(), v.copy(), x32.copy()
-            step("simd", p, g, mm, vv, w, hp, 3)
-            results.append((p, mm, vv, w))
-    finally:
-        _native.set_num_threads(saved)
-    for other in results[1:]:
-        for a, b in zip(results[0], other):
-            np.testing.assert_array_equal(a.view(np.uint16), b.view(np.uint16))
+
+    def one_step():
+        p, mm, vv, w = param0.copy(), m.copy(), v.copy(), x32.copy()
+        step("simd", p, g, mm, vv, w, hp, 3)
+        return p, mm, vv, w
+    assert_same_bits_at_thread_counts((1, 2, 3, 7), one_step)
 
 
 # ---- the gradient scale (spec "Gradient scale") ----------------------------------------

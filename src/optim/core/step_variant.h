@@ -36,6 +36,15 @@ LUMINAV_HD bool is_plain_step(const StepConstants& k) {
          k.inv_grad_scale == 1.0f;
 }
 
+// StepConstants whose gradient scale is a compile-time 1: a traversal that
+// is not a PlainStep (pass 1 reads only the step's constants) can still drop
+// the scale's branch from its loop (the bare finite check of CLM's pass 1
+// is a load, an AND and a max per vector: a branch there shows).
+struct UnscaledStep : StepConstants {
+  static constexpr float inv_grad_scale = 1.0f;
+  LUMINAV_HD explicit UnscaledStep(const StepConstants& k) : StepConstants(k) {}
+};
+
 // Calls f(constants) with PlainStep<0|1> for a plain step, else with `k`.
 template <class F>
 inline void with_step_variant(const StepConstants& k, F&& f) {

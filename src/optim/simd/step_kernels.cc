@@ -415,11 +415,11 @@ uint64_t count_nonfinite(D d, const HighwayOps<D>& o, const K& k, const Buffers&
   return count;
 }
 
-template <int P, int G, bool kGradSums, bool kGradSq, bool kUpdateSums>
-LUMINAV_SIMD_FLATTEN void reduce_typed(const StepConstants& k_in, const TensorGlobals& gl_in,
+template <int P, int G, bool kGradSums, bool kGradSq, bool kUpdateSums, class K = StepConstants>
+LUMINAV_SIMD_FLATTEN void reduce_typed(const K& k_in, const TensorGlobals& gl_in,
                                        const luminav_tensor& t, size_t begin, size_t end,
                                        luminav_partials& out) {
-  const StepConstants k = k_in;
+  const K k = k_in;
   const TensorGlobals gl = gl_in;
   using D = hn::ScalableTag<float>;
   const D d;
@@ -483,21 +483,36 @@ LUMINAV_SIMD_FLATTEN void reduce_factored_typed(const StepConstants& k_in, const
   out.weight_sq_sum = acc.weight_sq.total();
 }
 
-// Adds the squares of g (fp32, exact in double) to col[0 .. lanes) in double.
+// The squares of g's lanes in double (exact: an fp32 square has 48 bits), as
+// the two halves a double vector holds (one on a 1-lane target).
 template <class D>
-HWY_INLINE void add_squares_to_columns(D d, hn::Vec<D> g, double* col) {
+struct WideSquares {
+  hn::Vec<WideD<D>> lo, hi;
+};
+
+template <class D>
+HWY_INLINE WideSquares<D> wide_squares(D d, hn::Vec<D> g) {
   const WideD<D> dw;
 #if HWY_TARGET == HWY_SCALAR
   (void)d;
   const auto w = hn::PromoteTo(dw, g);
-  hn::StoreU(hn::MulAdd(w, w, hn::LoadU(dw, col)), dw, col);
+  return {hn::Mul(w, w), hn::Zero(dw)};
 #else
   const hn::Half<D> dh;
-  const size_t half = hn::Lanes(dh);
   const auto wl = hn::PromoteTo(dw, hn::LowerHalf(dh, g));
   const auto wh = hn::PromoteTo(dw, hn::UpperHalf(dh, g));
-  hn::StoreU(hn::MulAdd(wl, wl, hn::LoadU(dw, col)), dw, col);
-  hn::StoreU(hn::MulAdd(wh, wh, hn::LoadU(dw, col + half)), dw, col + half);
+  return {hn::Mul(wl, wl), hn::Mul(wh, wh)};
+#endif
+}
+
+// col[0 .. lanes) += the squares, in double.
+template <class D>
+HWY_INLINE void add_to_columns(const WideSquares<D>& sq, double* col) {
+  const WideD<D> dw;
+  hn::StoreU(hn::Add(hn::LoadU(dw, col), sq.lo), dw, col);
+#if HWY_TARGET != HWY_SCALAR
+  const size_t half = hn::Lanes(dw);
+  hn::StoreU(hn::Add(hn::LoadU(dw, col + half), sq.hi), dw, col + half);
 #endif
 }
 
@@ -510,24 +525,36 @@ LUMINAV_SIMD_FLATTEN int32_t factor_block_typed(const StepConstants& k_in, const
   using D = hn::ScalableTag<float>;
   const D d;
   const hn::RebindToSigned<D> di;
+  const WideD<D> dw;
   const HighwayOps<D> o{d};
   const size_t lanes = hn::Lanes(d);
   const size_t width = col_end - col_begin;
+  const auto* grad = static_cast<const Stored<G>*>(t.grad);
   if (col_sums) std::fill(col_sums, col_sums + width, 0.0);
   auto magnitude = hn::Zero(di);
   int32_t tail_magnitude = 0;
+  // Note [software prefetch]: a whole-row block is one stream (prefetched
+  // kPrefetchAhead elements on); a striped one reads the same columns of the
+  // next row next.
+  const bool whole_rows = width == cols;
+  const size_t block_end = row_end * cols;
   for (size_t r = row_begin; r < row_end; ++r) {
     const size_t base = r * cols + col_begin;
-    SquareSum<D> row(d);
+    const size_t ahead = whole_rows ? kPrefetchAhead : cols;
+    // Lane-wise sums of squares then a fixed tree, as SquareSum (an exact
+    // product added equals the fused multiply-add).
+    auto row_lo = hn::Zero(dw), row_hi = hn::Zero(dw);
     size_t c = 0;
     for (; c + lanes <= width; c += lanes) {
-      if (c + kPrefetchAhead < width) hwy::Prefetch(static_cast<const Stored<G>*>(t.grad) + base + c + kPrefetchAhead);
+      if (base + c + ahead < block_end) hwy::Prefetch(grad + base + c + ahead);
       const auto g = load_gradient<G>(d, o, k, t.grad, base + c);
       magnitude = hn::Max(magnitude, hn::BitCast(di, hn::Abs(g)));
-      row.add(d, g);
-      if (col_sums) add_squares_to_columns(d, g, col_sums + c);
+      const WideSquares<D> sq = wide_squares(d, g);
+      row_lo = hn::Add(row_lo, sq.lo);
+      row_hi = hn::Add(row_hi, sq.hi);
+      if (col_sums) add_to_columns(sq, col_sums + c);
     }
-    double sum = row.total();
+    double sum = hn::GetLane(hn::SumOfLanes(dw, hn::Add(row_lo, row_hi)));
     for (; c < width; ++c) {
       const float g = core::scaled_gradient(core::ScalarOps(), k, core::load_as_f32<G>(t.grad, base + c));
       tail_magnitude = std::max(tail_magnitude, static_cast<int32_t>(core::float_bits(std::fabs(g))));
@@ -579,6 +606,8 @@ void ReduceRange(const StepConstants& k, const TensorGlobals& gl, const luminav_
       reduce_typed<P, G, true, false, true>(e, gl, t, begin, end, *out);
     } else if (grad_sq) {
       reduce_typed<P, G, true, true, false>(e, gl, t, begin, end, *out);
+    } else if (grad_sums && e.inv_grad_scale == 1.0f) {  // CLM's bare finite check
+      reduce_typed<P, G, true, false, false>(core::UnscaledStep(e), gl, t, begin, end, *out);
     } else if (grad_sums) {
       reduce_typed<P, G, true, false, false>(e, gl, t, begin, end, *out);
     } else if (update_sums) {
