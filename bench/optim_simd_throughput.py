@@ -51,8 +51,17 @@ BYTES_PER_ELEMENT = {
     "tdclm_f32": 24,
     "clm_bf16_master": 30,
     "tdclm_bf16_master": 22,
+    # TD-CLM v2 (issue 14), the tensor as a near-square R x C matrix: the same
+    # bytes as TD-CLM plus R + C factors (negligible); pass 1 sums rows and columns.
+    "tdclm_factored_f32": 24,
+    "tdclm_factored_bf16_master": 22,
     "torch_f32": 28,
 }
+
+
+def factored_rows(n: int) -> int:
+    """R of the near-square R x C view of 2^k elements (R = 2^floor(k/2))."""
+    return 1 << (n.bit_length() - 1) // 2
 
 
 def calls_for(run_once, min_time: float) -> int:
@@ -115,6 +124,8 @@ class Buffers:
         self.m = torch.zeros(n)
         self.v = torch.full((n,), 1e-6)
         self.s = torch.full((1,), 1e-4)
+        rows = factored_rows(n)
+        self.factors = torch.full((rows + n // rows,), 1e-4)  # TD-CLM factored: row, then col
 
 
 class LuminaVCase:
@@ -129,9 +140,12 @@ class LuminaVCase:
         self.buffers = b
         param, grad = (b.x16, b.g16) if bf16 else (b.x32, b.g32)
         dtype = _native.DTYPE_BF16 if bf16 else _native.DTYPE_F32
-        self.desc = _native.TensorDesc(
-            param.data_ptr(), grad.data_ptr(), b.m.data_ptr(), (b.s if tdclm else b.v).data_ptr(),
-            b.master.data_ptr() if bf16 else 0, n, 0, 12345, dtype, dtype)
+        second = b.factors if "factored" in variant else b.s if tdclm else b.v
+        args = [param.data_ptr(), grad.data_ptr(), b.m.data_ptr(), second.data_ptr(),
+                b.master.data_ptr() if bf16 else 0, n, 0, 12345, dtype, dtype]
+        if "factored" in variant:  # rows and td_factor (builds before issue 14 have neither)
+            args += [factored_rows(n), _native.TD_FACTORED]
+        self.desc = _native.TensorDesc(*args)
         self.hp = _native.Hyperparams()
         self.hp.buffer_mode = 1 if tdclm else 2
         self.hp.step = 0
@@ -270,6 +284,8 @@ def report(rows: list[dict], bw: dict, variants: list[str], spread: dict | None 
               ("CLM f32 no check / torch fused", "simd_clm_f32_nocheck", "torch_fused"),
               ("CLM f32 / torch fused with GradScaler's check", "simd_clm_f32", "torch_fused_checked"),
               ("TD-CLM / CLM f32 (bytes 32/24 = 1.33)", "simd_tdclm_f32", "simd_clm_f32"),
+              ("TD-CLM factored / CLM f32", "simd_tdclm_factored_f32", "simd_clm_f32"),
+              ("TD-CLM factored f32 / torch fused", "simd_tdclm_factored_f32", "torch_fused"),
               ("TD-CLM / CLM bf16+master (bytes 30/22 = 1.36)", "simd_tdclm_bf16_master",
                "simd_clm_bf16_master")]
     ratios = [r for r in ratios if r[1] in rows[0] and r[2] in rows[0]]

@@ -12,14 +12,14 @@ class Hyperparams(C.Structure):
                 ("weight_decay", C.c_double), ("tau", C.c_double), ("lam", C.c_double),
                 ("bound_ratio", C.c_double), ("buffer_mode", C.c_int), ("cautious", C.c_int),
                 ("bound_mode", C.c_int), ("check_finite", C.c_int), ("stochastic_rounding", C.c_int),
-                ("step", C.c_uint64)]
+                ("step", C.c_uint64), ("grad_scale", C.c_double)]
 
 
 class Tensor(C.Structure):
     _fields_ = [("param", C.c_void_p), ("grad", C.c_void_p), ("exp_avg", C.c_void_p),
                 ("exp_avg_sq", C.c_void_p), ("master", C.c_void_p), ("num_elements", C.c_size_t),
                 ("index_offset", C.c_uint64), ("seed", C.c_uint64), ("param_dtype", C.c_int),
-                ("grad_dtype", C.c_int)]
+                ("grad_dtype", C.c_int), ("rows", C.c_uint64), ("td_factor", C.c_int)]
 
 
 class Options(C.Structure):
@@ -29,12 +29,18 @@ class Options(C.Structure):
 
 class Partials(C.Structure):
     _fields_ = [("nonfinite_count", C.c_uint64), ("agree_count", C.c_uint64),
-                ("grad_sq_sum", C.c_double), ("update_sq_sum", C.c_double), ("weight_sq_sum", C.c_double)]
+                ("grad_sq_sum", C.c_double), ("update_sq_sum", C.c_double), ("weight_sq_sum", C.c_double),
+                ("row_factor_sum", C.c_double), ("row_count", C.c_uint64)]
+
+
+class FactorSums(C.Structure):
+    _fields_ = [("row_sq", C.c_void_p), ("col_sq", C.c_void_p)]
 
 
 class Globals(C.Structure):
     _fields_ = [("second_moment", C.c_float), ("cautious_scale", C.c_float),
-                ("bound_scale", C.c_float), ("reserved", C.c_float)]
+                ("bound_scale", C.c_float), ("row_factor_mean", C.c_float),
+                ("logical_rows", C.c_uint64)]
 
 
 def load_library(path: str | None = None) -> C.CDLL:
@@ -46,6 +52,8 @@ def load_library(path: str | None = None) -> C.CDLL:
         getattr(lib, name).restype = C.c_char_p
     lib.luminav_scratch_bytes.restype = C.c_size_t
     lib.luminav_scratch_bytes.argtypes = [C.c_size_t]
+    lib.luminav_exp_avg_sq_length.restype = C.c_size_t
+    lib.luminav_exp_avg_sq_length.argtypes = [C.c_uint64, C.c_uint64, C.c_int, C.c_int]
     lib.luminav_triton_engine_create.restype = C.c_void_p
     lib.luminav_triton_engine_destroy.argtypes = [C.c_void_p]
     lib.luminav_triton_get_platform.restype = C.c_char_p

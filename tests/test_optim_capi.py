@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 import luminamoon
-from luminav_ctypes import Globals, Options, Partials, Tensor, as_hyper, hyperparams, load_library
+from luminav_ctypes import (FactorSums, Globals, Options, Partials, Tensor, as_hyper, hyperparams,
+                            load_library)
 from luminav_reference import Hyper, assert_within_forward_error, reference_step
 
 
@@ -33,8 +34,12 @@ def state(rng, n, mode=2):
     return x, g, m, v
 
 
-def tensor(x, g, m, v, master=None, offset=0, seed=0) -> Tensor:
-    return Tensor(ptr(x), ptr(g), ptr(m), ptr(v), ptr(master), x.size, offset, seed, 0, 0)
+TD_FACTORED, TD_ROW, TD_TENSOR = 0, 1, 2
+
+
+def tensor(x, g, m, v, master=None, offset=0, seed=0, rows=0, td_factor=TD_TENSOR) -> Tensor:
+    """A descriptor (TD-CLM: version 1's scalar s unless td_factor and rows say otherwise)."""
+    return Tensor(ptr(x), ptr(g), ptr(m), ptr(v), ptr(master), x.size, offset, seed, 0, 0, rows, td_factor)
 
 
 def scalar_options(**kw) -> Options:
@@ -134,7 +139,7 @@ def test_pass_split_over_two_shards_equals_the_whole_step(lib, rng, mode, cautio
     opts = C.byref(scalar_options())
     rounds = lib.luminav_reduction_rounds(C.byref(hp))
     assert rounds == (2 if mode == 1 and (cautious or bound == 1) else 1)
-    globals_ = [Globals(0, 1, 1, 0), Globals(0, 1, 1, 0)]
+    globals_ = [Globals(0, 1, 1, 0, 0), Globals(0, 1, 1, 0, 0)]
     for r in range(rounds):
         parts = [Partials(), Partials()]
         for d, gl, p in zip(descs, globals_, parts):
@@ -152,6 +157,118 @@ def test_pass_split_over_two_shards_equals_the_whole_step(lib, rng, mode, cautio
     else:
         for shard in shards:
             assert_within_forward_error("s", shard[3], ref.v, ref.scale_v)
+
+
+# ---- issue 14: TD-CLM factored/row sharded by rows through the pass split ----------------
+
+
+def dyadic_gradient(rng, shape) -> np.ndarray:
+    """k/1024 with |k| <= 64: every square and every sum of them is exact in double, so the
+    row and column sums are the same in any order (sharded or not, any thread count)."""
+    return (rng.integers(-64, 65, size=shape) / 1024.0).astype(np.float32)
+
+
+def run_sharded(lib, hp, x, g, m, row, col, cuts, td_factor, backend):
+    """One step of an R x C tensor over row shards [cuts[i], cuts[i+1]) via the pass split,
+    all-reducing by hand; returns each shard's exp_avg_sq (its rows, then its copy of col)."""
+    rows_total, cols = x.shape
+    opts = C.byref(Options(backend=backend.encode()))
+    factored = td_factor == TD_FACTORED and cols > 1
+    shards = []
+    for lo, hi in zip(cuts[:-1], cuts[1:]):
+        v = np.concatenate([row[lo:hi], col]).astype(np.float32) if factored else row[lo:hi].copy()
+        row_sq, col_sq = np.zeros(hi - lo), np.zeros(cols)
+        sums = FactorSums(row_sq.ctypes.data, col_sq.ctypes.data if factored else None)
+        d = Tensor(x[lo:hi].ctypes.data, g[lo:hi].ctypes.data, m[lo:hi].ctypes.data, v.ctypes.data, None,
+                   (hi - lo) * cols, lo * cols, 7, 0, 0, hi - lo, td_factor)
+        shards.append(dict(v=v, row_sq=row_sq, col_sq=col_sq, sums=sums, d=d, gl=Globals(0, 1, 1, 0, 0)))
+    for r in range(lib.luminav_reduction_rounds(C.byref(hp))):
+        parts = []
+        for sh in shards:
+            p = Partials()
+            status = lib.luminav_reduce_with_factors(C.byref(hp), C.byref(sh["d"]), r, C.byref(sh["gl"]),
+                                                     C.byref(sh["sums"]), C.byref(p), opts)
+            assert status == 0, lib.luminav_last_error_message()
+            parts.append(p)
+        total = Partials(*(sum(getattr(p, f) for p in parts) for f, _ in Partials._fields_))
+        if r == 0 and factored:  # the all-reduce of the column sums (in shard order)
+            col_total = sum(sh["col_sq"] for sh in shards)
+            for sh in shards:
+                sh["col_sq"][:] = col_total
+        for sh in shards:
+            assert lib.luminav_finalize(C.byref(hp), C.byref(total), x.size, r, C.c_float(0.0),
+                                        C.byref(sh["gl"])) == 0
+    for sh in shards:
+        status = lib.luminav_apply_with_factors(C.byref(hp), C.byref(sh["d"]), C.byref(sh["gl"]),
+                                                C.byref(sh["sums"]), opts)
+        assert status == 0, lib.luminav_last_error_message()
+    return [sh["v"] for sh in shards]
+
+
+@pytest.mark.parametrize("backend", ["scalar", "simd"])
+@pytest.mark.parametrize("td_factor", [TD_FACTORED, TD_ROW])
+@pytest.mark.parametrize("cuts", [(0, 13, 37), (0, 5, 20, 37), (0, 36, 37)], ids=["2", "3", "2-uneven"])
+@pytest.mark.parametrize("cautious,bound", [(0, 0), (1, 0), (1, 1)])
+def test_sharded_by_rows_equals_unsharded(lib, rng, backend, td_factor, cuts, cautious, bound):
+    rows, cols = 37, 24
+    x0 = (rng.standard_normal((rows, cols)) * 0.5).astype(np.float32)
+    g = dyadic_gradient(rng, (rows, cols))
+    m0 = (rng.standard_normal((rows, cols)) * 0.01).astype(np.float32)
+    row0 = ((rng.random(rows) + 0.5) * 1e-4).astype(np.float32)
+    col0 = ((rng.random(cols) + 0.5) * 1e-4).astype(np.float32)
+    hp = hyperparams(lib, lr=1e-2, buffer_mode=1, cautious=cautious, bound_mode=bound,
+                     bound_ratio=0.002 if bound else 0.0, step=4)
+    # Unsharded: one luminav_step.
+    x, m = x0.copy(), m0.copy()
+    v = np.concatenate([row0, col0]) if td_factor == TD_FACTORED else row0.copy()
+    d = Tensor(x.ctypes.data, g.ctypes.data, m.ctypes.data, v.ctypes.data, None, x.size, 0, 7, 0, 0, rows,
+               td_factor)
+    assert lib.luminav_step(C.byref(hp), C.byref(d), C.byref(Options(backend=backend.encode()))) == 0
+    xs, ms = x0.copy(), m0.copy()
+    shard_v = run_sharded(lib, hp, xs, g, ms, row0, col0, list(cuts), td_factor, backend)
+    got_row = np.concatenate([sv[:hi - lo] for sv, lo, hi in zip(shard_v, cuts[:-1], cuts[1:])])
+    if bound == 1:  # the norm of the update is a sum of inexact squares: order shows in the last bits
+        np.testing.assert_allclose(xs, x, rtol=1e-6, atol=0)
+        np.testing.assert_array_equal(ms, m)
+    else:
+        np.testing.assert_array_equal(xs.view(np.uint32), x.view(np.uint32))
+        np.testing.assert_array_equal(ms.view(np.uint32), m.view(np.uint32))
+    np.testing.assert_array_equal(got_row.view(np.uint32), v[:rows].view(np.uint32))
+    if td_factor == TD_FACTORED:  # every shard's copy of col: the same bits
+        for sv, lo, hi in zip(shard_v, cuts[:-1], cuts[1:]):
+            np.testing.assert_array_equal(sv[hi - lo:].view(np.uint32), v[rows:].view(np.uint32))
+
+
+def test_shard_boundary_inside_a_row_is_refused(lib, rng):
+    rows, cols = 6, 10
+    x = np.ones((rows, cols), np.float32)
+    g, m = np.full_like(x, 0.1), np.zeros_like(x)
+    v = np.full(3 + cols, 1e-4, np.float32)
+    hp = hyperparams(lib, buffer_mode=1)
+    row_sq, col_sq = np.zeros(3), np.zeros(cols)
+    sums = FactorSums(row_sq.ctypes.data, col_sq.ctypes.data)
+    # 30 elements from element 25: rows 2.5 .. 5.5
+    flat = x.reshape(-1)
+    d = Tensor(flat[25:].ctypes.data, g.reshape(-1)[25:].ctypes.data, m.reshape(-1)[25:].ctypes.data,
+               v.ctypes.data, None, 30, 25, 0, 0, 0, 3, TD_FACTORED)
+    out = Partials()
+    before = [a.tobytes() for a in (x, m, v)]
+    assert lib.luminav_reduce_with_factors(C.byref(hp), C.byref(d), 0, None, C.byref(sums), C.byref(out),
+                                           None) == 1
+    message = lib.luminav_last_error_message().decode()
+    assert "index_offset" in message and "multiple of C = 10" in message and "inside a row" in message
+    assert lib.luminav_apply_with_factors(C.byref(hp), C.byref(d), C.byref(Globals(0, 1, 1, 1, 6)),
+                                          C.byref(sums), None) == 1
+    assert [a.tobytes() for a in (x, m, v)] == before
+
+
+def test_exp_avg_sq_length(lib):
+    assert lib.luminav_exp_avg_sq_length(91, 7, 2, 0) == 91
+    assert lib.luminav_exp_avg_sq_length(91, 7, 1, TD_FACTORED) == 20
+    assert lib.luminav_exp_avg_sq_length(91, 91, 1, TD_FACTORED) == 91
+    assert lib.luminav_exp_avg_sq_length(91, 7, 1, TD_ROW) == 7
+    assert lib.luminav_exp_avg_sq_length(91, 7, 1, TD_TENSOR) == 1
+    assert lib.luminav_exp_avg_sq_length(91, 4, 1, TD_ROW) == 0
 
 
 @pytest.mark.parametrize("use_master,mode", [(False, 2), (True, 2), (False, 1)])

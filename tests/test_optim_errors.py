@@ -14,11 +14,14 @@ N = 65
 GOOD = dict(lr=1e-3, beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=0.01, step=3)
 
 
-def buffers(rng, mode=2, param_dtype=np.float32):
+def buffers(rng, mode=2, param_dtype=np.float32, td_factor="tensor"):
+    """1-D buffers: TD-CLM's second moment is the scalar s (tensor) or, factored/row with
+    C = 1, one number per element."""
     x = (rng.standard_normal(N) * 0.5).astype(param_dtype)
     g = (rng.standard_normal(N) * 0.01).astype(np.float32)
     m = (rng.standard_normal(N) * 0.01).astype(np.float32)
-    v = (rng.random(N) * 1e-4).astype(np.float32) if mode == 2 else np.array([3e-5], np.float32)
+    one_scalar = mode == 1 and td_factor == "tensor"
+    v = np.array([3e-5], np.float32) if one_scalar else (rng.random(N) * 1e-4).astype(np.float32)
     return x, g, m, v
 
 
@@ -66,10 +69,10 @@ def test_invalid_hyperparameter_is_refused_and_nothing_is_written(change, words,
 
 @pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf])
 @pytest.mark.parametrize("position", [0, N // 2, N - 1])
-@pytest.mark.parametrize("mode", [2, 1])
+@pytest.mark.parametrize("mode,td", [(2, "tensor"), (1, "tensor"), (1, "factored")])
 @pytest.mark.parametrize("grad_dtype", [np.float32, np.float16, "bf16"])
-def test_non_finite_gradient_raises_and_leaves_every_buffer_unchanged(bad, position, mode, grad_dtype, rng):
-    x, g, m, v = buffers(rng, mode)
+def test_non_finite_gradient_raises_and_leaves_every_buffer_unchanged(bad, position, mode, td, grad_dtype, rng):
+    x, g, m, v = buffers(rng, mode, td_factor=td)
     master = x.copy()
     if grad_dtype == "bf16":
         g = (g.view(np.uint32) >> 16).astype(np.uint16)
@@ -80,7 +83,7 @@ def test_non_finite_gradient_raises_and_leaves_every_buffer_unchanged(bad, posit
     before = snapshot(x, g, m, v, master)
     with pytest.raises(optim.NonFiniteGradientError) as info:
         optim.step(x, g, m, v, master, **GOOD, buffer_mode=mode, cautious=True, bound_mode=1,
-                   bound_ratio=0.1, backend="scalar")
+                   bound_ratio=0.1, backend="scalar", td_factor=td)
     assert "non-finite" in str(info.value).lower() or "nan" in str(info.value).lower()
     assert isinstance(info.value, ArithmeticError) and not isinstance(info.value, ValueError)
     assert snapshot(x, g, m, v, master) == before
@@ -97,7 +100,8 @@ def test_empty_tensor_is_a_successful_no_op():
     empty = np.zeros(0, np.float32)
     optim.step(empty, empty.copy(), empty.copy(), empty.copy(), **GOOD, backend="scalar")
     s = np.array([0.25], np.float32)
-    optim.step(empty, empty.copy(), empty.copy(), s, **GOOD, buffer_mode=1, backend="scalar")
+    optim.step(empty, empty.copy(), empty.copy(), s, **GOOD, buffer_mode=1, backend="scalar",
+               td_factor="tensor")
     assert s[0] == np.float32(0.25)  # nothing to do: s untouched
 
 
@@ -164,11 +168,13 @@ def test_read_only_parameter_is_refused(rng):
         _call(x, g, m, v)
 
 
-def test_tdclm_needs_a_one_element_second_moment(rng):
+def test_tdclm_needs_the_second_moment_of_its_td_factor(rng):
     x, g, m, v = buffers(rng, mode=2)
     before = snapshot(x, g, m, v)
-    with pytest.raises(ValueError, match="exp_avg_sq.*TD-CLM"):
-        _call(x, g, m, v, buffer_mode=1)
+    with pytest.raises(ValueError, match="exp_avg_sq.*TD-CLM with td_factor='tensor' needs 1"):
+        _call(x, g, m, v, buffer_mode=1, td_factor="tensor")
+    with pytest.raises(ValueError, match=f"exp_avg_sq.*TD-CLM with td_factor='factored' needs {N}"):
+        _call(x, g, m, v[:1], buffer_mode=1)  # 1-D: C = 1, one number per element
     assert snapshot(x, g, m, v) == before
 
 

@@ -95,7 +95,7 @@ def test_an_adamw_checkpoint_loads_into_tdclm_with_s_the_mean_of_v(digits):
     ref = torch.optim.AdamW(theirs.parameters(), lr=3e-3)
     train(theirs, ref, digits, 5)
     ours.load_state_dict(theirs.state_dict())
-    opt = LuminaV(ours.parameters(), lr=3e-3, mode="tdclm")
+    opt = LuminaV(ours.parameters(), lr=3e-3, mode="tdclm", td_factor="tensor")
     opt.load_state_dict(copy.deepcopy(ref.state_dict()))
     for a, b in zip(ours.parameters(), theirs.parameters()):
         s = opt.state[a]["exp_avg_sq"]
@@ -106,10 +106,43 @@ def test_an_adamw_checkpoint_loads_into_tdclm_with_s_the_mean_of_v(digits):
     assert all(np.isfinite(losses))
 
 
+def test_an_adamw_checkpoint_loads_into_factored_tdclm_as_row_and_column_means(digits):
+    ours, theirs = mlp(), mlp()
+    ref = torch.optim.AdamW(theirs.parameters(), lr=3e-3)
+    train(theirs, ref, digits, 5)
+    ours.load_state_dict(theirs.state_dict())
+    opt = LuminaV(ours.parameters(), lr=3e-3, mode="tdclm")  # td_factor "factored"
+    opt.load_state_dict(copy.deepcopy(ref.state_dict()))
+    for a, b in zip(ours.parameters(), theirs.parameters()):
+        v = ref.state[b]["exp_avg_sq"].double()
+        if v.dim() == 2:  # a weight: R row means, then C column means
+            want = torch.cat([v.mean(dim=1), v.mean(dim=0)])
+        else:             # a bias: C = 1, one number per element, v itself
+            want = v
+        torch.testing.assert_close(opt.state[a]["exp_avg_sq"].double(), want, rtol=1e-6, atol=0)
+    losses = train(ours, opt, digits, 5)
+    assert all(np.isfinite(losses))
+
+
+def test_a_version_1_tdclm_checkpoint_keeps_its_scalar(digits):
+    model = mlp()
+    opt = LuminaV(model.parameters(), lr=3e-3, mode="tdclm", td_factor="tensor")
+    train(model, opt, digits, 2)
+    saved = copy.deepcopy(opt.state_dict())
+    for group in saved["param_groups"]:
+        del group["td_factor"]  # as a checkpoint written before td_factor existed
+    resumed = LuminaV(model.parameters(), lr=3e-3, mode="tdclm")
+    resumed.load_state_dict(saved)
+    assert all(g["td_factor"] == "tensor" for g in resumed.param_groups)
+    losses = train(model, resumed, digits, 2)
+    assert all(np.isfinite(losses))
+    assert all(resumed.state[p]["exp_avg_sq"].numel() == 1 for p in model.parameters())
+
+
 def test_state_names_follow_adamw_and_state_memory_per_parameter(digits):
     for mode, bytes_per_param in (("clm", 8), ("tdclm", 4)):
         model = mlp()
-        opt = LuminaV(model.parameters(), mode=mode)
+        opt = LuminaV(model.parameters(), mode=mode, td_factor="tensor")
         train(model, opt, digits, 1)
         n_params = sum(p.numel() for p in model.parameters())
         state_bytes = 0
@@ -131,7 +164,7 @@ def test_param_groups_use_their_own_hyperparameters_and_match_the_functional_ste
     a, b, c = (torch.nn.Parameter(torch.randn(n)) for n in (10, 20, 30))
     init = [t.detach().clone() for t in (a, b, c)]
     grads = [torch.randn_like(t) * 0.01 for t in (a, b, c)]
-    opt = LuminaV([{"params": [a, b], "lr": 1e-2, "mode": "tdclm", "cautious": True},
+    opt = LuminaV([{"params": [a, b], "lr": 1e-2, "mode": "tdclm", "td_factor": "tensor", "cautious": True},
                    {"params": [c], "lr": 5e-3, "bound": "element", "bound_ratio": 0.01, "lam": 0.5}],
                   weight_decay=0.1)
     for t, g in zip((a, b, c), grads):
@@ -145,7 +178,7 @@ def test_param_groups_use_their_own_hyperparameters_and_match_the_functional_ste
         m = torch.zeros_like(x)
         v = torch.zeros_like(x) if hp["buffer_mode"] == 2 else torch.zeros(())
         optim.step(x, g, m, v, beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=0.1, step=1,
-                   seed=derive_seed(0, pos), **hp)
+                   seed=derive_seed(0, pos), td_factor="tensor", **hp)
         assert torch.equal(p.detach(), x)
         assert torch.equal(opt.state[p]["exp_avg"], m)
     # add_param_group: new parameters join with their own options
@@ -219,7 +252,7 @@ def test_bad_hyperparameters_are_refused_at_construction(bad):
 
 
 RESUME_CASES = [
-    ("clm", {}), ("tdclm", {}),
+    ("clm", {}), ("tdclm", {}), ("tdclm", dict(td_factor="row")), ("tdclm", dict(td_factor="tensor")),
     ("clm", dict(cautious=True, bound="tensor", bound_ratio=0.01, tau=1.0)),
     ("tdclm", dict(cautious=True, bound="element", bound_ratio=0.01, lam=0.2)),
 ]

@@ -202,8 +202,24 @@ def check_no_overlap(buffers: list[Buffer]) -> None:
             furthest = b
 
 
+TD_FACTORS = {"factored": _native.TD_FACTORED, "row": _native.TD_ROW, "tensor": _native.TD_TENSOR}
+
+
+def td_factor_code(td_factor: str) -> int:
+    """The C enum of a td_factor name ("factored", "row" or "tensor")."""
+    if td_factor not in TD_FACTORS:
+        raise ValueError(f"td_factor = {td_factor!r}: must be one of {', '.join(TD_FACTORS)}")
+    return TD_FACTORS[td_factor]
+
+
+def rows_of(shape) -> int:
+    """R of spec "TD-CLM second moment": the first dimension (1 for a 0-D tensor)."""
+    return int(shape[0]) if len(shape) else 1
+
+
 def make_hyperparams(*, lr, beta1, beta2, eps, weight_decay, tau, lam, buffer_mode, cautious,
-                     bound_mode, bound_ratio, step, check_finite, stochastic_rounding):
+                     bound_mode, bound_ratio, step, check_finite, stochastic_rounding,
+                     grad_scale=1.0):
     """The C struct from Python values (ranges are checked by the C library)."""
     step_int = int(step)
     if step_int < 0 or step_int >= _UINT64_LIMIT:
@@ -223,6 +239,7 @@ def make_hyperparams(*, lr, beta1, beta2, eps, weight_decay, tau, lam, buffer_mo
     hp.check_finite = 1 if check_finite else 0
     hp.stochastic_rounding = 1 if stochastic_rounding else 0
     hp.step = step_int
+    hp.grad_scale = float(grad_scale)
     return hp
 
 
@@ -248,14 +265,18 @@ def step(param, grad, exp_avg, exp_avg_sq=None, master=None, *, lr: float, beta1
          beta2: float, eps: float, weight_decay: float, tau: float = 0.0, lam: float = 0.0,
          buffer_mode: int = 2, cautious: bool = False, bound_mode: int = 0,
          bound_ratio: float = 0.0, step: int, seed: int = 0, check_finite: bool = True,
-         stochastic_rounding: bool = True, backend: str = "auto") -> None:
+         stochastic_rounding: bool = True, backend: str = "auto", td_factor: str = "factored",
+         rows: int | None = None, grad_scale: float = 1.0) -> None:
     """One LuminaV step of one tensor, in place (spec/luminav-update.md).
 
     param: float32/bfloat16/float16 (NumPy bf16 as uint16 bit patterns or
     ml_dtypes.bfloat16); grad: the same dtypes; exp_avg: float32, N elements;
-    exp_avg_sq: float32, N elements (CLM, buffer_mode=2) or 1 element, the
-    tensor scalar s (TD-CLM, buffer_mode=1); master: optional float32 working
-    weights (N). `step` is t >= 1, incremented by the caller before the call.
+    exp_avg_sq: float32, N elements (CLM, buffer_mode=2) or, in TD-CLM
+    (buffer_mode=1), luminav_exp_avg_sq_length floats: with td_factor
+    "factored" R + C (R when C = 1), "row" R, "tensor" 1 (the scalar s), where
+    R = `rows` (default: param's first dimension) and C = N / R; master:
+    optional float32 working weights (N). `grad_scale` is the loss scale sigma
+    (gradients are read as g / sigma). `step` is t >= 1, incremented by the caller before the call.
     16-bit parameters are written by stochastic rounding keyed on
     (seed, step, index) when `stochastic_rounding`, else round-to-nearest-even.
     """
@@ -266,18 +287,22 @@ def step(param, grad, exp_avg, exp_avg_sq=None, master=None, *, lr: float, beta1
     for b in (g, m):
         if b.numel != p.numel:
             raise ValueError(f"{b.name} has {b.numel} elements but param has {p.numel}")
+    td_code = td_factor_code(td_factor)
+    n_rows = rows_of(getattr(param, "shape", ())) if rows is None else int(rows)
+    if not 0 <= n_rows < _UINT64_LIMIT:
+        raise ValueError(f"rows = {rows}: must be in [0, 2**64)")
     v = None
     if exp_avg_sq is None:
         if buffer_mode in (1, 2):
-            raise ValueError(f"exp_avg_sq is required (buffer_mode = {buffer_mode}: "
-                             f"{'N elements' if buffer_mode == 2 else 'the 1-element tensor scalar s'})")
+            raise ValueError(f"exp_avg_sq is required (buffer_mode = {buffer_mode})")
     else:
         v = describe_buffer(exp_avg_sq, "exp_avg_sq", frozenset({DTYPE_F32}), writable=True)
-        expected = p.numel if buffer_mode == 2 else 1 if buffer_mode == 1 else v.numel
-        if v.numel != expected:
-            what = "the N elements of CLM" if buffer_mode == 2 else "1 element (the TD-CLM scalar s)"
-            raise ValueError(f"exp_avg_sq has {v.numel} elements but buffer_mode = {buffer_mode} "
-                             f"needs {what} ({expected})")
+        # 0: an unknown mode or rows that do not divide N, which the C library names.
+        expected = _native.exp_avg_sq_length(p.numel, n_rows, int(buffer_mode), td_code)
+        if p.numel and expected and v.numel != expected:
+            what = "CLM" if buffer_mode == 2 else f"TD-CLM with td_factor={td_factor!r}"
+            raise ValueError(f"exp_avg_sq has {v.numel} elements but {what} needs {expected} "
+                             f"(N = {p.numel}, rows = {n_rows})")
         buffers.append(v)
     w = None
     if master is not None:
@@ -296,9 +321,10 @@ def step(param, grad, exp_avg, exp_avg_sq=None, master=None, *, lr: float, beta1
     hp = make_hyperparams(lr=lr, beta1=beta1, beta2=beta2, eps=eps, weight_decay=weight_decay,
                           tau=tau, lam=lam, buffer_mode=buffer_mode, cautious=cautious,
                           bound_mode=bound_mode, bound_ratio=bound_ratio, step=step,
-                          check_finite=check_finite, stochastic_rounding=stochastic_rounding)
+                          check_finite=check_finite, stochastic_rounding=stochastic_rounding,
+                          grad_scale=grad_scale)
     desc = _native.TensorDesc(p.ptr, g.ptr, m.ptr, v.ptr if v else 0, w.ptr if w else 0, p.numel,
-                              0, seed_int, p.dtype, g.dtype)
+                              0, seed_int, p.dtype, g.dtype, n_rows, td_code)
     stream = cuda_stream_handle(p.device_index) if p.device_type == _native.DEVICE_CUDA else 0
     options = run_options(p.device_type, p.device_index, backend, stream)
     status, message = _native.step_multi(hp, [desc], options)

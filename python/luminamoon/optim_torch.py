@@ -37,7 +37,8 @@ from torch.optim import Optimizer
 
 from . import _native
 from .optim import (_FLOAT_DTYPES, DTYPE_F32, Buffer, NonFiniteGradientError, check_no_overlap,
-                    cuda_stream_handle, describe_buffer, make_hyperparams, raise_for_status,
+                    cuda_stream_handle, describe_buffer, make_hyperparams, raise_for_status, rows_of,
+                    td_factor_code,
                     run_options)
 
 __all__ = ["LuminaV"]
@@ -188,6 +189,13 @@ class LuminaV(Optimizer):
     matrices, while an output layer (or embedding) whose rows see gradients of
     very different size trains better in a CLM group of its own (see the
     README and docs/benchmarks.md).
+
+    ``td_factor`` (TD-CLM, per param group; spec "TD-CLM second moment"):
+    ``"factored"`` (default) keeps row and column factors of the parameter
+    viewed as R x C (R its first dimension), ``"row"`` one number per row,
+    ``"tensor"`` version 1's scalar. ``exp_avg_sq`` holds them (row, then
+    col), sized by luminav_exp_avg_sq_length; a version 1 TD-CLM checkpoint
+    (no ``td_factor`` in its groups) loads as ``"tensor"``.
     """
 
     def __init__(self, params: Iterable, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
@@ -195,12 +203,13 @@ class LuminaV(Optimizer):
                  lam: float = 0.0, cautious: bool = False, bound: str | None = None,
                  bound_ratio: float | None = None, master_weights: bool | None = None,
                  stochastic_rounding: bool = True, seed: int = 0, check_finite: bool = True,
-                 backend: str = "auto", *, skip_nonfinite: bool = False, capturable: bool = False):
+                 backend: str = "auto", *, skip_nonfinite: bool = False, td_factor: str = "factored",
+                 capturable: bool = False):
         defaults = dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay, mode=mode, tau=tau,
                         lam=lam, cautious=bool(cautious), bound=bound, bound_ratio=bound_ratio,
                         master_weights=master_weights, stochastic_rounding=bool(stochastic_rounding),
                         seed=int(seed), check_finite=bool(check_finite), backend=backend,
-                        capturable=bool(capturable))
+                        td_factor=td_factor, capturable=bool(capturable))
         self.skip_nonfinite = bool(skip_nonfinite)
         self._host_skipped = 0
         self.last_native_calls = 0
@@ -269,6 +278,7 @@ class LuminaV(Optimizer):
     def _hyperparams(group: dict, step: int):
         if group["mode"] not in _MODES:
             raise ValueError(f"mode must be 'clm' or 'tdclm' (got {group['mode']!r})")
+        td_factor_code(group["td_factor"])  # a ValueError naming the choices
         if group["bound"] not in _BOUNDS:
             raise ValueError(f"bound must be None, 'tensor' or 'element' (got {group['bound']!r})")
         ratio = group["bound_ratio"]
@@ -320,7 +330,10 @@ class LuminaV(Optimizer):
             "exp_avg": torch.zeros_like(param, dtype=torch.float32, memory_format=torch.contiguous_format),
             "exp_avg_sq": (torch.zeros_like(param, dtype=torch.float32, memory_format=torch.contiguous_format)
                            if group["mode"] == "clm" else
-                           torch.zeros((), dtype=torch.float32, device=_local(param).device)),
+                           torch.zeros((), dtype=torch.float32, device=_local(param).device)
+                           if group["td_factor"] == "tensor" else
+                           torch.zeros(self._second_moment_length(group, param), dtype=torch.float32,
+                                       device=_local(param).device)),
             "seed": torch.tensor(derive_seed(group["seed"], self._position(param)), dtype=torch.int64),
         }
         if wants_master and param.dtype != torch.float32:
@@ -334,11 +347,14 @@ class LuminaV(Optimizer):
         id_map = {old_id: p for old, new in zip(saved_groups, self.param_groups)
                   for old_id, p in zip(old["params"], new["params"])}
         saved_state = state_dict["state"]
+        version1 = [g.get("mode") == "tdclm" and "td_factor" not in g for g in saved_groups]
         super().load_state_dict(state_dict)
         self._names.clear()  # the groups are new dicts (and may bring param_names)
         self._prepared.clear()
         self._plans = None
-        for group in self.param_groups:
+        for group, old in zip(self.param_groups, version1):
+            if old:  # a version 1 TD-CLM checkpoint: its scalar s stays td_factor "tensor"
+                group["td_factor"] = "tensor"
             for key, value in self.defaults.items():
                 group.setdefault(key, value)  # an AdamW group lacks LuminaV's options
         for old_id, p in id_map.items():
@@ -355,9 +371,15 @@ class LuminaV(Optimizer):
                 state["seed"] = torch.as_tensor(original["seed"]).to(torch.int64).clone()
             else:
                 state["seed"] = torch.tensor(derive_seed(group["seed"], self._position(p)), dtype=torch.int64)
-            if group["mode"] == "tdclm" and state["exp_avg_sq"].numel() != 1:
+            if group["mode"] == "tdclm" and group["td_factor"] == "tensor" and state["exp_avg_sq"].numel() != 1:
                 # An AdamW (or CLM) checkpoint: s estimates mean(g^2), the mean of v.
                 state["exp_avg_sq"] = _local(state["exp_avg_sq"]).mean().reshape(()).clone()
+            elif group["mode"] == "tdclm" and group["td_factor"] != "tensor" and \
+                    state["exp_avg_sq"].numel() == _local(p).numel() != self._second_moment_length(group, p):
+                # An AdamW (or CLM) checkpoint: v's row means (and column means) are the factors.
+                v = _local(state["exp_avg_sq"]).reshape(rows_of(_local(p).shape), -1)
+                factors = [v.mean(dim=1)] + ([v.mean(dim=0)] if group["td_factor"] == "factored" else [])
+                state["exp_avg_sq"] = torch.cat(factors).contiguous()
             if "master" not in state and p.dtype != torch.float32 and (
                     group["master_weights"] or group["master_weights"] is None):
                 state["master"] = p.detach().to(torch.float32, copy=True)
@@ -505,7 +527,9 @@ class LuminaV(Optimizer):
                 if (is_cuda and torch.is_tensor(lr) and lr.device == device and lr.numel() == 1
                         and lr.dtype in (torch.float32, torch.float64) and lr.is_contiguous()):
                     lr_tensor, lr_dtype = lr, (1 if lr.dtype == torch.float64 else 0)
-                native.add_group(group, hp, [(p, p.dtype, state, flat, _DTYPE_CODES[p.dtype], int(state["seed"]))
+                factor = td_factor_code(group["td_factor"])
+                native.add_group(group, hp, [(p, p.dtype, state, flat, _DTYPE_CODES[p.dtype], int(state["seed"]),
+                                              rows_of(p.shape), factor)
                                              for p, state, flat, _ in bucket], step, lr_tensor, lr_dtype)
                 names.extend(name for _, _, _, name in bucket)
         native.add_excluded(where["excluded"])
@@ -580,20 +604,30 @@ class LuminaV(Optimizer):
                     local_g = local_g.contiguous()  # read-only: a dense copy is as good
                 shard = _shard_of(p, name)
                 entry = _Entry(p, name, local_p, local_g, state, int(state["step"]) + 1, shard)
-                self._describe(entry, committed)
+                self._describe(entry, committed, group["td_factor"])
                 entries.append(entry)
             if entries:
                 entries_by_group[gi] = entries
         return entries_by_group, staged
 
     @staticmethod
-    def _check_state(group, p, state, name):
-        want = 1 if group["mode"] == "tdclm" else p.numel()
+    def _second_moment_length(group, p) -> int:
+        """exp_avg_sq's floats for this parameter (shard): luminav_exp_avg_sq_length."""
+        local = _local(p)
+        return _native.exp_avg_sq_length(local.numel(), rows_of(local.shape), _MODES[group["mode"]],
+                                          td_factor_code(group["td_factor"]))
+
+    @classmethod
+    def _check_state(cls, group, p, state, name):
+        # CLM's v is shaped (and sharded) like p; TD-CLM's factors are this shard's own.
+        want = p.numel() if group["mode"] == "clm" else \
+            cls._second_moment_length(group, p) if p.numel() else state["exp_avg_sq"].numel()
         if state["exp_avg_sq"].numel() != want:
             raise ValueError(f"{name}: exp_avg_sq holds {state['exp_avg_sq'].numel()} values but mode "
-                             f"{group['mode']!r} needs {want}; the mode cannot change during training")
+                             f"{group['mode']!r} (td_factor {group['td_factor']!r}) needs {want}; the mode "
+                             "cannot change during training")
 
-    def _describe(self, e: _Entry, committed: bool) -> None:
+    def _describe(self, e: _Entry, committed: bool, td_factor: str) -> None:
         """Validates the buffers of one parameter and builds its native descriptor.
 
         Note [prepared buffers]: the parameter and state buffers rarely change
@@ -628,7 +662,8 @@ class LuminaV(Optimizer):
         e.buffers = [b for b in (param, grad, exp_avg_buf, exp_avg_sq_buf, master_buf) if b is not None]
         e.desc = _native.TensorDesc(param.ptr, grad.ptr, exp_avg_buf.ptr, exp_avg_sq_buf.ptr,
                                     master_buf.ptr if master_buf else 0, param.numel,
-                                    e.shard.index_offset if e.shard else 0, seed, param.dtype, grad.dtype)
+                                    e.shard.index_offset if e.shard else 0, seed, param.dtype, grad.dtype,
+                                    rows_of(p.shape), td_factor_code(td_factor))
 
     @staticmethod
     def _state_buffers(e: _Entry, master) -> tuple:

@@ -54,7 +54,8 @@ struct RunOptions {
 
 luminav_tensor make_tensor(uintptr_t param, uintptr_t grad, uintptr_t exp_avg, uintptr_t exp_avg_sq,
                            uintptr_t master, size_t num_elements, uint64_t index_offset,
-                           uint64_t seed, int param_dtype, int grad_dtype) {
+                           uint64_t seed, int param_dtype, int grad_dtype, uint64_t rows,
+                           int td_factor) {
   luminav_tensor t{};
   t.param = reinterpret_cast<void*>(param);
   t.grad = reinterpret_cast<const void*>(grad);
@@ -66,6 +67,8 @@ luminav_tensor make_tensor(uintptr_t param, uintptr_t grad, uintptr_t exp_avg, u
   t.seed = seed;
   t.param_dtype = param_dtype;
   t.grad_dtype = grad_dtype;
+  t.rows = rows;
+  t.td_factor = td_factor;
   return t;
 }
 
@@ -176,20 +179,22 @@ void register_optim(nb::module_& m) {
       .def_rw("bound_mode", &luminav_hyperparams::bound_mode)
       .def_rw("check_finite", &luminav_hyperparams::check_finite)
       .def_rw("stochastic_rounding", &luminav_hyperparams::stochastic_rounding)
-      .def_rw("step", &luminav_hyperparams::step);
+      .def_rw("step", &luminav_hyperparams::step)
+      .def_rw("grad_scale", &luminav_hyperparams::grad_scale);
 
   nb::class_<luminav_tensor>(m, "TensorDesc", "luminav_tensor: pointers as Python ints")
       .def("__init__",
            [](luminav_tensor* t, uintptr_t param, uintptr_t grad, uintptr_t exp_avg,
               uintptr_t exp_avg_sq, uintptr_t master, size_t num_elements, uint64_t index_offset,
-              uint64_t seed, int param_dtype, int grad_dtype) {
+              uint64_t seed, int param_dtype, int grad_dtype, uint64_t rows, int td_factor) {
              new (t) luminav_tensor(make_tensor(param, grad, exp_avg, exp_avg_sq, master,
                                                 num_elements, index_offset, seed, param_dtype,
-                                                grad_dtype));
+                                                grad_dtype, rows, td_factor));
            },
            nb::arg("param"), nb::arg("grad"), nb::arg("exp_avg"), nb::arg("exp_avg_sq"),
            nb::arg("master"), nb::arg("num_elements"), nb::arg("index_offset"), nb::arg("seed"),
-           nb::arg("param_dtype"), nb::arg("grad_dtype"))
+           nb::arg("param_dtype"), nb::arg("grad_dtype"), nb::arg("rows") = 0,
+           nb::arg("td_factor") = static_cast<int>(LUMINAV_TD_TENSOR))
       .def_ro("num_elements", &luminav_tensor::num_elements)
       .def_ro("index_offset", &luminav_tensor::index_offset)
       .def_ro("seed", &luminav_tensor::seed);
@@ -200,7 +205,9 @@ void register_optim(nb::module_& m) {
       .def_rw("agree_count", &luminav_partials::agree_count)
       .def_rw("grad_sq_sum", &luminav_partials::grad_sq_sum)
       .def_rw("update_sq_sum", &luminav_partials::update_sq_sum)
-      .def_rw("weight_sq_sum", &luminav_partials::weight_sq_sum);
+      .def_rw("weight_sq_sum", &luminav_partials::weight_sq_sum)
+      .def_rw("row_factor_sum", &luminav_partials::row_factor_sum)
+      .def_rw("row_count", &luminav_partials::row_count);
 
   nb::class_<luminav_globals>(m, "Globals", "luminav_globals: values pass 2 needs")
       .def("__init__", [](luminav_globals* g) {
@@ -210,7 +217,9 @@ void register_optim(nb::module_& m) {
       })
       .def_rw("second_moment", &luminav_globals::second_moment)
       .def_rw("cautious_scale", &luminav_globals::cautious_scale)
-      .def_rw("bound_scale", &luminav_globals::bound_scale);
+      .def_rw("bound_scale", &luminav_globals::bound_scale)
+      .def_rw("row_factor_mean", &luminav_globals::row_factor_mean)
+      .def_rw("logical_rows", &luminav_globals::logical_rows);
 
   nb::class_<RunOptions>(m, "RunOptions", "luminav_options without scratch (engine-owned)")
       .def("__init__",
@@ -282,6 +291,12 @@ void register_optim(nb::module_& m) {
   m.def("version", [] { return std::string(luminav_version()); });
   m.def("status_name", [](int status) { return std::string(luminav_status_name(status)); });
   m.def("scratch_bytes", [](size_t n) { return luminav_scratch_bytes(n); });
+  m.def("exp_avg_sq_length", [](uint64_t n, uint64_t rows, int mode, int td_factor) {
+    return luminav_exp_avg_sq_length(n, rows, mode, td_factor);
+  });
+  m.attr("TD_FACTORED") = static_cast<int>(LUMINAV_TD_FACTORED);
+  m.attr("TD_ROW") = static_cast<int>(LUMINAV_TD_ROW);
+  m.attr("TD_TENSOR") = static_cast<int>(LUMINAV_TD_TENSOR);
   m.def("cpu_features", [] { return std::string(luminav_cpu_features()); });
   m.def("last_backend", [] { return std::string(luminav_last_backend()); });
   m.def("set_num_threads", [](int n) { return luminav_set_num_threads(n); });

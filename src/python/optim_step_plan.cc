@@ -38,7 +38,7 @@ struct Names {
   nb::object grad, data_ptr, numel, is_contiguous, contiguous, dtype, lr, betas, eps, weight_decay, tau, lam,
       bound_ratio;
   nb::object state_keys[4];  // step, exp_avg, exp_avg_sq, master
-  static constexpr int kFixedKeys = 7;
+  static constexpr int kFixedKeys = 8;
   nb::object fixed_keys[kFixedKeys];  // group options a description fixes
   Names()
       : grad(nb::str("grad")), data_ptr(nb::str("data_ptr")), numel(nb::str("numel")), is_contiguous(nb::str("is_contiguous")),
@@ -47,7 +47,8 @@ struct Names {
         bound_ratio(nb::str("bound_ratio")),
         state_keys{nb::str("step"), nb::str("exp_avg"), nb::str("exp_avg_sq"), nb::str("master")},
         fixed_keys{nb::str("mode"), nb::str("bound"), nb::str("cautious"), nb::str("check_finite"),
-                   nb::str("stochastic_rounding"), nb::str("master_weights"), nb::str("backend")} {}
+                   nb::str("stochastic_rounding"), nb::str("master_weights"), nb::str("backend"),
+                   nb::str("td_factor")} {}
 };
 
 const Names& names() {
@@ -120,7 +121,8 @@ class StepPlan {
   // refresh: modes and flags), its fp32 step counter (one 0-d tensor shared
   // by the group's state dicts, host or device memory like the tensors), its
   // lr tensor where the device reads it, and per parameter a tuple
-  // (param, param dtype object, state dict, position, dtype code, seed); the
+  // (param, param dtype object, state dict, position, dtype code, seed, rows,
+  // td_factor code); the
   // state dict holds "exp_avg", "exp_avg_sq" and maybe "master", already
   // validated by the front end.
   void add_group(nb::object dict, const luminav_hyperparams& hp, nb::list tensors, nb::object step,
@@ -155,6 +157,8 @@ class StepPlan {
       d.num_elements = nb::cast<size_t>(call_method0(e.param, names().numel));
       d.param_dtype = nb::cast<int>(t[4]);
       d.seed = nb::cast<uint64_t>(t[5]);
+      d.rows = nb::cast<uint64_t>(t[6]);
+      d.td_factor = nb::cast<int>(t[7]);
       d.grad_dtype = d.param_dtype;  // torch gives a gradient its parameter's dtype
       g.tensors.push_back(d);
       g.entries.push_back(std::move(e));

@@ -66,6 +66,8 @@ struct Fixture {
     own_v3.assign(kN, 0.0002f);
     t[2].grad = own_grad3.data();
     t[2].exp_avg_sq = own_v3.data();
+    // The TD-CLM rows below are version 1's scalar s (td_factor rows: their own tests).
+    for (luminav_tensor& each : t) each.td_factor = LUMINAV_TD_TENSOR;
   }
   std::vector<float> own_grad3, own_v3;
 
@@ -362,6 +364,119 @@ TEST(ErrorRows, ShardedEntryPoints) {
   EXPECT_EQ(luminav_reduce(&f.hp, &f.t[0], 0, nullptr, &out, nullptr), LUMINAV_STATUS_OK);
   EXPECT_EQ(out.nonfinite_count, 1u);
   EXPECT_TRUE(f.snapshot() == with_nan);
+}
+
+// Issue 14: TD-CLM's rows and td_factor, shards of whole rows, the gradient
+// scale (spec "Errors"). t[0] has 64 elements; v holds 64 floats.
+TEST(ErrorRows, TdClmFactorsAndGradScale) {
+  auto factored = [](Fixture& f, uint64_t rows) {
+    f.hp.buffer_mode = LUMINAV_MODE_TDCLM;
+    f.t[0].td_factor = LUMINAV_TD_FACTORED;
+    f.t[0].rows = rows;
+  };
+  const std::vector<Row> rows = {
+      {"rows 0 (factored)", [&](Fixture& f) { factored(f, 0); }, kInvalid, {"rows", "(got rows 0)"}},
+      {"rows 0 (row)",
+       [&](Fixture& f) {
+         factored(f, 0);
+         f.t[0].td_factor = LUMINAV_TD_ROW;
+       },
+       kInvalid, {"rows", "td_factor row", "(got rows 0)"}},
+      {"rows not dividing N", [&](Fixture& f) { factored(f, 5); }, kInvalid,
+       {"rows must divide num_elements 64", "(got rows 5)"}},
+      {"rows above N", [&](Fixture& f) { factored(f, 128); }, kInvalid, {"rows", "(got rows 128)"}},
+      {"a zeroed descriptor's TD-CLM (factored, rows 0) with a 1-float exp_avg_sq",
+       [](Fixture& f) {
+         f.hp.buffer_mode = LUMINAV_MODE_TDCLM;
+         f.t[0].td_factor = 0;
+         f.t[0].rows = 0;
+         f.t[0].exp_avg_sq = &f.s3;
+       },
+       kInvalid, {"rows"}},
+      {"unknown td_factor", [&](Fixture& f) { factored(f, 8); f.t[0].td_factor = 7; }, kInvalid,
+       {"td_factor", "(got 7)"}},
+      {"negative td_factor", [&](Fixture& f) { factored(f, 8); f.t[0].td_factor = -1; }, kInvalid,
+       {"td_factor", "(got -1)"}},
+      {"shard boundary inside a row",
+       [&](Fixture& f) {
+         factored(f, 8);  // C = 8
+         f.t[0].index_offset = 12;
+       },
+       kInvalid, {"index_offset", "multiple of C = 8", "got index_offset 12"}},
+      {"grad_scale 0", [](Fixture& f) { f.hp.grad_scale = 0.0; }, kInvalid, {"grad_scale", "(got 0)"}},
+      {"grad_scale < 0", [](Fixture& f) { f.hp.grad_scale = -2.0; }, kInvalid, {"grad_scale", "(got -2)"}},
+      {"grad_scale NaN", [](Fixture& f) { f.hp.grad_scale = NAN; }, kInvalid, {"grad_scale", "nan"}},
+      {"grad_scale Inf", [](Fixture& f) { f.hp.grad_scale = INFINITY; }, kInvalid, {"grad_scale", "inf"}},
+      {"a finite gradient that the scale makes Inf",
+       [](Fixture& f) {
+         f.hp.grad_scale = 1e-30;  // 1/sigma = 1e30
+         f.grad32[9] = 1e10f;      // 1e40 overflows fp32
+       },
+       LUMINAV_STATUS_NONFINITE_GRAD, {"non-finite", "1 of 64"}},
+      {"a scaled Inf in a factored tensor",
+       [&](Fixture& f) {
+         factored(f, 8);
+         f.hp.grad_scale = 1e-30;
+         f.grad32[40] = -1e10f;
+       },
+       LUMINAV_STATUS_NONFINITE_GRAD, {"non-finite", "1 of 64"}},
+  };
+  for (const Row& row : rows) run_row(row);
+  for (const char* backend : {"scalar", "simd"}) {
+    for (Row row : rows) {
+      row.use_options = true;
+      row.options.backend = backend;
+      run_row(row);
+    }
+  }
+  // rows is ignored outside TD-CLM factored/row.
+  Fixture f;
+  f.t[0].rows = 5;
+  EXPECT_EQ(luminav_step(&f.hp, &f.t[0], nullptr), LUMINAV_STATUS_OK) << luminav_last_error_message();
+}
+
+TEST(ErrorRows, ExpAvgSqLength) {
+  EXPECT_EQ(luminav_exp_avg_sq_length(91, 7, LUMINAV_MODE_CLM, 0), 91u);
+  EXPECT_EQ(luminav_exp_avg_sq_length(91, 7, LUMINAV_MODE_TDCLM, LUMINAV_TD_FACTORED), 7u + 13u);
+  EXPECT_EQ(luminav_exp_avg_sq_length(91, 91, LUMINAV_MODE_TDCLM, LUMINAV_TD_FACTORED), 91u);  // C = 1
+  EXPECT_EQ(luminav_exp_avg_sq_length(1000, 1, LUMINAV_MODE_TDCLM, LUMINAV_TD_FACTORED), 1001u);
+  EXPECT_EQ(luminav_exp_avg_sq_length(91, 7, LUMINAV_MODE_TDCLM, LUMINAV_TD_ROW), 7u);
+  EXPECT_EQ(luminav_exp_avg_sq_length(91, 7, LUMINAV_MODE_TDCLM, LUMINAV_TD_TENSOR), 1u);
+  EXPECT_EQ(luminav_exp_avg_sq_length(91, 0, LUMINAV_MODE_TDCLM, LUMINAV_TD_TENSOR), 1u);
+  EXPECT_EQ(luminav_exp_avg_sq_length(91, 0, LUMINAV_MODE_TDCLM, LUMINAV_TD_FACTORED), 0u);
+  EXPECT_EQ(luminav_exp_avg_sq_length(91, 5, LUMINAV_MODE_TDCLM, LUMINAV_TD_ROW), 0u);
+  EXPECT_EQ(luminav_exp_avg_sq_length(91, 7, LUMINAV_MODE_TDCLM, 3), 0u);
+  EXPECT_EQ(luminav_exp_avg_sq_length(91, 7, 5, 0), 0u);
+}
+
+// The plain pass-split entry points have no factor sums: a factored or row
+// tensor with C > 1 is refused there, and the factor entry points need them.
+TEST(ErrorRows, FactorSumsOfThePassSplit) {
+  Fixture f;
+  f.hp.buffer_mode = LUMINAV_MODE_TDCLM;
+  f.t[0].td_factor = LUMINAV_TD_FACTORED;
+  f.t[0].rows = 8;
+  const auto before = f.snapshot();
+  luminav_partials out{};
+  luminav_globals globals{};
+  EXPECT_EQ(luminav_reduce(&f.hp, &f.t[0], 0, nullptr, &out, nullptr), kInvalid);
+  EXPECT_NE(std::string(luminav_last_error_message()).find("factor_sums.row_sq"), std::string::npos);
+  EXPECT_EQ(luminav_apply(&f.hp, &f.t[0], &globals, nullptr), kInvalid);
+  std::vector<double> row_sq(8);
+  luminav_factor_sums sums{row_sq.data(), nullptr};
+  EXPECT_EQ(luminav_reduce_with_factors(&f.hp, &f.t[0], 0, nullptr, &sums, &out, nullptr), kInvalid);
+  EXPECT_NE(std::string(luminav_last_error_message()).find("factor_sums.col_sq"), std::string::npos);
+  EXPECT_TRUE(f.snapshot() == before);
+  // td_factor row needs no column sums; C = 1 needs none at all.
+  f.t[0].td_factor = LUMINAV_TD_ROW;
+  EXPECT_EQ(luminav_reduce_with_factors(&f.hp, &f.t[0], 0, nullptr, &sums, &out, nullptr),
+            LUMINAV_STATUS_OK)
+      << luminav_last_error_message();
+  EXPECT_EQ(out.row_count, 8u);
+  f.t[0].td_factor = LUMINAV_TD_FACTORED;
+  f.t[0].rows = 64;
+  EXPECT_EQ(luminav_reduce(&f.hp, &f.t[0], 0, nullptr, &out, nullptr), LUMINAV_STATUS_OK);
+  EXPECT_TRUE(f.snapshot() == before);
 }
 
 TEST(ErrorRows, StandaloneApi) {

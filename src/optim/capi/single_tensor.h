@@ -9,6 +9,8 @@
 namespace luminav::capi {
 
 // An unsharded tensor (index_offset 0) whose gradient has the param's dtype.
+// These entry points take no rows: their TD-CLM is td_factor tensor (the
+// scalar s in exp_avg_sq), as the seed's header documents.
 inline luminav_tensor single_tensor(void* param, const void* grad, float* exp_avg,
                                     float* exp_avg_sq, float* master, size_t num_elements,
                                     uint64_t seed, int dtype) {
@@ -23,6 +25,8 @@ inline luminav_tensor single_tensor(void* param, const void* grad, float* exp_av
   tensor.seed = seed;
   tensor.param_dtype = dtype;
   tensor.grad_dtype = dtype;
+  tensor.rows = 0;
+  tensor.td_factor = LUMINAV_TD_TENSOR;
   return tensor;
 }
 

@@ -4,6 +4,7 @@
 #include "optim/capi/export.h"
 #include "optim/capi/single_tensor.h"
 #include "optim/core/reduction_tile.h"
+#include "optim/core/second_moment_layout.h"
 #include "optim/dispatch/step_driver.h"
 
 using luminav::capi::guarded;
@@ -26,6 +27,12 @@ LUMINAV_EXPORT void luminav_hyperparams_init(luminav_hyperparams* hp) {
   hp->check_finite = 1;
   hp->stochastic_rounding = 1;
   hp->step = 1;
+  hp->grad_scale = 1.0;
+}
+
+LUMINAV_EXPORT size_t luminav_exp_avg_sq_length(uint64_t num_elements, uint64_t rows,
+                                                int buffer_mode, int td_factor) {
+  return luminav::core::exp_avg_sq_length(num_elements, rows, buffer_mode, td_factor);
 }
 
 LUMINAV_EXPORT size_t luminav_scratch_bytes(size_t num_elements) {
@@ -83,7 +90,18 @@ LUMINAV_EXPORT int luminav_reduction_rounds(const luminav_hyperparams* hp) {
 LUMINAV_EXPORT int luminav_reduce(const luminav_hyperparams* hp, const luminav_tensor* shard,
                                   int round, const luminav_globals* globals,
                                   luminav_partials* out, const luminav_options* options) {
-  return guarded([&] { return dispatch::run_reduce(hp, shard, round, globals, out, options); });
+  return guarded([&] { return dispatch::run_reduce(hp, shard, round, globals, nullptr, out, options); });
+}
+
+LUMINAV_EXPORT int luminav_reduce_with_factors(const luminav_hyperparams* hp,
+                                               const luminav_tensor* shard, int round,
+                                               const luminav_globals* globals,
+                                               const luminav_factor_sums* factor_sums,
+                                               luminav_partials* out,
+                                               const luminav_options* options) {
+  return guarded([&] {
+    return dispatch::run_reduce(hp, shard, round, globals, factor_sums, out, options);
+  });
 }
 
 LUMINAV_EXPORT int luminav_finalize(const luminav_hyperparams* hp,
@@ -97,5 +115,13 @@ LUMINAV_EXPORT int luminav_finalize(const luminav_hyperparams* hp,
 
 LUMINAV_EXPORT int luminav_apply(const luminav_hyperparams* hp, const luminav_tensor* shard,
                                  const luminav_globals* globals, const luminav_options* options) {
-  return guarded([&] { return dispatch::run_apply(hp, shard, globals, options); });
+  return guarded([&] { return dispatch::run_apply(hp, shard, globals, nullptr, options); });
+}
+
+LUMINAV_EXPORT int luminav_apply_with_factors(const luminav_hyperparams* hp,
+                                              const luminav_tensor* shard,
+                                              const luminav_globals* globals,
+                                              const luminav_factor_sums* factor_sums,
+                                              const luminav_options* options) {
+  return guarded([&] { return dispatch::run_apply(hp, shard, globals, factor_sums, options); });
 }

@@ -8,9 +8,7 @@ namespace luminav::core {
 Status finalize_round(const StepConstants& k, const luminav_partials& sum,
                       uint64_t logical_num_elements, int round, float s_old,
                       TensorGlobals& globals) {
-  if (round == 0) globals = initial_globals(k, s_old);
-  if (logical_num_elements == 0) return Status::success();
-  if (round_has_grad_sums(round) && k.check_finite && sum.nonfinite_count > 0) {
+  if (round_has_grad_sums(round) && logical_num_elements > 0 && k.check_finite && sum.nonfinite_count > 0) {
     return Status::error(LUMINAV_STATUS_NONFINITE_GRAD,
                          "non-finite gradient: " + std::to_string(sum.nonfinite_count) + " of " +
                              std::to_string(logical_num_elements) +

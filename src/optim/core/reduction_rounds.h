@@ -10,6 +10,7 @@
 #include "optim/core/host_device.h"
 #include "optim/core/status.h"
 #include "optim/core/step_constants.h"
+#include "optim/core/update_math.h"
 
 namespace luminav::core {
 
@@ -45,17 +46,26 @@ LUMINAV_HD TensorGlobals initial_globals(const StepConstants& k, float s_old) {
 
 // The arithmetic of finalize_round without its finite check, for the host
 // and for a device that finalizes its own partials (spec "Asynchronous
-// devices"): round 0 resets `globals` and folds sum g^2 into TD-CLM's s; the
-// round of the update sums gives the cautious and bound scales.
+// devices"): round 0 resets `globals` (keeping its factor-sum pointers) and
+// folds sum g^2 into TD-CLM's s (and, with row sums, R and rho); the round of
+// the update sums gives the cautious and bound scales.
 LUMINAV_HD void fold_round_sums(const StepConstants& k, const luminav_partials& sum,
                                 uint64_t logical_num_elements, int round, float s_old,
                                 TensorGlobals& globals) {
-  if (round == 0) globals = initial_globals(k, s_old);
+  if (round == 0) {
+    TensorGlobals fresh = initial_globals(k, s_old);
+    fresh.row_sq_sums = globals.row_sq_sums;
+    fresh.col_sq_sums = globals.col_sq_sums;
+    globals = fresh;
+  }
   if (logical_num_elements == 0) return;
   const double n = static_cast<double>(logical_num_elements);
   if (round_has_grad_sums(round) && k.tdclm) {
-    const float q = static_cast<float>(sum.grad_sq_sum / n);
-    globals.second_moment = k.beta2 * s_old + k.one_minus_beta2 * q;
+    globals.second_moment = factor_ema(k, s_old, factor_mean(sum.grad_sq_sum, n));
+    if (sum.row_count > 0) {  // factored/row: rho and R of the logical tensor
+      globals.logical_rows = sum.row_count;
+      globals.row_factor_mean = factor_mean(sum.row_factor_sum, static_cast<double>(sum.row_count));
+    }
   }
   if (round_has_update_sums(k, round)) {
     double c = 1.0;
@@ -76,7 +86,9 @@ LUMINAV_HD void fold_round_sums(const StepConstants& k, const luminav_partials& 
 // Folds the all-reduced partials of `round` into `globals` (which holds the
 // results of the earlier rounds). Round 0 with the finite check on fails with
 // NONFINITE_GRAD when any gradient element is NaN or +-Inf. TD-CLM round 0:
-// s = beta2*s_old + (1-beta2)*q in fp32, q = fp32(sum g^2 / N). The round of
+// s = beta2*s_old + (1-beta2)*q in fp32, q = fp32(sum g^2 / N); with row sums
+// (row_count > 0: factored/row) also R = row_count and rho =
+// fp32(row_factor_sum / R). The factor-sum pointers of `globals` are kept. The round of
 // the update sums: c = N / max(K, 0.001 N) (cautious, else 1), A = c *
 // sqrt(update_sq_sum), B = sqrt(weight_sq_sum), bound scale = ratio*B/A when
 // B > 0 and A > ratio*B (tensor bound, else 1). N = 0 leaves the globals as

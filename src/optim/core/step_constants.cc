@@ -31,13 +31,13 @@ StepConstants make_step_constants(const luminav_hyperparams& hp) {
   k.one_minus_lam = static_cast<float>(1.0 - hp.lam);
   k.tau = static_cast<float>(hp.tau);
   k.bound_ratio = static_cast<float>(hp.bound_ratio);
+  k.inv_grad_scale = inverse_grad_scale(hp.grad_scale);
   k.tdclm = hp.buffer_mode == LUMINAV_MODE_TDCLM ? 1 : 0;
   k.cautious = hp.cautious ? 1 : 0;
   k.bound_mode = hp.bound_mode;
   k.check_finite = hp.check_finite ? 1 : 0;
   k.grad_sq_wanted = 1;
   k.stochastic_rounding = hp.stochastic_rounding ? 1 : 0;
-  k.inv_grad_scale = 1.0f;
   return k;
 }
 

@@ -25,7 +25,14 @@ struct StepConstants {
   float lam, one_minus_lam;
   float tau;               // 0: no soft clip
   float bound_ratio;
-  int tdclm;               // 1: TD-CLM (tensor scalar s), 0: CLM
+  // fp32(1 / sigma), the reciprocal formed in double (spec "Gradient scale"):
+  // every gradient load is g * inv_grad_scale, skipped when it is exactly 1.
+  float inv_grad_scale;
+  // 1: TD-CLM. Decides the reduction rounds; in the element math (update_math.h
+  // moments_and_update) 1 means the tensor scalar s stands in for v. A CPU
+  // traversal clears it for a TD-CLM tensor whose second moment is per
+  // element (C = 1; core/second_moment_layout.h, element_constants).
+  int tdclm;
   int cautious;
   int bound_mode;          // 0 none, 1 tensor, 2 element
   int check_finite;        // 1: a non-finite gradient fails the step
@@ -37,16 +44,20 @@ struct StepConstants {
   // Write-back of 16-bit parameters.
   int stochastic_rounding; // 1: spec's SR keyed on (seed, step, index), 0: RNE
   uint64_t step;           // t >= 1
-  // Gradient scale (spec "Gradient scale"): every gradient is read as
-  // g * inv_grad_scale; 1 when the caller gives no scale.
-  float inv_grad_scale;
 };
 
 // Known once the reductions of pass 1 are all-reduced.
 struct TensorGlobals {
-  float second_moment = 0.0f;  // TD-CLM: s after this step
+  float second_moment = 0.0f;  // TD-CLM tensor: s after this step
   float cautious_scale = 1.0f; // N / max(K, 0.001 N)
   float bound_scale = 1.0f;    // tensor bound factor
+  float row_factor_mean = 0.0f;  // TD-CLM factored: rho (mean of the updated row factor)
+  uint64_t logical_rows = 0;     // TD-CLM factored/row: R of the logical tensor
+  // TD-CLM factored/row (luminav_factor_sums): pass 1 round 0 writes the sums
+  // of g^2 of each row of this tensor (shard) and of each column (all-reduced
+  // before later rounds and the apply pass read them). Null otherwise.
+  double* row_sq_sums = nullptr;
+  double* col_sq_sums = nullptr;
 };
 
 // Validated hyperparameters in, fp32 constants out (spec: bias corrections

@@ -7,7 +7,8 @@
 
 namespace luminav::core {
 
-// Note [plain steps]: a step without lam, soft clip, cautious mask or bound
+// Note [plain steps]: a step without lam, soft clip, cautious mask, bound or
+// gradient scale
 // (AdamW's CLM, and TD-CLM) is the one nearly every caller runs. PlainStep
 // shadows those options of StepConstants with static constexpr members of
 // the same names, so the element math (update_math.h), templated on its
@@ -26,12 +27,23 @@ struct PlainStep : StepConstants {
   static constexpr float tau = 0.0f;
   static constexpr int cautious = 0;
   static constexpr int bound_mode = 0;
+  static constexpr float inv_grad_scale = 1.0f;
   LUMINAV_HD explicit PlainStep(const StepConstants& k) : StepConstants(k) {}
 };
 
 LUMINAV_HD bool is_plain_step(const StepConstants& k) {
-  return k.lam == 0.0f && k.tau == 0.0f && k.cautious == 0 && k.bound_mode == 0;
+  return k.lam == 0.0f && k.tau == 0.0f && k.cautious == 0 && k.bound_mode == 0 &&
+         k.inv_grad_scale == 1.0f;
 }
+
+// StepConstants whose gradient scale is a compile-time 1: a traversal that
+// is not a PlainStep (pass 1 reads only the step's constants) can still drop
+// the scale's branch from its loop (the bare finite check of CLM's pass 1
+// is a load, an AND and a max per vector: a branch there shows).
+struct UnscaledStep : StepConstants {
+  static constexpr float inv_grad_scale = 1.0f;
+  LUMINAV_HD explicit UnscaledStep(const StepConstants& k) : StepConstants(k) {}
+};
 
 // Calls f(constants) with PlainStep<0|1> for a plain step, else with `k`.
 template <class F>

@@ -44,6 +44,13 @@ struct ScalarOps {
   LUMINAV_HD V keep_if_positive(V a, V v) const { return a > 0.0f ? v : 0.0f; }
 };
 
+// The gradient as the step reads it (spec "Gradient scale"): g * fp32(1/sigma),
+// before anything else (the finite check included); no multiply at sigma = 1.
+template <class Ops, class K, class V = typename Ops::V>
+LUMINAV_HD V scaled_gradient(const Ops& o, const K& k, V g) {
+  return k.inv_grad_scale == 1.0f ? g : o.mul(g, o.splat(k.inv_grad_scale));
+}
+
 // Step 1: the new first moment.
 template <class Ops, class K, class V = typename Ops::V>
 LUMINAV_HD V first_moment(const Ops& o, const K& k, V m_old, V g) {
@@ -56,8 +63,30 @@ LUMINAV_HD V second_moment(const Ops& o, const K& k, V v_old, V g) {
   return o.add(o.mul(o.splat(k.beta2), v_old), o.mul(o.mul(o.splat(k.one_minus_beta2), g), g));
 }
 
-// Steps 1-2: the raw update u from the new moments; `second` is v_i (CLM) or
-// the splatted tensor scalar s (TD-CLM). Soft clip applied when tau > 0.
+// TD-CLM factor update (spec "TD-CLM second moment"): the mean of a row's or
+// column's g^2 (or, td_factor tensor, of all of them) is formed in double
+// from the sum and rounded once; the EMA is fp32, as every moment.
+LUMINAV_HD float factor_mean(double sq_sum, double count) {
+  return static_cast<float>(sq_sum / count);
+}
+template <class K>
+LUMINAV_HD float factor_ema(const K& k, float old, float mean) {
+  return k.beta2 * old + k.one_minus_beta2 * mean;
+}
+// col_c / rho, the per-column part of vhat_i = row_r * col_c / rho (0 where
+// rho = 0, where every row factor is 0 too).
+LUMINAV_HD float column_over_rho(float col, float rho) {
+  return rho > 0.0f ? col / rho : 0.0f;
+}
+// vhat_i of td_factor factored from its row factor and its column's col/rho.
+template <class Ops, class V = typename Ops::V>
+LUMINAV_HD V factored_vhat(const Ops& o, V row, V col_over_rho) {
+  return o.mul(row, col_over_rho);
+}
+
+// Steps 1-2: the raw update u from the new moments; `second` is v_i (CLM),
+// the element's vhat (TD-CLM) or the splatted tensor scalar s (TD-CLM
+// tensor). Soft clip applied when tau > 0.
 template <class Ops, class K, class V = typename Ops::V>
 LUMINAV_HD V raw_update(const Ops& o, const K& k, V m, V second, V g) {
   V n = o.mul(m, o.splat(k.inv_bias_correction1));
@@ -88,14 +117,34 @@ struct ElementMoments {
   V u;  // raw update after the soft clip
 };
 
+// CLM (and TD-CLM with one element per row): v from v_old.
+template <class Ops, class K, class V = typename Ops::V>
+LUMINAV_HD ElementMoments<V> clm_moments_and_update(const Ops& o, const K& k, V m_old, V v_old,
+                                                    V g) {
+  ElementMoments<V> r;
+  r.m = first_moment(o, k, m_old, g);
+  r.v = second_moment(o, k, v_old, g);
+  r.u = raw_update(o, k, r.m, r.v, g);
+  return r;
+}
+
+// TD-CLM: the element's second moment vhat is given (already updated).
+template <class Ops, class K, class V = typename Ops::V>
+LUMINAV_HD ElementMoments<V> tdclm_moments_and_update(const Ops& o, const K& k, V m_old, V vhat,
+                                                      V g) {
+  ElementMoments<V> r;
+  r.m = first_moment(o, k, m_old, g);
+  r.v = vhat;
+  r.u = raw_update(o, k, r.m, r.v, g);
+  return r;
+}
+
+// CLM, or TD-CLM with the tensor scalar s (k.tdclm).
 template <class Ops, class K, class V = typename Ops::V>
 LUMINAV_HD ElementMoments<V> moments_and_update(const Ops& o, const K& k,
                                                 const TensorGlobals& gl, V m_old, V v_old, V g) {
-  ElementMoments<V> r;
-  r.m = first_moment(o, k, m_old, g);
-  r.v = k.tdclm ? o.splat(gl.second_moment) : second_moment(o, k, v_old, g);
-  r.u = raw_update(o, k, r.m, r.v, g);
-  return r;
+  return k.tdclm ? tdclm_moments_and_update(o, k, m_old, o.splat(gl.second_moment), g)
+                 : clm_moments_and_update(o, k, m_old, v_old, g);
 }
 
 // The step before the cautious scale and the tensor bound, lr * u * phi:

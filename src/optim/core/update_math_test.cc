@@ -61,6 +61,7 @@ StepConstants constants(double lr, double b1, double b2, double eps, double wd, 
   k.lam = static_cast<float>(lam);
   k.one_minus_lam = static_cast<float>(1 - lam);
   k.tau = static_cast<float>(tau);
+  k.inv_grad_scale = 1.0f;
   k.step = t;
   return k;
 }

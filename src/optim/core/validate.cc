@@ -11,6 +11,7 @@
 
 #include "optim/core/dtype.h"
 #include "optim/core/reduction_tile.h"
+#include "optim/core/second_moment_layout.h"
 
 namespace luminav::core {
 namespace {
@@ -84,6 +85,8 @@ Status validate_hyperparams(const luminav_hyperparams* hp) {
   if (Status s = check_flag("check_finite", hp->check_finite); !s.ok()) return s;
   if (Status s = check_flag("stochastic_rounding", hp->stochastic_rounding); !s.ok()) return s;
   if (hp->step == 0) return Status::invalid("step must be >= 1 (got 0)");
+  if (!(hp->grad_scale > 0.0) || std::isinf(hp->grad_scale))
+    return out_of_range("grad_scale", "> 0 and finite", hp->grad_scale);
   return Status::success();
 }
 
@@ -116,6 +119,13 @@ Status validate_tensors(const luminav_hyperparams& hp, std::span<const luminav_t
       return Status::invalid(named("grad_dtype") + " must be 0 (f32), 1 (bf16) or 2 (f16) (got " +
                              std::to_string(t.grad_dtype) + ")");
     }
+    const bool tdclm = hp.buffer_mode == LUMINAV_MODE_TDCLM;
+    if (tdclm && t.td_factor != LUMINAV_TD_FACTORED && t.td_factor != LUMINAV_TD_ROW &&
+        t.td_factor != LUMINAV_TD_TENSOR) {
+      return Status::invalid(named("td_factor") +
+                             " must be 0 (factored), 1 (row) or 2 (tensor) (got " +
+                             std::to_string(t.td_factor) + ")");
+    }
     const size_t n = t.num_elements;
     if (n == 0) continue;  // nothing to read or write
     if (n > kMax / 4) {
@@ -126,6 +136,23 @@ Status validate_tensors(const luminav_hyperparams& hp, std::span<const luminav_t
                              std::to_string(t.index_offset) + ")");
     }
 
+    const bool by_rows = tdclm && t.td_factor != LUMINAV_TD_TENSOR;
+    if (by_rows) {
+      if (t.rows == 0 || n % t.rows != 0) {
+        return Status::invalid(named("rows") + " must divide num_elements " + std::to_string(n) +
+                               " with td_factor " + (t.td_factor == LUMINAV_TD_ROW ? "row" : "factored") +
+                               " (got rows " + std::to_string(t.rows) + ")");
+      }
+      const uint64_t cols = n / t.rows;
+      if (t.index_offset % cols != 0) {
+        return Status::invalid(named("index_offset") + " must be a multiple of C = " +
+                               std::to_string(cols) +
+                               " (a shard holds whole rows; got index_offset " +
+                               std::to_string(t.index_offset) + ", a boundary inside a row)");
+      }
+    }
+    const size_t second_floats = exp_avg_sq_length(n, t.rows, hp.buffer_mode, t.td_factor);
+
     struct Buffer {
       const char* field;
       const void* pointer;
@@ -133,12 +160,11 @@ Status validate_tensors(const luminav_hyperparams& hp, std::span<const luminav_t
       size_t alignment;
       bool required;
     };
-    const bool tdclm = hp.buffer_mode == LUMINAV_MODE_TDCLM;
     const Buffer buffers[] = {
         {"param", t.param, n * param_size, param_size, true},
         {"grad", t.grad, n * grad_size, grad_size, true},
         {"exp_avg", t.exp_avg, n * 4, 4, true},
-        {"exp_avg_sq", t.exp_avg_sq, (tdclm ? 1 : n) * 4, 4, true},
+        {"exp_avg_sq", t.exp_avg_sq, second_floats * 4, 4, true},
         {"master", t.master, n * 4, 4, false},
     };
     for (const Buffer& b : buffers) {
@@ -146,7 +172,7 @@ Status validate_tensors(const luminav_hyperparams& hp, std::span<const luminav_t
         if (!b.required) continue;
         return Status::invalid(named(b.field) + " must not be NULL" +
                                (std::string(b.field) == "exp_avg_sq" && tdclm
-                                    ? " (in TD-CLM it points to the tensor scalar s)"
+                                    ? " (in TD-CLM it holds the second-moment factors)"
                                     : ""));
       }
       const auto address = reinterpret_cast<uintptr_t>(b.pointer);
@@ -223,7 +249,6 @@ Status validate_groups(std::span<const luminav_group> groups) {
     if (groups.size() < 2) break;
     // Within a group validate_tensors saw every overlap; across groups only
     // this does (the same byte ranges, named by group).
-    const bool tdclm = g.hp->buffer_mode == LUMINAV_MODE_TDCLM;
     for (size_t ti = 0; ti < g.count; ++ti) {
       const luminav_tensor& t = g.tensors[ti];
       const size_t n = t.num_elements;
@@ -236,7 +261,7 @@ Status validate_groups(std::span<const luminav_group> groups) {
       add(t.param, n * dtype_size(t.param_dtype), "param");
       add(t.grad, n * dtype_size(t.grad_dtype), "grad");
       add(t.exp_avg, n * 4, "exp_avg");
-      add(t.exp_avg_sq, (tdclm ? 1 : n) * 4, "exp_avg_sq");
+      add(t.exp_avg_sq, exp_avg_sq_length(n, t.rows, g.hp->buffer_mode, t.td_factor) * 4, "exp_avg_sq");
       add(t.master, n * 4, "master");
     }
   }

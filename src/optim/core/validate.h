@@ -17,7 +17,9 @@ Status validate_hyperparams(const luminav_hyperparams* hp);
 // The tensors of one call: known dtypes, buffers the mode needs present and
 // aligned, sizes that do not overflow, and no two byte ranges overlapping,
 // within a tensor or across the tensors of a multi-tensor call (in TD-CLM
-// exp_avg_sq is one float). Tensors with N = 0 are only checked for dtypes.
+// exp_avg_sq holds exp_avg_sq_length floats), TD-CLM rows dividing N and
+// shards of whole rows. Tensors with N = 0 are only checked for dtypes and
+// td_factor.
 // `scratch` (may be null) joins the overlap check and must hold
 // `scratch_bytes` >= the size luminav_scratch_bytes gives for the tensors.
 Status validate_tensors(const luminav_hyperparams& hp, std::span<const luminav_tensor> tensors,

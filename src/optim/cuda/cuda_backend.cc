@@ -215,6 +215,7 @@ class CudaBackend final : public Backend {
              std::span<const core::TensorGlobals> globals, std::span<luminav_partials> out,
              const ExecContext& ctx) override {
     std::fill(out.begin(), out.end(), luminav_partials{});
+    if (int code = check_supported(k, tensors); code != LUMINAV_STATUS_OK) return code;
     uint32_t fields = 0;
     if (core::round_has_grad_sums(round)) fields |= kReduceGrad;
     if (core::round_has_update_sums(k, round)) fields |= kReduceUpdate;
@@ -304,6 +305,7 @@ class CudaBackend final : public Backend {
     if (scope.code != LUMINAV_STATUS_OK) return scope.code;
     ContextState* state = scope.state;
     for (const AsyncGroup& g : groups) {
+      if (int code = check_supported(g.k, g.tensors); code != LUMINAV_STATUS_OK) return code;
       if (int code = check_device_pointers(g.tensors); code != LUMINAV_STATUS_OK) return code;
     }
     if (int code = check_small_device_pointers(groups, async, ctx.scratch); code != LUMINAV_STATUS_OK) return code;
@@ -441,6 +443,7 @@ class CudaBackend final : public Backend {
   int apply(const core::StepConstants& k, std::span<const luminav_tensor> tensors,
             std::span<const core::TensorGlobals> globals, const ExecContext& ctx) override {
     if (tensors.empty()) return LUMINAV_STATUS_OK;
+    if (int code = check_supported(k, tensors); code != LUMINAV_STATUS_OK) return code;
     CallScope scope(this, ctx.device_index);
     if (scope.code != LUMINAV_STATUS_OK) return scope.code;
     ContextState* state = scope.state;
@@ -732,6 +735,20 @@ class CudaBackend final : public Backend {
           (g.lr != nullptr && !is_device_memory(g.lr))) {
         return fail(LUMINAV_STATUS_INVALID_ARGUMENT,
                     "group " + std::to_string(gi) + ": step_counter/lr are not CUDA device memory");
+      }
+    }
+    return LUMINAV_STATUS_OK;
+  }
+
+  // Not yet in these kernels: TD-CLM's per-row and factored second moments
+  // (td_factor factored/row).
+  static int check_supported(const core::StepConstants& k, std::span<const luminav_tensor> tensors) {
+    for (size_t j = 0; j < tensors.size(); ++j) {
+      if (k.tdclm && tensors[j].td_factor != LUMINAV_TD_TENSOR) {
+        return fail(LUMINAV_STATUS_BACKEND_UNAVAILABLE,
+                    "tensors[" + std::to_string(j) + "]: td_factor " +
+                        (tensors[j].td_factor == LUMINAV_TD_ROW ? "row" : "factored") +
+                        " is not yet supported by cuda (td_factor tensor is)");
       }
     }
     return LUMINAV_STATUS_OK;

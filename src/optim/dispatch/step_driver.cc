@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "optim/core/reduction_rounds.h"
+#include "optim/core/second_moment_layout.h"
 #include "optim/core/step_constants.h"
 #include "optim/core/validate.h"
 #include "optim/dispatch/async_workspace.h"
@@ -51,6 +52,8 @@ core::TensorGlobals to_core(const luminav_globals& g) {
   c.second_moment = g.second_moment;
   c.cautious_scale = g.cautious_scale;
   c.bound_scale = g.bound_scale;
+  c.row_factor_mean = g.row_factor_mean;
+  c.logical_rows = g.logical_rows;
   return c;
 }
 
@@ -59,7 +62,55 @@ luminav_globals to_public(const core::TensorGlobals& c) {
   g.second_moment = c.second_moment;
   g.cautious_scale = c.cautious_scale;
   g.bound_scale = c.bound_scale;
+  g.row_factor_mean = c.row_factor_mean;
+  g.logical_rows = c.logical_rows;
   return g;
+}
+
+// The caller's factor sums of a shard, which its layout must have
+// (luminav_factor_sums): row sums for kRow/kFactored, column sums for kFactored.
+core::Status attach_factor_sums(const core::StepConstants& k, const luminav_tensor& shard,
+                                const luminav_factor_sums* sums, core::TensorGlobals& g) {
+  const core::MomentLayout layout = core::moment_layout(k.tdclm, shard);
+  if (!core::has_row_factor(layout)) return core::Status::success();
+  const bool factored = layout.kind == core::SecondMoment::kFactored;
+  const char* kind = factored ? "factored" : "row";
+  if (sums == nullptr || sums->row_sq == nullptr) {
+    return core::Status::invalid(std::string("factor_sums.row_sq must not be NULL with td_factor ") +
+                                 kind + " and C = " + std::to_string(layout.cols) + " > 1 (" +
+                                 std::to_string(layout.rows) +
+                                 " doubles; luminav_reduce_with_factors / luminav_apply_with_factors)");
+  }
+  if (factored && sums->col_sq == nullptr) {
+    return core::Status::invalid("factor_sums.col_sq must not be NULL with td_factor factored and C = " +
+                                 std::to_string(layout.cols) + " > 1 (C doubles, all-reduced)");
+  }
+  g.row_sq_sums = sums->row_sq;
+  g.col_sq_sums = factored ? sums->col_sq : nullptr;
+  return core::Status::success();
+}
+
+// Row and column sums of every factored/row tensor of a whole step, in
+// `sums` (host memory: the CPU backends).
+void attach_step_factor_sums(const core::StepConstants& k, std::span<const luminav_tensor> work,
+                             std::span<core::TensorGlobals> globals, std::vector<double>& sums) {
+  size_t total = 0;
+  for (const luminav_tensor& t : work) {
+    const core::MomentLayout l = core::moment_layout(k.tdclm, t);
+    if (core::has_row_factor(l)) total += l.rows + (l.kind == core::SecondMoment::kFactored ? l.cols : 0);
+  }
+  sums.resize(total);
+  size_t at = 0;
+  for (size_t j = 0; j < work.size(); ++j) {
+    const core::MomentLayout l = core::moment_layout(k.tdclm, work[j]);
+    if (!core::has_row_factor(l)) continue;
+    globals[j].row_sq_sums = sums.data() + at;
+    at += l.rows;
+    if (l.kind == core::SecondMoment::kFactored) {
+      globals[j].col_sq_sums = sums.data() + at;
+      at += l.cols;
+    }
+  }
 }
 
 core::Status check_round(const core::StepConstants& k, int round, bool for_finalize) {
@@ -93,12 +144,14 @@ Work nonempty(std::span<const luminav_tensor> all) {
 }
 
 // Pass 1 of a whole step on the host side of the driver: the reduction
-// rounds and their finalize. A non-finite gradient fails with a message
-// naming `name_of(position)`.
+// rounds and their finalize (TD-CLM's row and column sums in `factor_sums`,
+// which must outlive the apply pass). A non-finite gradient fails with a
+// message naming `name_of(position)`.
 template <class NameOf>
 core::Status reduce_and_finalize(Backend& backend, const core::StepConstants& k, const Work& work,
                                  const ExecContext& ctx, std::vector<core::TensorGlobals>& globals,
-                                 NameOf name_of, size_t* failed_position = nullptr) {
+                                 std::vector<double>& factor_sums, NameOf name_of,
+                                 size_t* failed_position = nullptr) {
   std::vector<float> s_old(work.tensors.size(), 0.0f);
   if (k.tdclm) {
     std::vector<const float*> addresses(work.tensors.size());
@@ -108,6 +161,12 @@ core::Status reduce_and_finalize(Backend& backend, const core::StepConstants& k,
   }
   globals.resize(work.tensors.size());
   for (size_t j = 0; j < work.tensors.size(); ++j) globals[j] = core::initial_globals(k, s_old[j]);
+  // Note [factor sums of device backends]: a device backend gets no host
+  // arrays here and finds its own memory for them (cuda refuses
+  // factored/row tensors until it does).
+  if (k.tdclm && backend.device_type() == LUMINAV_DEVICE_CPU) {
+    attach_step_factor_sums(k, work.tensors, globals, factor_sums);
+  }
   const int rounds = core::reduction_rounds(k);
   std::vector<luminav_partials> partials(work.tensors.size());
   for (int round = 0; round < rounds; ++round) {
@@ -150,7 +209,8 @@ core::Status run_step(const luminav_hyperparams* hp, const luminav_tensor* tenso
   const ExecContext ctx = context_of(options);
   const core::StepConstants k = whole_step_constants(*hp);
   std::vector<core::TensorGlobals> globals;
-  core::Status s = reduce_and_finalize(*backend, k, work, ctx, globals, [&](size_t i) {
+  thread_local std::vector<double> factor_sums;  // reused by the thread's steps
+  core::Status s = reduce_and_finalize(*backend, k, work, ctx, globals, factor_sums, [&](size_t i) {
     return count > 1 ? "tensors[" + std::to_string(i) + "]" : std::string();
   });
   if (!s.ok()) return s;
@@ -177,6 +237,7 @@ core::Status run_groups_on_host(std::span<const luminav_group> groups, std::span
   }
   std::vector<core::StepConstants> constants(groups.size());
   std::vector<std::vector<core::TensorGlobals>> globals(groups.size());
+  std::vector<std::vector<double>> factor_sums(groups.size());
   uint32_t first_position = 0;
   for (size_t gi = 0; gi < groups.size(); ++gi) {
     const luminav_group& g = groups[gi];
@@ -192,7 +253,7 @@ core::Status run_groups_on_host(std::span<const luminav_group> groups, std::span
     }
     size_t failed = 0;
     core::Status s = reduce_and_finalize(
-        backend, constants[gi], work[gi], ctx, globals[gi],
+        backend, constants[gi], work[gi], ctx, globals[gi], factor_sums[gi],
         [&](size_t i) { return "groups[" + std::to_string(gi) + "].tensors[" + std::to_string(i) + "]"; }, &failed);
     if (s.code == LUMINAV_STATUS_NONFINITE_GRAD && async != nullptr) {
       // The first failing tensor's position (as a device would report it).
@@ -307,8 +368,8 @@ core::Status run_reduction_rounds(const luminav_hyperparams* hp, int* rounds) {
 }
 
 core::Status run_reduce(const luminav_hyperparams* hp, const luminav_tensor* shard, int round,
-                        const luminav_globals* globals, luminav_partials* out,
-                        const luminav_options* options) {
+                        const luminav_globals* globals, const luminav_factor_sums* factor_sums,
+                        luminav_partials* out, const luminav_options* options) {
   if (shard == nullptr) return core::Status::invalid("shard must not be NULL");
   if (out == nullptr) return core::Status::invalid("out must not be NULL");
   if (core::Status s = validate_call(hp, std::span(shard, 1), options); !s.ok()) return s;
@@ -323,7 +384,8 @@ core::Status run_reduce(const luminav_hyperparams* hp, const luminav_tensor* sha
   }
   Backend* backend = nullptr;
   if (core::Status s = select_backend(options, shard->num_elements, &backend); !s.ok()) return s;
-  const core::TensorGlobals g = globals ? to_core(*globals) : core::initial_globals(k, 0.0f);
+  core::TensorGlobals g = globals ? to_core(*globals) : core::initial_globals(k, 0.0f);
+  if (core::Status s = attach_factor_sums(k, *shard, factor_sums, g); !s.ok()) return s;
   luminav_partials partial{};
   const int code = backend->reduce(k, std::span(shard, 1), round, std::span(&g, 1),
                                    std::span(&partial, 1), context_of(options));
@@ -351,7 +413,8 @@ core::Status run_finalize(const luminav_hyperparams* hp, const luminav_partials*
 }
 
 core::Status run_apply(const luminav_hyperparams* hp, const luminav_tensor* shard,
-                       const luminav_globals* globals, const luminav_options* options) {
+                       const luminav_globals* globals, const luminav_factor_sums* factor_sums,
+                       const luminav_options* options) {
   if (shard == nullptr) return core::Status::invalid("shard must not be NULL");
   if (globals == nullptr) return core::Status::invalid("globals must not be NULL");
   if (core::Status s = validate_call(hp, std::span(shard, 1), options); !s.ok()) return s;
@@ -359,7 +422,8 @@ core::Status run_apply(const luminav_hyperparams* hp, const luminav_tensor* shar
   Backend* backend = nullptr;
   if (core::Status s = select_backend(options, shard->num_elements, &backend); !s.ok()) return s;
   const core::StepConstants k = core::make_step_constants(*hp);
-  const core::TensorGlobals g = to_core(*globals);
+  core::TensorGlobals g = to_core(*globals);
+  if (core::Status s = attach_factor_sums(k, *shard, factor_sums, g); !s.ok()) return s;
   const int code = backend->apply(k, std::span(shard, 1), std::span(&g, 1), context_of(options));
   if (code != LUMINAV_STATUS_OK) return backend_failure(*backend, code, "apply");
   last_backend = backend_label(*backend);

@@ -24,13 +24,14 @@ size_t groups_workspace_bytes(const luminav_group* groups, size_t count);
 // The sharded split (luminav.h, "pass-1 / pass-2 split").
 core::Status run_reduction_rounds(const luminav_hyperparams* hp, int* rounds);
 core::Status run_reduce(const luminav_hyperparams* hp, const luminav_tensor* shard, int round,
-                        const luminav_globals* globals, luminav_partials* out,
-                        const luminav_options* options);
+                        const luminav_globals* globals, const luminav_factor_sums* factor_sums,
+                        luminav_partials* out, const luminav_options* options);
 core::Status run_finalize(const luminav_hyperparams* hp, const luminav_partials* global_sum,
                           uint64_t logical_num_elements, int round, float s_old,
                           luminav_globals* inout);
 core::Status run_apply(const luminav_hyperparams* hp, const luminav_tensor* shard,
-                       const luminav_globals* globals, const luminav_options* options);
+                       const luminav_globals* globals, const luminav_factor_sums* factor_sums,
+                       const luminav_options* options);
 
 // "name" or "name:detail" of the backend of this thread's last successful
 // step, reduce or apply ("" before the first).

@@ -120,6 +120,7 @@ luminav_tensor tensor_of(const Options& o, State& st, size_t begin, size_t count
   t.seed = seed;
   t.param_dtype = o.param_dtype;
   t.grad_dtype = o.grad_dtype;
+  t.td_factor = LUMINAV_TD_TENSOR;  // this suite's TD-CLM is version 1's scalar s
   return t;
 }
 

@@ -14,6 +14,14 @@
 // pass 2 starts on the gradient lines pass 1 touched most recently: as much
 // of the second gradient read as the cache holds comes from the cache
 // rather than from memory. The order of computation never enters the sums.
+// Note [factor sums]: round 0 of a TD-CLM row/factored tensor sums g^2 over
+// each row and each column. It is cut into blocks of whole stripes:
+// kFactorStripe columns wide (the whole row when C is narrower) and as many
+// rows as make about kFactorBlockElements elements, a shape fixed by R and C
+// alone. A block writes its rows' sums over its stripe and its stripe's
+// column sums over its rows to their own slots; then each row sum is the
+// in-order sum over the stripes and each column sum the in-order sum over
+// the row blocks. So the bits do not depend on the thread count either.
 // Note [multi-tensor step]: the tensors of one call form one work list (tiles
 // for pass 1, the concatenated element range for pass 2), split into equal
 // element shares, one parallel loop for the whole call: a thousand small
@@ -24,10 +32,14 @@
 #include <cstdint>
 #include <exception>
 #include <new>
+#include <span>
 #include <string>
 #include <vector>
 
+#include "optim/core/factor_update.h"
+#include "optim/core/reduction_rounds.h"
 #include "optim/core/reduction_tile.h"
+#include "optim/core/second_moment_layout.h"
 #include "optim/dispatch/backend.h"
 #include "optim/dispatch/backend_error.h"
 #include "optim/dispatch/backend_factories.h"
@@ -50,6 +62,46 @@ static_assert(kChunkElements % kTileElements == 0);
 constexpr size_t kMinPieceElements = 16384;
 // Pass-2 split points are multiples of this (whole vectors on every target).
 constexpr size_t kSplitAlignment = 64;
+
+constexpr size_t kFactorStripe = 1024;             // columns
+constexpr size_t kFactorBlockElements = size_t{1} << 19;
+
+// One block of Note [factor sums].
+struct FactorBlock {
+  size_t tensor;
+  size_t row_begin, row_end, col_begin, col_end;
+  size_t stripe, block;
+};
+
+// Where a row/factored tensor's block partials live in the call's buffer.
+struct FactorPartials {
+  size_t stripes = 0, blocks = 0;
+  size_t row_at = 0;  // stripes x rows doubles: [stripe][row]
+  size_t col_at = 0;  // blocks x C doubles: [block][column] (factored with blocks > 1)
+};
+
+// The updated factors of each row/factored tensor of a call and their views.
+struct CallFactors {
+  std::vector<core::UpdatedFactors> factors;
+  std::vector<simd::FactorView> views;
+  std::vector<const simd::FactorView*> view_of;  // per tensor, nullptr when none
+
+  void prepare(const StepConstants& k, std::span<const luminav_tensor> tensors,
+               std::span<const TensorGlobals> globals) {
+    factors.resize(tensors.size());
+    views.assign(tensors.size(), simd::FactorView{});
+    view_of.assign(tensors.size(), nullptr);
+    for (size_t t = 0; t < tensors.size(); ++t) {
+      const core::MomentLayout l = core::moment_layout(k.tdclm, tensors[t]);
+      if (!core::has_row_factor(l)) continue;
+      core::update_factors(k, l, tensors[t].exp_avg_sq, globals[t], factors[t]);
+      views[t].row = factors[t].row.data();
+      views[t].col_over_rho = l.kind == core::SecondMoment::kFactored ? factors[t].col_over_rho.data() : nullptr;
+      views[t].cols = l.cols;
+      view_of[t] = &views[t];
+    }
+  }
+};
 
 struct Tile {
   size_t tensor;
@@ -139,9 +191,15 @@ class SimdBackend final : public Backend {
     thread_local std::vector<TilePartial> partials_of_thread;
     std::vector<Tile>& tiles = tiles_of_thread;
     std::vector<TilePartial>& partials = partials_of_thread;
+    thread_local CallFactors factors_of_thread;
+    CallFactors& factors = factors_of_thread;
+    const bool factor_round = core::round_has_grad_sums(round);
+    if (k.tdclm && !factor_round) factors.prepare(k, tensors, globals);
     tiles.clear();
     size_t total = 0;
     for (size_t t = 0; t < tensors.size(); ++t) {
+      // Round 0 of a row/factored tensor is its factor sums (reduce_factor_sums).
+      if (k.tdclm && factor_round && core::has_row_factor(core::moment_layout(true, tensors[t]))) continue;
       const size_t n = tensors[t].num_elements;
       for (size_t begin = 0; begin < n; begin += kTileElements) {
         const size_t end = std::min(n, begin + kTileElements);
@@ -160,8 +218,9 @@ class SimdBackend final : public Backend {
       // Last tile first (Note [reverse pass 1]).
       for (auto it = last; it != first;) {
         --it;
-        simd::reduce_range(k, globals[it->tensor], tensors[it->tensor], round, it->begin, it->end,
-                           partials[static_cast<size_t>(it - tiles.begin())].sums);
+        const simd::FactorView* view = k.tdclm && !factor_round ? factors.view_of[it->tensor] : nullptr;
+        simd::reduce_range(k, globals[it->tensor], tensors[it->tensor], round, view, it->begin,
+                           it->end, partials[static_cast<size_t>(it - tiles.begin())].sums);
       }
     });
     // Fixed combination order (Note [deterministic reductions]).
@@ -176,6 +235,104 @@ class SimdBackend final : public Backend {
       }
       accumulate(out[t], chunk);
     }
+    if (k.tdclm && factor_round) reduce_factor_sums(k, tensors, globals, out);
+  }
+
+  // Round 0 of the row/factored tensors of a call (Note [factor sums]).
+  static void reduce_factor_sums(const StepConstants& k, std::span<const luminav_tensor> tensors,
+                                 std::span<const TensorGlobals> globals,
+                                 std::span<luminav_partials> out) {
+    thread_local std::vector<FactorBlock> blocks_of_thread;
+    thread_local std::vector<FactorPartials> layout_of_thread;
+    thread_local std::vector<double> sums_of_thread;
+    thread_local std::vector<int32_t> magnitude_of_thread;
+    std::vector<FactorBlock>& blocks = blocks_of_thread;
+    std::vector<FactorPartials>& where = layout_of_thread;
+    std::vector<double>& sums = sums_of_thread;
+    std::vector<int32_t>& magnitude = magnitude_of_thread;
+    blocks.clear();
+    where.assign(tensors.size(), FactorPartials{});
+    size_t doubles = 0;
+    for (size_t t = 0; t < tensors.size(); ++t) {
+      const core::MomentLayout l = core::moment_layout(k.tdclm, tensors[t]);
+      if (!core::has_row_factor(l)) continue;
+      const size_t width = std::min<size_t>(l.cols, kFactorStripe);
+      const size_t height = std::max<size_t>(1, kFactorBlockElements / width);
+      FactorPartials& w = where[t];
+      w.stripes = (l.cols + kFactorStripe - 1) / kFactorStripe;
+      w.blocks = (l.rows + height - 1) / height;
+      w.row_at = doubles;
+      doubles += w.stripes * l.rows;
+      if (l.kind == core::SecondMoment::kFactored && w.blocks > 1) {
+        w.col_at = doubles;
+        doubles += w.blocks * l.cols;
+      }
+      for (size_t b = 0; b < w.blocks; ++b) {
+        for (size_t s = 0; s < w.stripes; ++s) {
+          blocks.push_back(FactorBlock{t, b * height, std::min<size_t>(l.rows, (b + 1) * height),
+                                       s * kFactorStripe, std::min<size_t>(l.cols, (s + 1) * kFactorStripe),
+                                       s, b});
+        }
+      }
+    }
+    sums.resize(doubles);
+    magnitude.assign(blocks.size(), 0);
+    size_t total = 0;
+    for (const FactorBlock& b : blocks) total += (b.row_end - b.row_begin) * (b.col_end - b.col_begin);
+    const int pieces = piece_count(blocks.size(), total, kTileElements);
+    simd::run_pieces(pieces, [&](int p) {
+      const size_t lo = share_start(blocks.size(), pieces, p);
+      const size_t hi = share_start(blocks.size(), pieces, p + 1);
+      for (size_t j = lo; j < hi; ++j) {
+        const FactorBlock& b = blocks[j];
+        const luminav_tensor& t = tensors[b.tensor];
+        const FactorPartials& w = where[b.tensor];
+        const uint64_t cols = t.num_elements / t.rows;
+        double* row_sums = sums.data() + w.row_at + b.stripe * t.rows + b.row_begin;
+        double* col_sums = nullptr;
+        if (globals[b.tensor].col_sq_sums != nullptr) {
+          col_sums = w.blocks > 1 ? sums.data() + w.col_at + b.block * cols + b.col_begin
+                                  : globals[b.tensor].col_sq_sums + b.col_begin;
+        }
+        magnitude[j] = simd::reduce_factor_block(k, t, cols, b.row_begin, b.row_end, b.col_begin,
+                                                 b.col_end, row_sums, col_sums);
+      }
+    });
+    // In-order combination, then each tensor's partials.
+    int32_t largest = 0;
+    size_t j = 0;
+    for (size_t t = 0; t < tensors.size(); ++t) {
+      const core::MomentLayout l = core::moment_layout(k.tdclm, tensors[t]);
+      if (!core::has_row_factor(l)) continue;
+      const FactorPartials& w = where[t];
+      const TensorGlobals& g = globals[t];
+      largest = 0;
+      for (size_t end = j + w.blocks * w.stripes; j < end; ++j) largest = std::max(largest, magnitude[j]);
+      double grad_sq = 0.0;
+      for (size_t r = 0; r < l.rows; ++r) {
+        double row = 0.0;
+        for (size_t s = 0; s < w.stripes; ++s) row += sums[w.row_at + s * l.rows + r];
+        g.row_sq_sums[r] = row;
+        grad_sq += row;
+      }
+      if (g.col_sq_sums != nullptr && w.blocks > 1) {
+        for (size_t c = 0; c < l.cols; ++c) {
+          double col = 0.0;
+          for (size_t b = 0; b < w.blocks; ++b) col += sums[w.col_at + b * l.cols + c];
+          g.col_sq_sums[c] = col;
+        }
+      }
+      luminav_partials& o = out[t];
+      o = luminav_partials{};
+      if (largest >= 0x7f800000) {  // the failing path counts (Note [finite check by the largest magnitude])
+        luminav_partials check{};
+        simd::reduce_range(k, g, tensors[t], 0, nullptr, 0, tensors[t].num_elements, check);
+        o.nonfinite_count = check.nonfinite_count;
+      }
+      o.grad_sq_sum = grad_sq;
+      o.row_count = l.rows;
+      o.row_factor_sum = core::row_factor_sum(k, l, tensors[t].exp_avg_sq, g.row_sq_sums);
+    }
   }
 
   static void apply_all(const StepConstants& k, std::span<const luminav_tensor> tensors,
@@ -189,6 +346,9 @@ class SimdBackend final : public Backend {
       total += tensors[t].num_elements;
     }
     starts[tensors.size()] = total;
+    thread_local CallFactors factors_of_thread;
+    CallFactors& factors = factors_of_thread;
+    if (k.tdclm) factors.prepare(k, tensors, globals);
     const int pieces = piece_count(total, total, kMinPieceElements);
     simd::run_pieces(pieces, [&](int p) {
       const auto aligned = [&](int q) {
@@ -203,12 +363,17 @@ class SimdBackend final : public Backend {
       for (; t < tensors.size() && starts[t] < hi; ++t) {
         const size_t begin = std::max(lo, starts[t]) - starts[t];
         const size_t end = std::min(hi, starts[t + 1]) - starts[t];
-        if (begin < end) simd::apply_range(k, globals[t], tensors[t], begin, end);
+        if (begin < end) {
+          simd::apply_range(k, globals[t], tensors[t], k.tdclm ? factors.view_of[t] : nullptr, begin, end);
+        }
       }
     });
     if (k.tdclm) {
       for (size_t t = 0; t < tensors.size(); ++t) {
-        if (tensors[t].num_elements > 0) tensors[t].exp_avg_sq[0] = globals[t].second_moment;
+        if (tensors[t].num_elements == 0) continue;
+        const core::MomentLayout l = core::moment_layout(true, tensors[t]);
+        if (l.kind == core::SecondMoment::kTensor) tensors[t].exp_avg_sq[0] = globals[t].second_moment;
+        if (core::has_row_factor(l)) core::store_factors(l, factors.factors[t], tensors[t].exp_avg_sq);
       }
     }
   }

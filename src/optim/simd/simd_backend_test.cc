@@ -89,6 +89,7 @@ struct State {
     t.seed = seed;
     t.param_dtype = o.param_dtype;
     t.grad_dtype = o.grad_dtype;
+    t.td_factor = LUMINAV_TD_TENSOR;  // this suite's TD-CLM is version 1's scalar s
     return t;
   }
 };

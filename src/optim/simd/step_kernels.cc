@@ -19,6 +19,7 @@
 // check off) a step is the single apply pass. bench/optim_bandwidth.py
 // divides these counts by the measured copy bandwidth to get the floor.
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cmath>
@@ -26,7 +27,9 @@
 #include <type_traits>
 
 #include "optim/core/dtype_dispatch.h"
+#include "optim/core/element_io.h"
 #include "optim/core/reduction_rounds.h"
+#include "optim/core/second_moment_layout.h"
 #include "optim/core/step_variant.h"
 #include "optim/core/update_math.h"
 #include "optim/simd/step_kernels.h"
@@ -63,6 +66,13 @@ HWY_INLINE hn::Vec<D> load_f32(D d, const void* base, size_t i) {
       return f16_to_f32(d, h);
     }
   }
+}
+
+// The gradient as the step reads it (core::scaled_gradient).
+template <int G, class K, class D>
+HWY_INLINE hn::Vec<D> load_gradient(D d, const HighwayOps<D>& o, const K& k, const void* base,
+                                    size_t i) {
+  return core::scaled_gradient(o, k, load_f32<G>(d, base, i));
 }
 
 // The parameter in its own dtype: as is, RNE, or the spec's stochastic
@@ -188,14 +198,30 @@ HWY_INLINE size_t for_each_vector(const Buffers& b, size_t begin, size_t end, si
 
 // ---- pass 2 -------------------------------------------------------------------
 
-template <int P, int G, class K, class D>
+// The element's moments: from v_old or the tensor scalar s
+// (core::moments_and_update), or, kGivenVhat, from the row/factored vhat.
+template <bool kGivenVhat, class K, class D>
+HWY_INLINE core::ElementMoments<hn::Vec<D>> element_moments(D d, const HighwayOps<D>& o, const K& k,
+                                                            const TensorGlobals& gl, const Buffers& b,
+                                                            size_t i, hn::Vec<D> g, hn::Vec<D> vhat) {
+  const auto m_old = hn::LoadU(d, b.m + i);
+  if constexpr (kGivenVhat) {
+    return core::tdclm_moments_and_update(o, k, m_old, vhat, g);
+  } else {
+    (void)vhat;
+    const auto v_old = b.v ? hn::LoadU(d, b.v + i) : hn::Zero(d);
+    return core::moments_and_update(o, k, gl, m_old, v_old, g);
+  }
+}
+
+template <int P, int G, bool kGivenVhat = false, class K, class D>
 HWY_INLINE void apply_vector(D d, const HighwayOps<D>& o, const K& k,
                              const TensorGlobals& gl, const Buffers& b, size_t i, bool stochastic,
-                             const RoundingStream<D>& draws, uint64_t logical_index) {
-  const auto g = load_f32<G>(d, b.grad, i);
+                             const RoundingStream<D>& draws, uint64_t logical_index,
+                             hn::Vec<D> vhat) {
+  const auto g = load_gradient<G>(d, o, k, b.grad, i);
   const auto x = b.master ? hn::LoadU(d, b.master + i) : load_f32<P>(d, b.param, i);
-  const auto v_old = b.v ? hn::LoadU(d, b.v + i) : hn::Zero(d);
-  const auto e = core::moments_and_update(o, k, gl, hn::LoadU(d, b.m + i), v_old, g);
+  const auto e = element_moments<kGivenVhat>(d, o, k, gl, b, i, g, vhat);
   const auto x_new = core::apply_update(o, k, gl, x, e.u, g);
   hn::StoreU(e.m, d, b.m + i);
   if (b.v) hn::StoreU(e.v, d, b.v + i);
@@ -220,14 +246,79 @@ LUMINAV_SIMD_FLATTEN void apply_typed(const K& k_in, const TensorGlobals& gl_in,
   const size_t lanes = hn::Lanes(d);
   const size_t i = for_each_vector<P, G, /*kPrefetch=*/true, /*kAllStreams=*/true>(
       b, begin, end, lanes,
-      [&](size_t at) { apply_vector<P, G>(d, o, k, gl, b, at, stochastic, draws, t.index_offset + at); });
+      [&](size_t at) {
+        apply_vector<P, G>(d, o, k, gl, b, at, stochastic, draws, t.index_offset + at, hn::Zero(d));
+      });
   if (i < end) {
     TailStage<P, G> tail;
     const size_t count = end - i;
     const Buffers staged = tail.copy_in(b, i, count);
-    apply_vector<P, G>(d, o, k, gl, staged, 0, stochastic, draws, t.index_offset + i);
+    apply_vector<P, G>(d, o, k, gl, staged, 0, stochastic, draws, t.index_offset + i, hn::Zero(d));
     tail.copy_out(b, i, count);
   }
+}
+
+// Note [row segments]: a row/factored tensor is walked row by row: each row's
+// whole vectors with vhat = row_r (times col_c / rho, loaded beside the
+// column, when factored), its last partial vector through the zero-padded
+// tail (TailStage) with vhat staged lane by lane. Rows whose length is not a
+// multiple of the vector pay one staged vector each; the spec's
+// tensors (C = width of a layer) are multiples of 16 nearly always.
+template <bool kFactored, class D, class Whole, class Partial>
+HWY_INLINE void for_each_row_segment(D d, const HighwayOps<D>& o, const FactorView& f,
+                                     size_t begin, size_t end, const Whole& whole,
+                                     const Partial& partial) {
+  const size_t lanes = hn::Lanes(d);
+  size_t i = begin;
+  for (size_t r = begin / f.cols; i < end; ++r) {
+    const size_t row_start = r * f.cols;
+    const size_t row_end = std::min<size_t>(end, row_start + f.cols);
+    const auto row = hn::Set(d, f.row[r]);
+    for (; i + lanes <= row_end; i += lanes) {
+      if constexpr (kFactored) {
+        whole(i, core::factored_vhat(o, row, hn::LoadU(d, f.col_over_rho + (i - row_start))));
+      } else {
+        whole(i, row);
+      }
+    }
+    if (i < row_end) {
+      HWY_ALIGN float staged[HWY_MAX_BYTES / sizeof(float)] = {};
+      for (size_t j = 0; j < row_end - i; ++j) {
+        staged[j] = kFactored ? core::factored_vhat(core::ScalarOps(), f.row[r],
+                                                    f.col_over_rho[i - row_start + j])
+                              : f.row[r];
+      }
+      partial(i, row_end - i, hn::Load(d, staged));
+      i = row_end;
+    }
+  }
+}
+
+template <int P, int G, bool kFactored, class K>
+LUMINAV_SIMD_FLATTEN void apply_factored_typed(const K& k_in, const TensorGlobals& gl_in,
+                                               const luminav_tensor& t, const FactorView& f,
+                                               size_t begin, size_t end) {
+  const K k = k_in;
+  const TensorGlobals gl = gl_in;
+  using D = hn::ScalableTag<float>;
+  const D d;
+  const HighwayOps<D> o{d};
+  const RoundingStream<D> draws(d, t.seed, k.step);
+  const bool stochastic = k.stochastic_rounding != 0;
+  const Buffers b{t.param, t.grad, t.exp_avg, nullptr, t.master};
+  for_each_row_segment<kFactored>(
+      d, o, f, begin, end,
+      [&](size_t at, hn::Vec<D> vhat) {
+        // Note [software prefetch], across row boundaries.
+        if (at + kPrefetchAhead < end) prefetch_streams<P, G, true>(b, at + kPrefetchAhead);
+        apply_vector<P, G, true>(d, o, k, gl, b, at, stochastic, draws, t.index_offset + at, vhat);
+      },
+      [&](size_t at, size_t count, hn::Vec<D> vhat) {
+        TailStage<P, G> tail;
+        const Buffers staged = tail.copy_in(b, at, count);
+        apply_vector<P, G, true>(d, o, k, gl, staged, 0, stochastic, draws, t.index_offset + at, vhat);
+        tail.copy_out(b, at, count);
+      });
 }
 
 // ---- pass 1 -------------------------------------------------------------------
@@ -287,10 +378,12 @@ struct ReduceAccumulators {
 
 constexpr int32_t kInfinityBits = 0x7f800000;
 
-template <int P, int G, bool kGradSums, bool kGradSq, bool kUpdateSums, class K, class D>
+template <int P, int G, bool kGradSums, bool kGradSq, bool kUpdateSums, bool kGivenVhat = false,
+          class K, class D>
 HWY_INLINE void reduce_vector(D d, const HighwayOps<D>& o, const K& k, const TensorGlobals& gl,
-                              const Buffers& b, size_t i, ReduceAccumulators<D>& acc) {
-  const auto g = load_f32<G>(d, b.grad, i);
+                              const Buffers& b, size_t i, ReduceAccumulators<D>& acc,
+                              hn::Vec<D> vhat) {
+  const auto g = load_gradient<G>(d, o, k, b.grad, i);
   if constexpr (kGradSums) {
     const hn::RebindToSigned<D> di;
     acc.magnitude_bits = hn::Max(acc.magnitude_bits, hn::BitCast(di, hn::Abs(g)));
@@ -298,8 +391,7 @@ HWY_INLINE void reduce_vector(D d, const HighwayOps<D>& o, const K& k, const Ten
   }
   if constexpr (kUpdateSums) {
     const auto x = b.master ? hn::LoadU(d, b.master + i) : load_f32<P>(d, b.param, i);
-    const auto v_old = b.v ? hn::LoadU(d, b.v + i) : hn::Zero(d);
-    const auto e = core::moments_and_update(o, k, gl, hn::LoadU(d, b.m + i), v_old, g);
+    const auto e = element_moments<kGivenVhat>(d, o, k, gl, b, i, g, vhat);
     acc.agree += hn::CountTrue(d, hn::Gt(hn::Mul(e.u, g), hn::Zero(d)));
     acc.update_sq.add(d, core::unscaled_step(o, k, e.u, g));
     acc.weight_sq.add(d, x);
@@ -307,26 +399,27 @@ HWY_INLINE void reduce_vector(D d, const HighwayOps<D>& o, const K& k, const Ten
 }
 
 // The failing path of the finite check: how many of [begin, end) are NaN/Inf.
-template <int G, class D>
-uint64_t count_nonfinite(D d, const Buffers& b, size_t begin, size_t end) {
+template <int G, class K, class D>
+uint64_t count_nonfinite(D d, const HighwayOps<D>& o, const K& k, const Buffers& b, size_t begin,
+                         size_t end) {
   uint64_t count = 0;
   const size_t lanes = hn::Lanes(d);
   size_t i = begin;
   for (; i + lanes <= end; i += lanes) {
-    count += hn::CountTrue(d, hn::Not(hn::IsFinite(load_f32<G>(d, b.grad, i))));
+    count += hn::CountTrue(d, hn::Not(hn::IsFinite(load_gradient<G>(d, o, k, b.grad, i))));
   }
   for (; i < end; ++i) {
-    const float g = hn::GetLane(load_f32<G>(hn::CappedTag<float, 1>(), b.grad, i));
+    const float g = core::scaled_gradient(core::ScalarOps(), k, core::load_as_f32<G>(b.grad, i));
     count += std::isfinite(g) ? 0 : 1;
   }
   return count;
 }
 
-template <int P, int G, bool kGradSums, bool kGradSq, bool kUpdateSums>
-LUMINAV_SIMD_FLATTEN void reduce_typed(const StepConstants& k_in, const TensorGlobals& gl_in,
+template <int P, int G, bool kGradSums, bool kGradSq, bool kUpdateSums, class K = StepConstants>
+LUMINAV_SIMD_FLATTEN void reduce_typed(const K& k_in, const TensorGlobals& gl_in,
                                        const luminav_tensor& t, size_t begin, size_t end,
                                        luminav_partials& out) {
-  const StepConstants k = k_in;
+  const K k = k_in;
   const TensorGlobals gl = gl_in;
   using D = hn::ScalableTag<float>;
   const D d;
@@ -337,17 +430,19 @@ LUMINAV_SIMD_FLATTEN void reduce_typed(const StepConstants& k_in, const TensorGl
   // Only a pass 1 that computes prefetches (Note [software prefetch]).
   const size_t i = for_each_vector<P, G, kGradSq || kUpdateSums, kUpdateSums>(
       b, begin, end, lanes,
-      [&](size_t at) { reduce_vector<P, G, kGradSums, kGradSq, kUpdateSums>(d, o, k, gl, b, at, acc); });
+      [&](size_t at) {
+        reduce_vector<P, G, kGradSums, kGradSq, kUpdateSums>(d, o, k, gl, b, at, acc, hn::Zero(d));
+      });
   if (i < end) {
     TailStage<P, G> tail;
     const Buffers staged = tail.copy_in(b, i, end - i);
-    reduce_vector<P, G, kGradSums, kGradSq, kUpdateSums>(d, o, k, gl, staged, 0, acc);
+    reduce_vector<P, G, kGradSums, kGradSq, kUpdateSums>(d, o, k, gl, staged, 0, acc, hn::Zero(d));
   }
   out = luminav_partials{};
   if constexpr (kGradSums) {
     const hn::RebindToSigned<D> di;
     if (hn::GetLane(hn::MaxOfLanes(di, acc.magnitude_bits)) >= kInfinityBits) {
-      out.nonfinite_count = count_nonfinite<G>(d, b, begin, end);
+      out.nonfinite_count = count_nonfinite<G>(d, o, k, b, begin, end);
     }
     if constexpr (kGradSq) out.grad_sq_sum = acc.grad_sq.total();
   }
@@ -358,33 +453,186 @@ LUMINAV_SIMD_FLATTEN void reduce_typed(const StepConstants& k_in, const TensorGl
   }
 }
 
+// The update sums (K, sum (lr*u*phi)^2, sum x^2) of a kRow/kFactored tensor
+// over [begin, end), in row segments (Note [row segments]).
+template <int P, int G, bool kFactored>
+LUMINAV_SIMD_FLATTEN void reduce_factored_typed(const StepConstants& k_in, const TensorGlobals& gl_in,
+                                                const luminav_tensor& t, const FactorView& f,
+                                                size_t begin, size_t end, luminav_partials& out) {
+  const StepConstants k = k_in;
+  const TensorGlobals gl = gl_in;
+  using D = hn::ScalableTag<float>;
+  const D d;
+  const HighwayOps<D> o{d};
+  const Buffers b{t.param, t.grad, t.exp_avg, nullptr, t.master};
+  ReduceAccumulators<D> acc(d);
+  for_each_row_segment<kFactored>(
+      d, o, f, begin, end,
+      [&](size_t at, hn::Vec<D> vhat) {
+        if (at + kPrefetchAhead < end) prefetch_streams<P, G, true>(b, at + kPrefetchAhead);
+        reduce_vector<P, G, false, false, true, true>(d, o, k, gl, b, at, acc, vhat);
+      },
+      [&](size_t at, size_t count, hn::Vec<D> vhat) {
+        TailStage<P, G> tail;
+        const Buffers staged = tail.copy_in(b, at, count);
+        reduce_vector<P, G, false, false, true, true>(d, o, k, gl, staged, 0, acc, vhat);
+      });
+  out = luminav_partials{};
+  out.agree_count = acc.agree;
+  out.update_sq_sum = acc.update_sq.total();
+  out.weight_sq_sum = acc.weight_sq.total();
+}
+
+// The squares of g's lanes in double (exact: an fp32 square has 48 bits), as
+// the two halves a double vector holds (one on a 1-lane target).
+template <class D>
+struct WideSquares {
+  hn::Vec<WideD<D>> lo, hi;
+};
+
+template <class D>
+HWY_INLINE WideSquares<D> wide_squares(D d, hn::Vec<D> g) {
+  const WideD<D> dw;
+#if HWY_TARGET == HWY_SCALAR
+  (void)d;
+  const auto w = hn::PromoteTo(dw, g);
+  return {hn::Mul(w, w), hn::Zero(dw)};
+#else
+  const hn::Half<D> dh;
+  const auto wl = hn::PromoteTo(dw, hn::LowerHalf(dh, g));
+  const auto wh = hn::PromoteTo(dw, hn::UpperHalf(dh, g));
+  return {hn::Mul(wl, wl), hn::Mul(wh, wh)};
+#endif
+}
+
+// col[0 .. lanes) += the squares, in double.
+template <class D>
+HWY_INLINE void add_to_columns(const WideSquares<D>& sq, double* col) {
+  const WideD<D> dw;
+  hn::StoreU(hn::Add(hn::LoadU(dw, col), sq.lo), dw, col);
+#if HWY_TARGET != HWY_SCALAR
+  const size_t half = hn::Lanes(dw);
+  hn::StoreU(hn::Add(hn::LoadU(dw, col + half), sq.hi), dw, col + half);
+#endif
+}
+
+template <int G>
+LUMINAV_SIMD_FLATTEN int32_t factor_block_typed(const StepConstants& k_in, const luminav_tensor& t,
+                                                uint64_t cols, size_t row_begin, size_t row_end,
+                                                size_t col_begin, size_t col_end, double* row_sums,
+                                                double* col_sums) {
+  const StepConstants k = k_in;
+  using D = hn::ScalableTag<float>;
+  const D d;
+  const hn::RebindToSigned<D> di;
+  const WideD<D> dw;
+  const HighwayOps<D> o{d};
+  const size_t lanes = hn::Lanes(d);
+  const size_t width = col_end - col_begin;
+  const auto* grad = static_cast<const Stored<G>*>(t.grad);
+  if (col_sums) std::fill(col_sums, col_sums + width, 0.0);
+  auto magnitude = hn::Zero(di);
+  int32_t tail_magnitude = 0;
+  // Note [software prefetch]: a whole-row block is one stream (prefetched
+  // kPrefetchAhead elements on); a striped one reads the same columns of the
+  // next row next.
+  const bool whole_rows = width == cols;
+  const size_t block_end = row_end * cols;
+  for (size_t r = row_begin; r < row_end; ++r) {
+    const size_t base = r * cols + col_begin;
+    const size_t ahead = whole_rows ? kPrefetchAhead : cols;
+    // Lane-wise sums of squares then a fixed tree, as SquareSum (an exact
+    // product added equals the fused multiply-add).
+    auto row_lo = hn::Zero(dw), row_hi = hn::Zero(dw);
+    size_t c = 0;
+    for (; c + lanes <= width; c += lanes) {
+      if (base + c + ahead < block_end) hwy::Prefetch(grad + base + c + ahead);
+      const auto g = load_gradient<G>(d, o, k, t.grad, base + c);
+      magnitude = hn::Max(magnitude, hn::BitCast(di, hn::Abs(g)));
+      const WideSquares<D> sq = wide_squares(d, g);
+      row_lo = hn::Add(row_lo, sq.lo);
+      row_hi = hn::Add(row_hi, sq.hi);
+      if (col_sums) add_to_columns(sq, col_sums + c);
+    }
+    double sum = hn::GetLane(hn::SumOfLanes(dw, hn::Add(row_lo, row_hi)));
+    for (; c < width; ++c) {
+      const float g = core::scaled_gradient(core::ScalarOps(), k, core::load_as_f32<G>(t.grad, base + c));
+      tail_magnitude = std::max(tail_magnitude, static_cast<int32_t>(core::float_bits(std::fabs(g))));
+      const double g2 = static_cast<double>(g) * static_cast<double>(g);
+      sum += g2;
+      if (col_sums) col_sums[c] += g2;
+    }
+    row_sums[r - row_begin] = sum;
+  }
+  return std::max(tail_magnitude, static_cast<int32_t>(hn::GetLane(hn::MaxOfLanes(di, magnitude))));
+}
+
 void ApplyRange(const StepConstants& k, const TensorGlobals& gl, const luminav_tensor& t,
-                size_t begin, size_t end) {
+                const FactorView* f, size_t begin, size_t end) {
+  const core::MomentLayout layout = core::moment_layout(k.tdclm, t);
+  const StepConstants e = core::element_constants(k, layout);
   core::with_dtypes(t, [&]<int P, int G>() {
-    core::with_step_variant(k, [&](const auto& kv) { apply_typed<P, G>(kv, gl, t, begin, end); });
+    core::with_step_variant(e, [&](const auto& kv) {
+      if (layout.kind == core::SecondMoment::kFactored) {
+        apply_factored_typed<P, G, true>(kv, gl, t, *f, begin, end);
+      } else if (layout.kind == core::SecondMoment::kRow) {
+        apply_factored_typed<P, G, false>(kv, gl, t, *f, begin, end);
+      } else {
+        apply_typed<P, G>(kv, gl, t, begin, end);
+      }
+    });
   });
 }
 
 void ReduceRange(const StepConstants& k, const TensorGlobals& gl, const luminav_tensor& t,
-                 int round, size_t begin, size_t end, luminav_partials* out) {
+                 int round, const FactorView* f, size_t begin, size_t end, luminav_partials* out) {
+  // The rounds follow the step's constants, the element math the layout's.
   const bool grad_sums = core::round_has_grad_sums(round);
   const bool grad_sq = grad_sums && k.grad_sq_wanted;
   const bool update_sums = core::round_has_update_sums(k, round);
+  const core::MomentLayout layout = core::moment_layout(k.tdclm, t);
+  const StepConstants e = core::element_constants(k, layout);
   core::with_dtypes(t, [&]<int P, int G>() {
-    if (grad_sq && update_sums) {
-      reduce_typed<P, G, true, true, true>(k, gl, t, begin, end, *out);
+    if (core::has_row_factor(layout) && update_sums) {
+      // Their round 0 is reduce_factor_block; the update sums have a round of their own.
+      if (layout.kind == core::SecondMoment::kFactored) {
+        reduce_factored_typed<P, G, true>(e, gl, t, *f, begin, end, *out);
+      } else {
+        reduce_factored_typed<P, G, false>(e, gl, t, *f, begin, end, *out);
+      }
+    } else if (grad_sq && update_sums) {
+      reduce_typed<P, G, true, true, true>(e, gl, t, begin, end, *out);
     } else if (grad_sums && update_sums) {
-      reduce_typed<P, G, true, false, true>(k, gl, t, begin, end, *out);
+      reduce_typed<P, G, true, false, true>(e, gl, t, begin, end, *out);
     } else if (grad_sq) {
-      reduce_typed<P, G, true, true, false>(k, gl, t, begin, end, *out);
+      reduce_typed<P, G, true, true, false>(e, gl, t, begin, end, *out);
+    } else if (grad_sums && e.inv_grad_scale == 1.0f) {  // CLM's bare finite check
+      reduce_typed<P, G, true, false, false>(core::UnscaledStep(e), gl, t, begin, end, *out);
     } else if (grad_sums) {
-      reduce_typed<P, G, true, false, false>(k, gl, t, begin, end, *out);
+      reduce_typed<P, G, true, false, false>(e, gl, t, begin, end, *out);
     } else if (update_sums) {
-      reduce_typed<P, G, false, false, true>(k, gl, t, begin, end, *out);
+      reduce_typed<P, G, false, false, true>(e, gl, t, begin, end, *out);
     } else {
       *out = luminav_partials{};
     }
   });
+}
+
+int32_t ReduceFactorBlock(const StepConstants& k, const luminav_tensor& t, uint64_t cols,
+                          size_t row_begin, size_t row_end, size_t col_begin, size_t col_end,
+                          double* row_sums, double* col_sums) {
+  // Only the gradient is read: one instance per gradient dtype.
+  switch (t.grad_dtype) {
+    case LUMINAV_DTYPE_F32:
+      return factor_block_typed<LUMINAV_DTYPE_F32>(k, t, cols, row_begin, row_end, col_begin,
+                                                   col_end, row_sums, col_sums);
+    case LUMINAV_DTYPE_BF16:
+      return factor_block_typed<LUMINAV_DTYPE_BF16>(k, t, cols, row_begin, row_end, col_begin,
+                                                    col_end, row_sums, col_sums);
+    default:
+      return factor_block_typed<LUMINAV_DTYPE_F16>(k, t, cols, row_begin, row_end, col_begin,
+                                                   col_end, row_sums, col_sums);
+  }
 }
 
 int64_t DispatchedTarget() { return HWY_TARGET; }
@@ -397,17 +645,26 @@ namespace luminav::simd {
 
 HWY_EXPORT(ApplyRange);
 HWY_EXPORT(ReduceRange);
+HWY_EXPORT(ReduceFactorBlock);
 HWY_EXPORT(DispatchedTarget);
 
 void apply_range(const core::StepConstants& k, const core::TensorGlobals& globals,
-                 const luminav_tensor& tensor, size_t begin, size_t end) {
-  HWY_DYNAMIC_DISPATCH(ApplyRange)(k, globals, tensor, begin, end);
+                 const luminav_tensor& tensor, const FactorView* factors, size_t begin,
+                 size_t end) {
+  HWY_DYNAMIC_DISPATCH(ApplyRange)(k, globals, tensor, factors, begin, end);
 }
 
 void reduce_range(const core::StepConstants& k, const core::TensorGlobals& globals,
-                  const luminav_tensor& tensor, int round, size_t begin, size_t end,
-                  luminav_partials& out) {
-  HWY_DYNAMIC_DISPATCH(ReduceRange)(k, globals, tensor, round, begin, end, &out);
+                  const luminav_tensor& tensor, int round, const FactorView* factors,
+                  size_t begin, size_t end, luminav_partials& out) {
+  HWY_DYNAMIC_DISPATCH(ReduceRange)(k, globals, tensor, round, factors, begin, end, &out);
+}
+
+int32_t reduce_factor_block(const core::StepConstants& k, const luminav_tensor& tensor,
+                            uint64_t cols, size_t row_begin, size_t row_end, size_t col_begin,
+                            size_t col_end, double* row_sums, double* col_sums) {
+  return HWY_DYNAMIC_DISPATCH(ReduceFactorBlock)(k, tensor, cols, row_begin, row_end, col_begin,
+                                                 col_end, row_sums, col_sums);
 }
 
 int64_t dispatched_target() { return HWY_DYNAMIC_DISPATCH(DispatchedTarget)(); }
