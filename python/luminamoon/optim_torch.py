@@ -397,6 +397,14 @@ class LuminaV(Optimizer):
         if closure is not None:
             with torch.enable_grad():
                 loss = closure()
+        self._native_step(sync)
+        return loss
+
+    # Note [compiled step]: torch.compile(opt.step) traces the closure and meets this as one
+    # opaque call (one graph break per step, none per parameter): the step reads pointers and
+    # launches native work that no graph could represent.
+    @torch.compiler.disable
+    def _native_step(self, sync: bool) -> None:
         self._raise_pending()
         grad_scale = getattr(self, "grad_scale", None)
         found_inf = getattr(self, "found_inf", None)
@@ -425,7 +433,6 @@ class LuminaV(Optimizer):
         self._created.clear()
         if sync:
             self.synchronize()
-        return loss
 
     def _run_plans(self, plans: list[_Plan], grad_scale, found_inf) -> bool:
         """One native call per device; False when a description is stale."""
