@@ -5,10 +5,12 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <vector>
 
 #include "data/state/crash_point.h"
 #include "luminamoon/data_error.h"
@@ -87,6 +89,29 @@ std::string read_file(const std::string& path) {
   }
   ::close(fd);
   return out;
+}
+
+std::optional<FileDigest> file_digest(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return std::nullopt;
+  FileDigest digest;
+  uLong crc = ::crc32(0L, Z_NULL, 0);
+  std::vector<unsigned char> buf(size_t{1} << 20);
+  for (;;) {
+    ssize_t n = ::read(fd, buf.data(), buf.size());
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      int saved = errno;
+      ::close(fd);
+      throw DataError(DataErrorKind::kInput, "[read] " + path + ": " + std::strerror(saved));
+    }
+    if (n == 0) break;
+    crc = ::crc32_z(crc, buf.data(), static_cast<size_t>(n));
+    digest.size += static_cast<uint64_t>(n);
+  }
+  ::close(fd);
+  digest.crc32 = static_cast<uint32_t>(crc);
+  return digest;
 }
 
 bool exists(const std::string& path) {
