@@ -15,7 +15,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   options.reject_invalid_utf8 = (in.settings & 4) != 0;
   options.batch_docs = size_t{1} << ((in.settings >> 3) & 3);
   const unsigned limit = in.settings >> 5;
-  if (limit != 0) options.max_record_bytes = size_t{8} << (2 * limit);
+  options.max_record_bytes = limit != 0 ? size_t{8} << (2 * limit) : size_t{1} << 20;
   const std::string path = lumina_fuzz::write_scratch(mode == 3 ? "shard.txt.gz" : "shard.txt", in.rest);
   lumina_fuzz::check_shard_reader(luminamoon::describe_shard(path, 0), options,
                                   options.reject_invalid_utf8);

@@ -14,6 +14,8 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <map>
+#include <mutex>
 #include <thread>
 
 #include "data/pipeline/run_state.h"
@@ -92,6 +94,30 @@ int thread_count(const PipelineConfig& config) {
   return static_cast<int>(tbb::this_task_arena::max_concurrency());
 }
 
+// Note [batches in flight]: oneTBB does not destroy the items between filters
+// when an exception (a full disk, --strict) cancels the pipeline, so the
+// filters pass raw pointers to batches owned by `InFlight`; whatever is in
+// flight when a stage throws is freed with it. The sink gets the ownership.
+class InFlight {
+ public:
+  DocBatch* make() {
+    auto batch = std::make_unique<DocBatch>();
+    DocBatch* raw = batch.get();
+    std::lock_guard<std::mutex> lock(mu_);
+    batches_.emplace(raw, std::move(batch));
+    return raw;
+  }
+  BatchPtr release(DocBatch* raw) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto node = batches_.extract(raw);
+    return BatchPtr(std::move(node.mapped()));
+  }
+
+ private:
+  std::mutex mu_;
+  std::map<DocBatch*, std::unique_ptr<DocBatch>> batches_;
+};
+
 // Runs `stages` between the source and the sink on a oneTBB pipeline.
 void run_stages(const PipelineConfig& config, StreamSource& source,
                 std::vector<std::unique_ptr<PipelineStage>>& stages, std::atomic<bool>& cancelled,
@@ -100,10 +126,16 @@ void run_stages(const PipelineConfig& config, StreamSource& source,
   const size_t tokens = config.max_batches_in_flight > 0 ? config.max_batches_in_flight
                                                          : static_cast<size_t>(2 * threads + 2);
   uint64_t sequence = 0;
-  auto read = tbb::make_filter<void, BatchPtr>(
-      tbb::filter_mode::serial_in_order, [&](tbb::flow_control& fc) -> BatchPtr {
-        auto batch = std::make_shared<DocBatch>();
-        if (cancelled || !source.next(*batch)) {
+  InFlight in_flight;
+  auto read = tbb::make_filter<void, DocBatch*>(
+      tbb::filter_mode::serial_in_order, [&](tbb::flow_control& fc) -> DocBatch* {
+        if (cancelled) {
+          fc.stop();
+          return nullptr;
+        }
+        DocBatch* batch = in_flight.make();
+        if (!source.next(*batch)) {
+          in_flight.release(batch);
           fc.stop();
           return nullptr;
         }
@@ -112,8 +144,8 @@ void run_stages(const PipelineConfig& config, StreamSource& source,
         return batch;
       });
   // Consecutive stages of one mode share a filter.
-  tbb::filter<BatchPtr, BatchPtr> chain = tbb::make_filter<BatchPtr, BatchPtr>(
-      tbb::filter_mode::parallel, [](BatchPtr b) { return b; });
+  tbb::filter<DocBatch*, DocBatch*> chain = tbb::make_filter<DocBatch*, DocBatch*>(
+      tbb::filter_mode::parallel, [](DocBatch* b) { return b; });
   size_t i = 0;
   while (i < stages.size()) {
     size_t j = i;
@@ -122,14 +154,14 @@ void run_stages(const PipelineConfig& config, StreamSource& source,
     for (size_t k = i; k < j; ++k) group.push_back(stages[k].get());
     auto mode = stages[i]->mode() == StageMode::kParallel ? tbb::filter_mode::parallel
                                                           : tbb::filter_mode::serial_in_order;
-    chain = chain & tbb::make_filter<BatchPtr, BatchPtr>(mode, [group](BatchPtr b) {
+    chain = chain & tbb::make_filter<DocBatch*, DocBatch*>(mode, [group](DocBatch* b) {
               for (auto* stage : group) stage->process(*b);
               return b;
             });
     i = j;
   }
-  auto write = tbb::make_filter<BatchPtr, void>(tbb::filter_mode::serial_in_order,
-                                                [&](BatchPtr b) { sink(std::move(b)); });
+  auto write = tbb::make_filter<DocBatch*, void>(tbb::filter_mode::serial_in_order,
+                                                 [&](DocBatch* b) { sink(in_flight.release(b)); });
   tbb::task_arena arena(threads);
   arena.execute([&] { tbb::parallel_pipeline(tokens, read & chain & write); });
 }
