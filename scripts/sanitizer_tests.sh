@@ -43,9 +43,8 @@ case "$job" in
   tsan)
     dir=${TSAN_BUILD_DIR:-build/tsan}
     configure "$dir" thread
-    cmake --build "$dir" -j "$JOBS" --target fused_pipeline_test stream_deduplicator_test \
-      append_log_test hash_key_set_test minhash_test
-    export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1}
+    cmake --build "$dir" -j "$JOBS" --target fused_pipeline_test dedup_test minhash_test
+    export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1:suppressions=$PWD/scripts/tsan.supp}
     ctest --test-dir "$dir" --output-on-failure -j "$JOBS" \
       -R 'FusedPipeline|StreamDeduplicator|AppendLog|HashKeySet|MinHash'
     ;;

@@ -8,11 +8,13 @@
 #include <simdjson.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <random>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "luminamoon/data_error.h"
@@ -114,6 +116,31 @@ TEST_F(FusedPipelineTest, CountsResumeAndStreamAgree) {
   });
   EXPECT_EQ(kept, corpus.distinct.size());
   EXPECT_EQ(streamed, corpus.distinct);
+}
+
+// Progress is read and cancel() called from other threads while a run works
+// (what the CLI's progress display and Ctrl-C do); the resumed run finishes
+// with the same counts as an uninterrupted one.
+TEST_F(FusedPipelineTest, ProgressAndCancelFromOtherThreads) {
+  Corpus corpus = make_corpus(dir_, 2, 150);
+  const std::string out = (dir_ / "out").string();
+  FusedPipeline pipeline(config());
+  std::atomic<bool> done{false};
+  uint64_t max_seen = 0;
+  std::thread poller([&] {
+    while (!done) {
+      max_seen = std::max<uint64_t>(max_seen, pipeline.progress().documents_in.load());
+      if (max_seen > 60) pipeline.cancel();
+      std::this_thread::yield();
+    }
+  });
+  std::string first = pipeline.run(corpus.paths, out, /*resume=*/false);
+  done = true;
+  poller.join();
+  FusedPipeline resumed(config());
+  std::string summary = resumed.run(corpus.paths, out, /*resume=*/true);
+  EXPECT_EQ(field(summary, "documents_in"), static_cast<uint64_t>(corpus.documents));
+  EXPECT_EQ(field(summary, "documents_kept"), corpus.distinct.size());
 }
 
 TEST_F(FusedPipelineTest, StrictFailsOnTheFirstRejectedRecord) {
