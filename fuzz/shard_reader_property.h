@@ -69,7 +69,11 @@ inline void check_shard_reader(const luminamoon::ShardInfo& shard, const luminam
     const size_t before = all.docs_before_end[at];
     LUMINA_FUZZ_CHECK(rest.docs.size() == all.docs.size() - before, "resume count");
     for (size_t i = 0; i < rest.docs.size(); ++i) {
-      LUMINA_FUZZ_CHECK(rest.docs[i] == all.docs[before + i], "resume document");
+      const Doc& a = all.docs[before + i];
+      const Doc& b = rest.docs[i];
+      LUMINA_FUZZ_CHECK(b == a, "resume document " + std::to_string(i) + " after batch " + std::to_string(at) +
+                                    ": line " + std::to_string(b.line) + " id " + b.id + " meta " + b.meta +
+                                    " instead of line " + std::to_string(a.line) + " id " + a.id + " meta " + a.meta);
     }
   }
 }

@@ -374,3 +374,22 @@ def test_resume_verifies_the_committed_part_files(tmp_path, damage):
     assert r.returncode == 4, r.stderr
     assert os.path.basename(part) in r.stderr and "--no-resume" in r.stderr
     assert run_cli(args + ["--no-resume"]).returncode == 0
+
+
+@needs_arrow
+def test_rows_after_an_undecodable_row_group_keep_their_row_numbers(tmp_path):
+    # Found by fuzz_parquet_reader: two row groups of one row each, the first
+    # one damaged. The good row is row 2 of the file, in a run as in a resume
+    # (which counts the skipped groups' rows from the footer).
+    here = os.path.dirname(os.path.abspath(__file__))
+    data = open(os.path.join(here, "..", "fuzz", "regressions", "fuzz_parquet_reader",
+                             "undecodable_row_group_line_numbers"), "rb").read()[1:]  # minus the settings byte
+    src = tmp_path / "g.parquet"
+    src.write_bytes(data)
+    batches = list(FusedPipeline(clean=False, quality=False, dedup=False, minhash=False, pii=False)
+                   .stream([str(src)]))
+    assert [i for b in batches for i in b.ids] == ["g.parquet:2"]
+    out = tmp_path / "out"
+    r = run_cli(["run", str(src), "-o", str(out), "--format", "ndjson", "--write-dropped"] + RAW)
+    assert r.returncode == 3  # a damaged row group: printed, exit 3
+    assert _summary(out)["shards_damaged"][0]["line"] == 1

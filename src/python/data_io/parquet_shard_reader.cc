@@ -174,7 +174,13 @@ class ParquetShardReader final : public ShardReader {
   }
 
   void skip_group() {
-    if (table_) rows_before_group_ += static_cast<uint64_t>(table_->num_rows());
+    // From the footer, as a resumed reader counts them: a row group that
+    // cannot be decoded still holds its rows (issue 16: lines after it
+    // differed between a run and its resume).
+    if (row_group_ < static_cast<uint32_t>(num_row_groups_)) {
+      rows_before_group_ += static_cast<uint64_t>(
+          reader_->parquet_reader()->metadata()->RowGroup(static_cast<int>(row_group_))->num_rows());
+    }
     table_.reset();
     ++row_group_;
     row_in_group_ = 0;
