@@ -32,7 +32,7 @@ test: test-cpp test-py test-sanitize test-tsan
 # with a message where clang is missing). test-fuzz is part of test-sanitize.
 FUZZ_SECONDS ?= 20
 test-sanitize: deps
-	JOBS=$(JOBS) FUZZ_SECONDS=$(FUZZ_SECONDS) ./scripts/sanitizer_tests.sh asan
+	VENV=$(VENV) JOBS=$(JOBS) FUZZ_SECONDS=$(FUZZ_SECONDS) ./scripts/sanitizer_tests.sh asan
 
 test-fuzz: test-sanitize
 

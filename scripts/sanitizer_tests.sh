@@ -31,7 +31,11 @@ start=$(date +%s)
 case "$job" in
   asan)
     dir=${SAN_BUILD_DIR:-build/sanitize}
-    configure "$dir" address,undefined -DLUMINA_BUILD_FUZZERS=ON -DLUMINA_FUZZ_SECONDS="$FUZZ_SECONDS"
+    # The venv's pyarrow provides Arrow C++ for fuzz_parquet_reader.
+    fuzz_python=$(realpath -m "${VENV:-.venv}/bin/python")
+    [ -x "$fuzz_python" ] || fuzz_python=""
+    configure "$dir" address,undefined -DLUMINA_BUILD_FUZZERS=ON -DLUMINA_FUZZ_SECONDS="$FUZZ_SECONDS" \
+      -DLUMINA_FUZZ_PYTHON="$fuzz_python"
     cmake --build "$dir" -j "$JOBS"
     export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
     export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
