@@ -32,7 +32,9 @@ case "$job" in
   asan)
     dir=${SAN_BUILD_DIR:-build/sanitize}
     # The venv's pyarrow provides Arrow C++ for fuzz_parquet_reader.
-    fuzz_python=$(realpath -m "${VENV:-.venv}/bin/python")
+    venv=${VENV:-.venv}
+    [[ "$venv" = /* ]] || venv=$PWD/$venv  # absolute, but not resolved: a venv's python is a symlink
+    fuzz_python=$venv/bin/python
     [ -x "$fuzz_python" ] || fuzz_python=""
     configure "$dir" address,undefined -DLUMINA_BUILD_FUZZERS=ON -DLUMINA_FUZZ_SECONDS="$FUZZ_SECONDS" \
       -DLUMINA_FUZZ_PYTHON="$fuzz_python"
