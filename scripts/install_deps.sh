@@ -11,6 +11,7 @@ DEB_PACKAGES=(
   libvectorscan-dev libre2-dev libzstd-dev zlib1g-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libssl-dev
+  clang libclang-rt-dev
 )
 missing=()
 for p in "${DEB_PACKAGES[@]}"; do

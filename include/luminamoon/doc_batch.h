@@ -18,6 +18,9 @@ struct MalformedRecord {
   uint32_t shard_id = 0;
   uint64_t line = 0;  // 1-based line (line formats) or row (Parquet)
   std::string message;
+  // The shard could not be decoded past this point (a damaged gzip/zstd
+  // stream, an unreadable Parquet file or row group): what followed is lost.
+  bool shard_damaged = false;
 };
 
 // Flat strings with int64 offsets (Arrow large_string layout).

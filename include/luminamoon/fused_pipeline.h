@@ -45,6 +45,11 @@ struct PipelineConfig {
   std::vector<std::string> pii_types;  // empty: every type
   bool pii_keep_private_ip = false;
 
+  // A rejected record (malformed, over max_record_bytes, undecodable shard)
+  // fails the run with DataError(kInput) instead of being counted; nothing
+  // after the last commit is committed.
+  bool strict = false;
+
   int num_threads = 0;                // 0: every core
   size_t max_batches_in_flight = 0;   // 0: 2 x threads + 2
 

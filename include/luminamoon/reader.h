@@ -22,6 +22,14 @@ struct ReaderOptions {
   TxtMode txt_mode = TxtMode::kFile;
   size_t batch_docs = 2048;          // a batch ends at this many documents
   size_t batch_bytes = 4u << 20;     // ... or once its text reaches this many bytes
+  // A record (line, txt document or paragraph, Parquet text value) longer than
+  // this is a counted rejection; reading goes on at the next one, and memory
+  // stays bounded by about this size (Note [bounded lines] in line_reader.cc).
+  size_t max_record_bytes = size_t{64} << 20;
+  // Text that is not valid UTF-8 is a counted rejection (the pipeline sets it
+  // when the cleaner, which would repair or drop such text, is off), so that
+  // no invalid string reaches an Arrow/Parquet string column.
+  bool reject_invalid_utf8 = false;
 };
 
 struct ShardInfo {

@@ -12,6 +12,7 @@ A killed run resumes from its last checkpoint with the same command.
 
 Config file (TOML, or YAML with PyYAML), every key optional:
     [reader]   text_field = "text"  id_field = "id"  txt_mode = "file"  batch_docs = 2048
+               max_record_bytes = 67108864
     [clean]    enabled = true  invalid_utf8 = "replace"
     [quality]  enabled = true
     [quality.thresholds]  min_words = 50  min_entropy = 3.0  max_dup_line_frac = 0.3  # null disables
@@ -20,7 +21,12 @@ Config file (TOML, or YAML with PyYAML), every key optional:
     [pii]      enabled = true  types = ["email", "ip_address"]  keep_private_ip = false
     [output]   format = "parquet"  compression = "zstd"  part_rows = 100000  part_bytes = 268435456
                write_dropped = false  write_metrics = false
-    [runtime]  num_threads = 0  max_batches_in_flight = 0
+    [runtime]  num_threads = 0  max_batches_in_flight = 0  strict = false
+
+A malformed record (or one over max_record_bytes) is counted, reported with
+shard and line in summary.json, and skipped; --strict fails the run on it
+instead. A shard that cannot be decoded to its end is printed and the run
+exits 3 once everything readable is committed.
 
 Exit codes: see EXIT_CODES in luminamoon.data_pipeline (0 ok, 2 usage, 3 input,
 4 state corrupt, 5 input changed, 6 output, 7 unavailable, 130 interrupted).
@@ -39,7 +45,7 @@ import time
 from typing import Optional
 
 from .data_pipeline import (EXIT_CODES, OUTPUT_FORMATS, DataError, FusedPipeline, PipelineConfig,
-                            arrow_io_available, did_you_mean)
+                            _display, arrow_io_available, did_you_mean)
 
 __all__ = ["main", "generate_corpus", "run_demo"]
 
@@ -82,6 +88,10 @@ def _build_parser() -> _Parser:
     run.add_argument("--write-metrics", action="store_true", default=None)
     run.add_argument("--threads", type=int, metavar="N")
     run.add_argument("--max-batches-in-flight", type=int, metavar="N")
+    run.add_argument("--max-record-bytes", type=int, metavar="N",
+                     help="a longer record is a counted rejection (default 64 MiB)")
+    run.add_argument("--strict", action="store_true", default=None,
+                     help="fail the run (exit 3) on the first rejected record instead of counting it")
     run.add_argument("--progress", choices=("auto", "bar", "log", "none"), default="auto")
     demo = sub.add_parser("demo", help="run the pipeline over the small corpus shipped with the package")
     demo.add_argument("-o", "--output", metavar="DIR")
@@ -220,7 +230,10 @@ def _print_summary(summary: dict, output: str) -> None:
           f" in {summary.get('parts', 0)} part(s); this run {run.get('seconds', 0):.2f}s, "
           f"{run.get('documents_per_second', 0):,.0f} docs/s, {run.get('mb_per_second', 0):.1f} MB/s"
           + (" (resumed)" if run.get("resumed") else ""))
-    print(f"summary: {os.path.join(output, 'summary.json')}")
+    print(f"summary: {_display(os.path.join(output, 'summary.json'))}")
+    for bad in summary.get("shards_damaged", []):
+        print(f"warning: shard {bad['shard']} cannot be decoded past line {bad['line']} "
+              f"({bad['message']}); the rest of it is lost", file=sys.stderr)
 
 
 def _config_from_args(args) -> PipelineConfig:
@@ -231,6 +244,7 @@ def _config_from_args(args) -> PipelineConfig:
         "batch_docs": args.batch_docs, "write_dropped": args.write_dropped,
         "write_metrics": args.write_metrics, "num_threads": args.threads,
         "max_batches_in_flight": args.max_batches_in_flight,
+        "max_record_bytes": args.max_record_bytes, "strict": args.strict,
     }
     for stage in _STAGES:
         overrides[stage] = getattr(args, stage)
@@ -379,12 +393,19 @@ def main(argv: Optional[list[str]] = None) -> int:
         pipeline = FusedPipeline(config)
         summary = _run_with_progress(pipeline, args.inputs, args.output, args.resume, args.progress)
         _print_summary(summary, args.output)
-        return 0 if summary.get("complete", True) else 130
+        if not summary.get("complete", True):
+            return 130
+        if summary.get("shards_damaged"):
+            # The run finished and committed what could be read, but input was lost.
+            print(f"error: {len(summary['shards_damaged'])} shard(s) could not be decoded to the end "
+                  "(see above and summary.json's shards_damaged)", file=sys.stderr)
+            return 3
+        return 0
     except _UsageError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     except DataError as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(f"error: {_display(str(e))}", file=sys.stderr)
         return e.exit_code
     except KeyboardInterrupt:
         print("interrupted; the last checkpoint is kept: rerun the same command to resume", file=sys.stderr)

@@ -37,7 +37,7 @@ EXIT_CODES = {
     0: "success",
     1: "unexpected internal error",
     2: "usage: unknown or misspelled option, format, scheme or config key",
-    3: "input: an input cannot be found, opened or decoded",
+    3: "input: an input cannot be found, opened or decoded (or, with --strict, a record was rejected)",
     4: "state corrupt: both checkpoint slots invalid, WAL or commit record missing",
     5: "input changed: inputs or config differ from the checkpointed run",
     6: "output: the output cannot be written",
@@ -92,6 +92,15 @@ def _suggestion(word: str, known: Any) -> str:
 
 
 # ---------------------------------------------------------------- inputs
+def _display(path: str) -> str:
+    """A path for messages: file names that are not UTF-8 (surrogate-escaped
+    by Python) are shown with U+FFFD instead of failing to print."""
+    try:
+        return os.fsencode(path).decode("utf-8", "replace")
+    except UnicodeError:
+        return path.encode("utf-8", "replace").decode("utf-8")
+
+
 def _supported(path: str) -> bool:
     name = path.lower()
     for c in _COMPRESSIONS:
@@ -145,8 +154,18 @@ def resolve_inputs(inputs: Any) -> list[str]:
                 known = INPUT_EXTENSIONS + tuple(e + c for e in INPUT_EXTENSIONS[:5] for c in _COMPRESSIONS[:2])
                 raise DataError(f"unsupported input format '{ext}' ({text})" + _suggestion(ext, known), 2)
             shards.append(os.path.abspath(text))
+        elif os.path.exists(text):
+            # A FIFO or device can be read once, but a checkpoint needs to
+            # fingerprint a shard and re-read it from an offset on resume.
+            import stat
+            mode = os.stat(text).st_mode
+            kind = ("a FIFO" if stat.S_ISFIFO(mode) else "a character device" if stat.S_ISCHR(mode)
+                    else "a block device" if stat.S_ISBLK(mode) else "a socket" if stat.S_ISSOCK(mode)
+                    else "not a regular file")
+            raise DataError(f"input {_display(text)} is {kind}: inputs must be regular files "
+                            "(a checkpoint re-reads them on resume); copy the stream to a file first", 3)
         else:
-            raise DataError(f"input not found: {text}", 3)
+            raise DataError(f"input not found: {_display(text)}", 3)
     return shards
 
 
@@ -154,7 +173,8 @@ def resolve_inputs(inputs: Any) -> list[str]:
 # Config file sections and keys -> the flat keys of the native config.
 _SECTIONS: dict[str, dict[str, str]] = {
     "reader": {"text_field": "text_field", "id_field": "id_field", "txt_mode": "txt_mode",
-               "batch_docs": "batch_docs", "batch_bytes": "batch_bytes"},
+               "batch_docs": "batch_docs", "batch_bytes": "batch_bytes",
+               "max_record_bytes": "max_record_bytes"},
     "clean": {"enabled": "clean", "invalid_utf8": "invalid_utf8"},
     "quality": {"enabled": "quality", "thresholds": "quality_thresholds"},
     "dedup": {"enabled": "dedup", "normalized": "dedup_normalized"},
@@ -165,7 +185,8 @@ _SECTIONS: dict[str, dict[str, str]] = {
     "output": {"format": "format", "compression": "compression", "compression_level": "compression_level",
                "row_group_rows": "row_group_rows", "part_rows": "part_rows", "part_bytes": "part_bytes",
                "write_dropped": "write_dropped", "write_metrics": "write_metrics"},
-    "runtime": {"num_threads": "num_threads", "max_batches_in_flight": "max_batches_in_flight"},
+    "runtime": {"num_threads": "num_threads", "max_batches_in_flight": "max_batches_in_flight",
+                "strict": "strict"},
 }
 
 
@@ -179,6 +200,9 @@ class PipelineConfig:
     txt_mode: str = "file"
     batch_docs: int = 2048
     batch_bytes: int = 4 << 20
+    #: a longer record (line, txt document or paragraph, Parquet text) is a
+    #: counted rejection; memory stays bounded by about this size
+    max_record_bytes: int = 64 << 20
     clean: bool = True
     invalid_utf8: str = "replace"
     quality: bool = True
@@ -205,6 +229,8 @@ class PipelineConfig:
     write_metrics: bool = False
     num_threads: int = 0
     max_batches_in_flight: int = 0
+    #: a rejected record fails the run (DataError, exit 3) instead of being counted
+    strict: bool = False
 
     @classmethod
     def keys(cls) -> list[str]:

@@ -28,7 +28,10 @@ namespace {
 // Raises luminamoon.data_pipeline.DataError(message, exit_code).
 [[noreturn]] void raise_data_error(const DataError& e) {
   nb::object cls = nb::module_::import_("luminamoon.data_pipeline").attr("DataError");
-  nb::object exc = cls(nb::str(e.what()), e.exit_code());
+  // Messages name paths, which need not be UTF-8.
+  std::string_view what = e.what();
+  nb::object message = nb::steal(PyUnicode_DecodeUTF8(what.data(), static_cast<Py_ssize_t>(what.size()), "replace"));
+  nb::object exc = cls(message, e.exit_code());
   PyErr_SetObject(cls.ptr(), exc.ptr());
   throw nb::python_error();
 }
@@ -67,6 +70,23 @@ std::string as_str(const std::string& key, nb::handle v) {
   return nb::cast<std::string>(v);
 }
 
+// A path from Python: bytes as they are, str through the file system encoding
+// (os.fsencode), so that names which are not UTF-8 survive.
+std::string path_from(nb::handle v) {
+  if (PyBytes_Check(v.ptr())) return std::string(PyBytes_AS_STRING(v.ptr()), PyBytes_GET_SIZE(v.ptr()));
+  nb::object encoded = nb::steal(PyUnicode_EncodeFSDefault(v.ptr()));
+  if (!encoded.is_valid()) throw nb::python_error();
+  return std::string(PyBytes_AS_STRING(encoded.ptr()), PyBytes_GET_SIZE(encoded.ptr()));
+}
+std::vector<std::string> paths_from(nb::handle list) {
+  std::vector<std::string> out;
+  for (nb::handle item : list) out.push_back(path_from(item));
+  return out;
+}
+nb::object path_to_python(const std::string& path) {
+  return nb::steal(PyUnicode_DecodeFSDefaultAndSize(path.data(), static_cast<Py_ssize_t>(path.size())));
+}
+
 // The flat config dict the Python front end builds (data_pipeline.py validates
 // names and suggests fixes; this checks types again, never trusting it).
 PipelineConfig config_from(nb::dict d) {
@@ -83,6 +103,8 @@ PipelineConfig config_from(nb::dict d) {
       else bad_value(key, "file, line or paragraph");
     } else if (key == "batch_docs") c.reader.batch_docs = as_int(key, v, 1);
     else if (key == "batch_bytes") c.reader.batch_bytes = as_int(key, v, 1);
+    else if (key == "max_record_bytes") c.reader.max_record_bytes = as_int(key, v, 1);
+    else if (key == "strict") c.strict = as_bool(key, v);
     else if (key == "format") c.writer.format = parse_output_format(as_str(key, v));
     else if (key == "compression") c.writer.parquet_compression = as_str(key, v);
     else if (key == "compression_level") c.writer.parquet_compression_level = static_cast<int>(as_int(key, v, -100));
@@ -148,7 +170,7 @@ nb::dict batch_to_python(const DocBatch& batch) {
   out["text_offsets"] = array_of(offsets);
   out["ids"] = ids;
   out["metadata"] = metadata;
-  out["shard"] = batch.shard_path;
+  out["shard"] = path_to_python(batch.shard_path);
   out["documents_in"] = batch.size();
   out["global_row_end"] = batch.end.global_row_idx;
   return out;
@@ -254,7 +276,9 @@ void register_data_pipeline(nb::module_& m) {
            })
       .def(
           "run",
-          [](FusedPipeline& p, std::vector<std::string> inputs, std::string output_dir, bool resume) {
+          [](FusedPipeline& p, nb::list input_list, nb::object output, bool resume) {
+            std::vector<std::string> inputs = paths_from(input_list);
+            std::string output_dir = path_from(output);
             return translating([&] {
               nb::gil_scoped_release release;
               return p.run(inputs, output_dir, resume);
@@ -267,7 +291,8 @@ void register_data_pipeline(nb::module_& m) {
 
   nb::class_<BatchStream>(m, "_BatchStream")
       .def("__init__",
-           [](BatchStream* self, nb::dict config, std::vector<std::string> inputs) {
+           [](BatchStream* self, nb::dict config, nb::list input_list) {
+             std::vector<std::string> inputs = paths_from(input_list);
              translating([&] { new (self) BatchStream(config_from(config), std::move(inputs)); });
            })
       .def("next", &BatchStream::next)

@@ -10,9 +10,12 @@
 #include <tbb/parallel_pipeline.h>
 #include <tbb/task_arena.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <map>
+#include <mutex>
 #include <thread>
 
 #include "data/pipeline/run_state.h"
@@ -91,6 +94,30 @@ int thread_count(const PipelineConfig& config) {
   return static_cast<int>(tbb::this_task_arena::max_concurrency());
 }
 
+// Note [batches in flight]: oneTBB does not destroy the items between filters
+// when an exception (a full disk, --strict) cancels the pipeline, so the
+// filters pass raw pointers to batches owned by `InFlight`; whatever is in
+// flight when a stage throws is freed with it. The sink gets the ownership.
+class InFlight {
+ public:
+  DocBatch* make() {
+    auto batch = std::make_unique<DocBatch>();
+    DocBatch* raw = batch.get();
+    std::lock_guard<std::mutex> lock(mu_);
+    batches_.emplace(raw, std::move(batch));
+    return raw;
+  }
+  BatchPtr release(DocBatch* raw) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto node = batches_.extract(raw);
+    return BatchPtr(std::move(node.mapped()));
+  }
+
+ private:
+  std::mutex mu_;
+  std::map<DocBatch*, std::unique_ptr<DocBatch>> batches_;
+};
+
 // Runs `stages` between the source and the sink on a oneTBB pipeline.
 void run_stages(const PipelineConfig& config, StreamSource& source,
                 std::vector<std::unique_ptr<PipelineStage>>& stages, std::atomic<bool>& cancelled,
@@ -99,10 +126,16 @@ void run_stages(const PipelineConfig& config, StreamSource& source,
   const size_t tokens = config.max_batches_in_flight > 0 ? config.max_batches_in_flight
                                                          : static_cast<size_t>(2 * threads + 2);
   uint64_t sequence = 0;
-  auto read = tbb::make_filter<void, BatchPtr>(
-      tbb::filter_mode::serial_in_order, [&](tbb::flow_control& fc) -> BatchPtr {
-        auto batch = std::make_shared<DocBatch>();
-        if (cancelled || !source.next(*batch)) {
+  InFlight in_flight;
+  auto read = tbb::make_filter<void, DocBatch*>(
+      tbb::filter_mode::serial_in_order, [&](tbb::flow_control& fc) -> DocBatch* {
+        if (cancelled) {
+          fc.stop();
+          return nullptr;
+        }
+        DocBatch* batch = in_flight.make();
+        if (!source.next(*batch)) {
+          in_flight.release(batch);
           fc.stop();
           return nullptr;
         }
@@ -111,8 +144,8 @@ void run_stages(const PipelineConfig& config, StreamSource& source,
         return batch;
       });
   // Consecutive stages of one mode share a filter.
-  tbb::filter<BatchPtr, BatchPtr> chain = tbb::make_filter<BatchPtr, BatchPtr>(
-      tbb::filter_mode::parallel, [](BatchPtr b) { return b; });
+  tbb::filter<DocBatch*, DocBatch*> chain = tbb::make_filter<DocBatch*, DocBatch*>(
+      tbb::filter_mode::parallel, [](DocBatch* b) { return b; });
   size_t i = 0;
   while (i < stages.size()) {
     size_t j = i;
@@ -121,14 +154,14 @@ void run_stages(const PipelineConfig& config, StreamSource& source,
     for (size_t k = i; k < j; ++k) group.push_back(stages[k].get());
     auto mode = stages[i]->mode() == StageMode::kParallel ? tbb::filter_mode::parallel
                                                           : tbb::filter_mode::serial_in_order;
-    chain = chain & tbb::make_filter<BatchPtr, BatchPtr>(mode, [group](BatchPtr b) {
+    chain = chain & tbb::make_filter<DocBatch*, DocBatch*>(mode, [group](DocBatch* b) {
               for (auto* stage : group) stage->process(*b);
               return b;
             });
     i = j;
   }
-  auto write = tbb::make_filter<BatchPtr, void>(tbb::filter_mode::serial_in_order,
-                                                [&](BatchPtr b) { sink(std::move(b)); });
+  auto write = tbb::make_filter<DocBatch*, void>(tbb::filter_mode::serial_in_order,
+                                                 [&](DocBatch* b) { sink(in_flight.release(b)); });
   tbb::task_arena arena(threads);
   arena.execute([&] { tbb::parallel_pipeline(tokens, read & chain & write); });
 }
@@ -139,6 +172,69 @@ std::vector<ShardInfo> describe_all(const std::vector<std::string>& inputs) {
     shards.push_back(describe_shard(inputs[i], static_cast<uint32_t>(i)));
   }
   return shards;
+}
+
+// Note [inputs outside the output]: a fresh run deletes what an earlier run
+// left in the output directory, so an input inside it (the output directory
+// passed as an input) would be destroyed before the run could fail on it.
+void check_inputs_outside_output(const std::vector<ShardInfo>& shards, const std::string& output_dir) {
+  std::error_code ec;
+  const fs::path out = fs::weakly_canonical(fs::absolute(output_dir, ec), ec);
+  for (const auto& shard : shards) {
+    const fs::path in = fs::weakly_canonical(fs::absolute(shard.path, ec), ec);
+    auto [o, i] = std::mismatch(out.begin(), out.end(), in.begin(), in.end());
+    if (o == out.end()) {
+      throw DataError(DataErrorKind::kUsage, "input " + shard.path + " is inside the output directory " +
+                                                 output_dir + "; choose an output directory apart from the inputs");
+    }
+  }
+}
+
+// The size and CRC of each part file a commit made (Note [commit order]).
+std::vector<CommitRecord::PartFile> part_files(const std::string& output_dir, uint64_t part,
+                                               const WriterOptions& options) {
+  std::vector<CommitRecord::PartFile> files;
+  std::string name = part_file_name(part, options.format);
+  std::vector<std::string> paths{name};
+  if (options.write_dropped) paths.push_back("dropped/" + name);
+  if (options.write_metrics) paths.push_back("metrics/" + name);
+  for (const auto& path : paths) {
+    auto digest = durable::file_digest(output_dir + "/" + path);
+    if (!digest) throw DataError(DataErrorKind::kOutput, "part file " + output_dir + "/" + path + " vanished");
+    files.push_back({path, digest->size, digest->crc32});
+  }
+  return files;
+}
+
+// A resumed run builds on the committed parts: each must still be as written.
+void verify_part_files(const std::string& output_dir, const CommitRecord& record) {
+  for (const auto& file : record.files) {
+    const std::string path = output_dir + "/" + file.path;
+    auto digest = durable::file_digest(path);
+    std::string problem;
+    if (!digest) problem = "is missing";
+    else if (digest->size != file.size) {
+      problem = "has " + std::to_string(digest->size) + " bytes, " + std::to_string(file.size) + " were committed";
+    } else if (digest->crc32 != file.crc32) {
+      problem = "differs from what was committed (CRC-32 mismatch)";
+    }
+    if (!problem.empty()) {
+      throw DataError(DataErrorKind::kStateCorrupt,
+                      "committed part file " + path + " " + problem +
+                          "; the output is damaged: rerun with --no-resume to rebuild it");
+    }
+  }
+}
+
+// Note [strict]: a rejected record fails the run before its batch reaches the
+// writer, so nothing after the last commit is committed.
+void fail_if_strict(const PipelineConfig& config, const DocBatch& batch) {
+  if (!config.strict || batch.malformed.empty()) return;
+  const MalformedRecord& bad = batch.malformed.front();
+  throw DataError(DataErrorKind::kInput,
+                  "strict mode: record rejected at " + batch.shard_path + ":" + std::to_string(bad.line) +
+                      ": " + bad.message + (bad.shard_damaged ? " (the rest of the shard is lost)" : "") +
+                      "; nothing after the last commit was written");
 }
 
 std::string now_json_number(double v) {
@@ -162,6 +258,7 @@ std::string PipelineConfig::fingerprint() const {
   add("txt_mode", std::to_string(static_cast<int>(reader.txt_mode)));
   add("batch_docs", std::to_string(reader.batch_docs));
   add("batch_bytes", std::to_string(reader.batch_bytes));
+  add("max_record_bytes", std::to_string(reader.max_record_bytes));
   add("format", output_format_name(writer.format));
   add("compression", writer.parquet_compression + ":" + std::to_string(writer.parquet_compression_level));
   add("row_group", std::to_string(writer.parquet_row_group_rows));
@@ -189,7 +286,10 @@ std::string PipelineConfig::fingerprint() const {
   return s;
 }
 
-FusedPipeline::FusedPipeline(PipelineConfig config) : config_(std::move(config)) {}
+FusedPipeline::FusedPipeline(PipelineConfig config) : config_(std::move(config)) {
+  // Without the cleaner nothing would repair invalid UTF-8 before the writers.
+  if (!config_.clean) config_.reader.reject_invalid_utf8 = true;
+}
 FusedPipeline::~FusedPipeline() = default;
 
 std::string FusedPipeline::run(const std::vector<std::string>& inputs,
@@ -207,6 +307,8 @@ std::string FusedPipeline::run(const std::vector<std::string>& inputs,
   const std::string meta_path = state_dir + "/checkpoint.meta";
   const std::string manifest_path = state_dir + "/manifest.json";
   const std::string fingerprint = config_.fingerprint();
+
+  check_inputs_outside_output(shards, output_dir);
 
   // One run per output directory: a second one would interleave commits. The
   // lock dies with its process, so a killed run never leaves it behind.
@@ -245,6 +347,7 @@ std::string FusedPipeline::run(const std::vector<std::string>& inputs,
                                                           " is missing");
       }
       CommitRecord record = CommitRecord::from_json(durable::read_file(path));
+      verify_part_files(output_dir, record);
       previous.merge(record.totals);
       if (part + 1 == checkpoint->output_position) context.resume_positions = record.positions;
     }
@@ -317,6 +420,7 @@ std::string FusedPipeline::run(const std::vector<std::string>& inputs,
         record.coordinate = last_end;
         record.positions = positions;
         record.totals = part_totals;
+        record.files = part_files(output_dir, record.part, config_.writer);
         durable::write_file(commit_record_path(state_dir, record.part), record.to_json());
       }
       tracker.commit(last_end, writer.next_part(), finished ? kCheckpointFinished : 0);
@@ -332,6 +436,7 @@ std::string FusedPipeline::run(const std::vector<std::string>& inputs,
       ~NotRunningOnExit() { p.running = false; }
     } not_running{progress_};
     run_stages(config_, source, stages, cancelled_, [&](BatchPtr batch) {
+      fail_if_strict(config_, *batch);
       writer.add(*batch);
       part_totals.add_batch(*batch);
       last_end = batch->end;
@@ -386,6 +491,7 @@ void FusedPipeline::stream(const std::vector<std::string>& inputs,
   progress_.running = true;
   try {
     run_stages(config_, source, stages, cancelled_, [&](BatchPtr batch) {
+      fail_if_strict(config_, *batch);
       progress_.documents_in += batch->size();
       progress_.bytes_in += batch->bytes_in;
       if (!cancelled_ && !sink(std::move(batch))) cancelled_ = true;

@@ -36,6 +36,56 @@ uint64_t u64(simdjson::dom::element e, const char* name) {
   return v;
 }
 
+// A member that must have one type; a missing or mistyped one is a corrupt
+// state file (exit 4), never a simdjson exception (exit 1).
+template <class T>
+T member(simdjson::dom::element e, const char* name, const char* what) {
+  T v{};
+  if (auto error = e[name].get(v)) {
+    throw DataError(DataErrorKind::kStateCorrupt, std::string(what) + ": '" + name + "' " +
+                                                      (error == simdjson::NO_SUCH_FIELD ? "is missing"
+                                                                                       : "has the wrong type"));
+  }
+  return v;
+}
+
+template <class T>
+T value_of(simdjson::dom::element e, const char* what) {
+  T v{};
+  if (e.get(v)) throw DataError(DataErrorKind::kStateCorrupt, std::string(what) + " has the wrong type");
+  return v;
+}
+
+// The examples lists of RunTotals: [{shard, line, message}, ...].
+void examples_json(std::string& out, const std::vector<MalformedRecord>& records,
+                   const std::vector<std::string>& shards) {
+  out.push_back('[');
+  for (size_t i = 0; i < records.size(); ++i) {
+    if (i) out.push_back(',');
+    out.push_back('{');
+    key(out, "shard"); json_text::append_string(out, shards[i]);
+    key(out, "line"); out += std::to_string(records[i].line);
+    key(out, "message"); json_text::append_string(out, records[i].message);
+    out.push_back('}');
+  }
+  out.push_back(']');
+}
+
+void examples_from(simdjson::dom::element root, const char* name, bool damaged,
+                   std::vector<MalformedRecord>& records, std::vector<std::string>& shards) {
+  simdjson::dom::array list;
+  if (root[name].get(list)) return;  // older state files have no shards_damaged
+  for (auto e : list) {
+    std::string_view shard, message;
+    uint64_t line = 0;
+    if (e["shard"].get(shard)) shard = {};
+    if (e["message"].get(message)) message = {};
+    if (e["line"].get(line)) line = {};
+    records.push_back({0, line, std::string(message), damaged});
+    shards.emplace_back(shard);
+  }
+}
+
 }  // namespace
 
 void RunTotals::add_batch(const DocBatch& batch) {
@@ -53,6 +103,10 @@ void RunTotals::add_batch(const DocBatch& batch) {
     if (malformed_examples.size() < kMaxExamples) {
       malformed_examples.push_back(bad);
       malformed_shards.push_back(batch.shard_path);
+    }
+    if (bad.shard_damaged) {
+      damaged.push_back(bad);
+      damaged_shards.push_back(batch.shard_path);
     }
   }
 }
@@ -72,6 +126,8 @@ void RunTotals::merge(const RunTotals& o) {
     malformed_examples.push_back(o.malformed_examples[i]);
     malformed_shards.push_back(o.malformed_shards[i]);
   }
+  damaged.insert(damaged.end(), o.damaged.begin(), o.damaged.end());
+  damaged_shards.insert(damaged_shards.end(), o.damaged_shards.begin(), o.damaged_shards.end());
 }
 
 std::string RunTotals::to_json() const {
@@ -104,16 +160,10 @@ std::string RunTotals::to_json() const {
   }
   out.push_back('}');
   key(out, "malformed_examples");
-  out.push_back('[');
-  for (size_t i = 0; i < malformed_examples.size(); ++i) {
-    if (i) out.push_back(',');
-    out.push_back('{');
-    key(out, "shard"); json_text::append_string(out, malformed_shards[i]);
-    key(out, "line"); out += std::to_string(malformed_examples[i].line);
-    key(out, "message"); json_text::append_string(out, malformed_examples[i].message);
-    out.push_back('}');
-  }
-  out += "]}";
+  examples_json(out, malformed_examples, malformed_shards);
+  key(out, "shards_damaged");
+  examples_json(out, damaged, damaged_shards);
+  out.push_back('}');
   return out;
 }
 
@@ -131,26 +181,17 @@ RunTotals RunTotals::from_json(std::string_view json) {
   simdjson::dom::object dropped, counters;
   if (!root["dropped"].get(dropped)) {
     for (auto [stage, reasons] : dropped) {
-      simdjson::dom::object r;
-      if (reasons.get(r)) continue;
-      for (auto [reason, n] : r) t.dropped[std::string(stage)][std::string(reason)] = n.get_uint64().value_unsafe();
+      auto& into = t.dropped[std::string(stage)];
+      for (auto [reason, n] : value_of<simdjson::dom::object>(reasons, "run totals: a dropped stage")) {
+        into[std::string(reason)] = value_of<uint64_t>(n, "run totals: a dropped count");
+      }
     }
   }
   if (!root["counters"].get(counters)) {
-    for (auto [name, n] : counters) t.counters[std::string(name)] = n.get_int64().value_unsafe();
+    for (auto [name, n] : counters) t.counters[std::string(name)] = value_of<int64_t>(n, "run totals: a counter");
   }
-  simdjson::dom::array examples;
-  if (!root["malformed_examples"].get(examples)) {
-    for (auto e : examples) {
-      std::string_view shard, message;
-      uint64_t line = 0;
-      if (e["shard"].get(shard)) shard = {};
-      if (e["message"].get(message)) message = {};
-      if (e["line"].get(line)) line = {};
-      t.malformed_examples.push_back({0, line, std::string(message)});
-      t.malformed_shards.emplace_back(shard);
-    }
-  }
+  examples_from(root, "malformed_examples", false, t.malformed_examples, t.malformed_shards);
+  examples_from(root, "shards_damaged", true, t.damaged, t.damaged_shards);
   return t;
 }
 
@@ -170,6 +211,17 @@ std::string CommitRecord::to_json() const {
     out += std::to_string(position);
   }
   out.push_back('}');
+  key(out, "files");
+  out.push_back('[');
+  for (size_t i = 0; i < files.size(); ++i) {
+    if (i) out.push_back(',');
+    out.push_back('{');
+    key(out, "path"); json_text::append_string(out, files[i].path);
+    key(out, "size"); out += std::to_string(files[i].size);
+    key(out, "crc32"); out += std::to_string(files[i].crc32);
+    out.push_back('}');
+  }
+  out.push_back(']');
   key(out, "totals");
   out += totals.to_json();
   out.push_back('}');
@@ -183,10 +235,18 @@ CommitRecord CommitRecord::from_json(std::string_view json) {
   r.part = u64(root, "part");
   simdjson::dom::object positions;
   if (!root["positions"].get(positions)) {
-    for (auto [name, v] : positions) r.positions[std::string(name)] = v.get_uint64().value_unsafe();
+    for (auto [name, v] : positions) r.positions[std::string(name)] = value_of<uint64_t>(v, "commit record: a position");
   }
-  std::string totals = simdjson::to_string(root["totals"]);
-  r.totals = RunTotals::from_json(totals);
+  simdjson::dom::array files;
+  if (!root["files"].get(files)) {  // older commit records have none
+    for (auto f : files) {
+      r.files.push_back({std::string(member<std::string_view>(f, "path", "commit record file")),
+                         member<uint64_t>(f, "size", "commit record file"),
+                         static_cast<uint32_t>(member<uint64_t>(f, "crc32", "commit record file"))});
+    }
+  }
+  auto totals = member<simdjson::dom::object>(root, "totals", "commit record");
+  r.totals = RunTotals::from_json(simdjson::to_string(totals));
   return r;
 }
 
@@ -246,7 +306,7 @@ void check_manifest(std::string_view json, const std::vector<ShardStat>& shards,
     if (entry["size"].get(size)) size = {};
     if (entry["mtime_ns"].get(mtime)) mtime = {};
     const ShardStat& now = shards[i++];
-    if (path != now.path) {
+    if (path != json_text::valid_utf8(now.path)) {  // paths are stored as UTF-8 JSON
       throw DataError(DataErrorKind::kInputChanged,
                       "input shard " + std::to_string(i - 1) + " was " + std::string(path) +
                           ", now " + now.path + ": the inputs changed since the checkpoint");

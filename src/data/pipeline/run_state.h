@@ -25,6 +25,9 @@ struct RunTotals {
   std::map<std::string, int64_t> counters;
   std::vector<MalformedRecord> malformed_examples;  // the first kMaxExamples
   std::vector<std::string> malformed_shards;        // shard path of each example
+  // Shards that could not be decoded to their end (every one, in order).
+  std::vector<MalformedRecord> damaged;
+  std::vector<std::string> damaged_shards;
 
   static constexpr size_t kMaxExamples = 100;
   void add_batch(const DocBatch& batch);
@@ -40,6 +43,14 @@ struct CommitRecord {
   StreamCoordinate coordinate;
   std::map<std::string, uint64_t> positions;  // stage state -> log bytes
   RunTotals totals;                           // of this part only
+  // The part files this commit made (relative to the output directory) with
+  // their sizes and CRC-32 (zlib) checksums, verified when a run resumes.
+  struct PartFile {
+    std::string path;
+    uint64_t size = 0;
+    uint32_t crc32 = 0;
+  };
+  std::vector<PartFile> files;
   std::string to_json() const;
   static CommitRecord from_json(std::string_view json);
 };

@@ -81,6 +81,7 @@ class GzipSource final : public ByteSource {
   ~GzipSource() override { inflateEnd(&z_); }
 
   size_t read(char* out, size_t n) override {
+    if (!deferred_error_.empty()) throw DataError(DataErrorKind::kInput, deferred_error_);
     if (done_) return 0;
     z_.next_out = reinterpret_cast<Bytef*>(out);
     z_.avail_out = static_cast<uInt>(n);
@@ -105,8 +106,13 @@ class GzipSource final : public ByteSource {
         inflateReset(&z_);
         at_member_start_ = true;
       } else if (rc != Z_OK && rc != Z_BUF_ERROR) {
-        throw DataError(DataErrorKind::kInput, "[gzip] " + file_.path() + ": " +
-                                                   (z_.msg ? z_.msg : "corrupt stream"));
+        std::string message = "[gzip] " + file_.path() + ": " + (z_.msg ? z_.msg : "corrupt stream");
+        // The bytes decoded before the damage are handed out first.
+        if (z_.avail_out < n) {
+          deferred_error_ = std::move(message);
+          break;
+        }
+        throw DataError(DataErrorKind::kInput, message);
       }
     }
     return n - z_.avail_out;
@@ -119,6 +125,7 @@ class GzipSource final : public ByteSource {
   z_stream z_;
   bool at_member_start_ = true;
   bool done_ = false;
+  std::string deferred_error_;
 };
 
 class ZstdSource final : public ByteSource {
@@ -130,6 +137,7 @@ class ZstdSource final : public ByteSource {
   ~ZstdSource() override { ZSTD_freeDStream(stream_); }
 
   size_t read(char* out, size_t n) override {
+    if (!deferred_error_.empty()) throw DataError(DataErrorKind::kInput, deferred_error_);
     ZSTD_outBuffer output{out, n, 0};
     while (output.pos == 0) {
       if (input_.pos == input_.size) {
@@ -145,8 +153,12 @@ class ZstdSource final : public ByteSource {
       }
       size_t rc = ZSTD_decompressStream(stream_, &output, &input_);
       if (ZSTD_isError(rc)) {
-        throw DataError(DataErrorKind::kInput,
-                        "[zstd] " + file_.path() + ": " + ZSTD_getErrorName(rc));
+        std::string message = "[zstd] " + file_.path() + ": " + ZSTD_getErrorName(rc);
+        if (output.pos > 0) {  // the bytes decoded before the damage first
+          deferred_error_ = std::move(message);
+          break;
+        }
+        throw DataError(DataErrorKind::kInput, message);
       }
       frame_open_ = rc != 0;
     }
@@ -160,6 +172,7 @@ class ZstdSource final : public ByteSource {
   ZSTD_inBuffer input_{nullptr, 0, 0};
   ZSTD_DStream* stream_;
   bool frame_open_ = false;
+  std::string deferred_error_;
 };
 
 }  // namespace

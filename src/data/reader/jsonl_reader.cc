@@ -9,6 +9,7 @@
 #include "data/reader/shard_readers.h"
 #include "data/writer/json_text.h"
 #include "luminamoon/data_error.h"
+#include "data/reader/record_checks.h"
 
 namespace luminamoon {
 namespace {
@@ -32,15 +33,26 @@ simdjson::simdjson_result<std::string_view> raw_json_of(od::value& value) {
   return value.raw_json_token();
 }
 
+// Note [record validation]: a line becomes a document only if every later
+// stage and every writer can take it as it is: the whole line is one JSON
+// object (simdjson On-Demand checks only what it touches, so the metadata
+// rebuilt from the other fields is parsed once more, by the same DOM parser
+// and limits the Parquet/Arrow writer uses: numbers out of range, invalid
+// literals such as `tru` or `01`, lone surrogate escapes and nesting deeper
+// than simdjson's 1024 levels are rejected here, not at the writer); no key
+// appears twice (a second "text" would otherwise reach the output unmasked);
+// the line is at most max_record_bytes long. Anything else is a counted
+// rejection with shard and line, and reading goes on at the next line.
 class JsonlReader final : public ShardReader {
  public:
   JsonlReader(const ShardInfo& shard, const ReaderOptions& options, const StreamCoordinate& start)
       : shard_(shard),
         options_(options),
-        lines_(ByteSource::open(shard.path, shard.compression), start.byte_offset),
+        lines_(ByteSource::open(shard.path, shard.compression), start.byte_offset,
+               options.max_record_bytes),
         line_no_(start.row_offset_in_page),
         global_row_(start.global_row_idx),
-        shard_name_(std::filesystem::path(shard.path).filename().string()) {}
+        shard_name_(valid_utf8_name(shard.path)) {}
 
   bool next(DocBatch& batch) override {
     clear_batch(batch, shard_);
@@ -49,21 +61,29 @@ class JsonlReader final : public ShardReader {
     while (!finished_ && batch.size() < options_.batch_docs &&
            batch.text.bytes.size() < options_.batch_bytes) {
       std::string_view line;
+      LineReader::Status status;
       try {
-        if (!lines_.next(line)) {
-          finished_ = true;
-          break;
-        }
+        status = lines_.read(line);
       } catch (const DataError& e) {
         // A damaged compressed stream ends the shard; what came before stays.
-        batch.malformed.push_back({shard_.shard_id, line_no_ + 1, e.what()});
+        batch.malformed.push_back({shard_.shard_id, line_no_ + 1, e.what(), true});
         ++batch.records_in;
         finished_ = true;
         consumed = true;
         break;
       }
+      if (status == LineReader::Status::kEnd) {
+        finished_ = true;
+        break;
+      }
       consumed = true;
       ++line_no_;
+      if (status == LineReader::Status::kTooLong) {
+        ++batch.records_in;
+        ++global_row_;
+        reject(batch, too_long_message(lines_.too_long_bytes(), options_.max_record_bytes));
+        continue;
+      }
       if (json_text::trim(line).empty()) continue;  // blank lines are not records
       ++batch.records_in;
       ++global_row_;
@@ -96,50 +116,85 @@ class JsonlReader final : public ShardReader {
     }
 
     bool have_text = false;
-    std::string text;
+    std::string_view text;
     id_.clear();
     meta_.clear();
+    keys_.clear();
+    value_ranges_.clear();
     for (auto field_result : object) {
       od::field field;
       std::string_view key;
       if ((error = std::move(field_result).get(field)) || (error = field.unescaped_key().get(key))) {
         return reject(batch, std::string("bad JSON: ") + simdjson::error_message(error));
       }
-      if (key == options_.text_field && !have_text) {
-        std::string_view value;
-        if ((error = field.value().get_string().get(value))) {
+      if (key == options_.text_field) {
+        if (have_text) return reject(batch, "duplicate key '" + printable(key) + "'");
+        if ((error = field.value().get_string().get(text))) {
           return reject(batch, "field '" + options_.text_field + "' is not a string: " +
                                    simdjson::error_message(error));
         }
-        text.assign(value);
+        text_.assign(text);  // the parser's string buffer is reused by later fields
         have_text = true;
         continue;
       }
-      std::string key_copy(key);
-      std::string_view raw;
-      if (key == options_.id_field) {
-        std::string_view id_string;
-        if (field.value().type() == od::json_type::string &&
-            !field.value().get_string().get(id_string)) {
-          id_.assign(id_string);
-          json_text::append_string(meta_entry(key_copy), id_string);
-          continue;
-        }
+      if (std::find(keys_.begin(), keys_.end(), key) != keys_.end()) {
+        return reject(batch, "duplicate key '" + printable(key) + "'");
       }
-      if ((error = raw_json_of(field.value()).get(raw))) {
-        return reject(batch, std::string("bad JSON: ") + simdjson::error_message(error));
+      keys_.emplace_back(key);
+      const bool is_id = key == options_.id_field;
+      od::value& value = field.value();
+      od::json_type type;
+      if ((error = value.type().get(type))) {
+        return reject(batch, "field '" + printable(key) + "': " + simdjson::error_message(error));
+      }
+      if (is_id && type == od::json_type::string) {
+        std::string_view id_string;
+        if ((error = value.get_string().get(id_string))) {
+          return reject(batch, "field '" + printable(key) + "': " + simdjson::error_message(error));
+        }
+        id_.assign(id_string);
+        const size_t begin = meta_entry(keys_.back()).size();
+        json_text::append_string(meta_, id_string);
+        value_ranges_.emplace_back(begin, meta_.size());
+        continue;
+      }
+      std::string_view raw;
+      if ((error = raw_json_of(value).get(raw))) {
+        return reject(batch, "field '" + printable(key) + "': " + simdjson::error_message(error));
       }
       raw = json_text::trim(raw);
-      if (key_copy == options_.id_field) id_.assign(raw);
-      meta_entry(key_copy).append(raw);
+      if (is_id) id_.assign(raw);
+      const size_t begin = meta_entry(keys_.back()).size();
+      meta_.append(raw);
+      value_ranges_.emplace_back(begin, meta_.size());
     }
     if (!have_text) return reject(batch, "no '" + options_.text_field + "' field");
+    if (!meta_.empty()) {
+      meta_.push_back('}');
+      if (auto bad = metadata_error(); !bad.empty()) return reject(batch, std::move(bad));
+    }
     if (id_.empty()) id_ = shard_name_ + ":" + std::to_string(line_no_);
-    if (!meta_.empty()) meta_.push_back('}');
-    batch.text.push(text);
+    batch.text.push(text_);
     batch.ids.push(id_);
     batch.metadata.push(meta_);
     batch.lines.push_back(line_no_);
+  }
+
+  // "" when meta_ parses as the writers will parse it (Note [record validation]).
+  std::string metadata_error() {
+    meta_.reserve(meta_.size() + simdjson::SIMDJSON_PADDING);
+    simdjson::dom::element root;
+    auto error = dom_.parse(meta_.data(), meta_.size(), /*realloc_if_needed=*/false).get(root);
+    if (!error) return {};
+    // Rare: name the first field whose value alone fails (else it was the depth).
+    for (size_t k = 0; k < keys_.size(); ++k) {
+      auto [begin, end] = value_ranges_[k];
+      if (dom_.parse(meta_.data() + begin, end - begin, /*realloc_if_needed=*/true).error()) {
+        return "field '" + printable(keys_[k]) + "': the value is not valid JSON or out of range (" +
+               simdjson::error_message(error) + ")";
+      }
+    }
+    return std::string("the metadata cannot be represented: ") + simdjson::error_message(error);
   }
 
   // Opens `"key":` in the metadata object and returns it for the value.
@@ -150,6 +205,13 @@ class JsonlReader final : public ShardReader {
     return meta_;
   }
 
+  // A key for a message: JSON-escaped and shortened.
+  static std::string printable(std::string_view key) {
+    std::string out;
+    json_text::append_string(out, key.substr(0, 64));
+    return out.substr(1, out.size() - 2) + (key.size() > 64 ? "..." : "");
+  }
+
   ShardInfo shard_;
   ReaderOptions options_;
   LineReader lines_;
@@ -158,7 +220,10 @@ class JsonlReader final : public ShardReader {
   std::string shard_name_;
   bool finished_ = false;
   od::parser parser_;
-  std::string id_, meta_;
+  simdjson::dom::parser dom_;
+  std::string id_, meta_, text_;
+  std::vector<std::string> keys_;  // the metadata's keys, in order
+  std::vector<std::pair<size_t, size_t>> value_ranges_;  // each key's value in meta_
 };
 
 }  // namespace

@@ -62,11 +62,14 @@ struct Read {
   std::vector<std::string> texts, ids, meta;
   std::vector<uint64_t> malformed_lines;
   std::vector<StreamCoordinate> ends;
+  std::vector<size_t> texts_at_end;  // documents read before each end
 };
 
-Read read_all(const std::string& path, StreamCoordinate start = {}, size_t batch_docs = 4) {
+Read read_all(const std::string& path, StreamCoordinate start = {}, size_t batch_docs = 4,
+              size_t max_record_bytes = ReaderOptions{}.max_record_bytes) {
   ReaderOptions options;
   options.batch_docs = batch_docs;
+  options.max_record_bytes = max_record_bytes;
   auto reader = open_shard(describe_shard(path, 0), options, start);
   Read r;
   DocBatch batch;
@@ -78,6 +81,7 @@ Read read_all(const std::string& path, StreamCoordinate start = {}, size_t batch
     }
     for (const auto& bad : batch.malformed) r.malformed_lines.push_back(bad.line);
     r.ends.push_back(batch.end);
+    r.texts_at_end.push_back(r.texts.size());
   }
   return r;
 }
@@ -121,6 +125,52 @@ TEST(Reader, ResumingAtEveryBatchEndYieldsExactlyTheRest) {
     }
     EXPECT_GT(consumed, 0u);
   }
+}
+
+// Issue 16, defect 7: a line over max_record_bytes is a counted rejection,
+// reading goes on at the next line, and resuming after it works.
+TEST(Reader, OverLongLinesAreRejectedAndReadingGoesOn) {
+  auto dir = temp_dir();
+  const std::string data = "{\"text\":\"one\"}\n{\"text\":\"" + std::string(1000, 'a') +
+                           "\"}\n{\"text\":\"three\"}\n{\"text\":\"" + std::string(300, 'b') +
+                           "\"}\n{\"text\":\"five\"}\n" + std::string(5000, 'c');  // no final newline
+  write(dir / "long.jsonl", data);
+  write(dir / "long.jsonl.gz", gzip(data));
+  write(dir / "long.jsonl.zst", zstd(data));
+  for (const char* name : {"long.jsonl", "long.jsonl.gz", "long.jsonl.zst"}) {
+    const std::string path = (dir / name).string();
+    Read r = read_all(path, {}, 1, 200);
+    EXPECT_EQ(r.texts, (std::vector<std::string>{"one", "three", "five"})) << name;
+    EXPECT_EQ(r.malformed_lines, (std::vector<uint64_t>{2, 4, 6})) << name;
+    for (size_t b = 0; b < r.ends.size(); ++b) {
+      Read rest = read_all(path, r.ends[b], 1, 200);
+      EXPECT_EQ(rest.texts, std::vector<std::string>(r.texts.begin() + r.texts_at_end[b], r.texts.end()))
+          << name << " batch " << b;
+    }
+  }
+}
+
+// Issue 16, defects 1-4: values simdjson's On-Demand API does not check by
+// itself, and duplicate keys, are counted rejections with their lines.
+TEST(Reader, MalformedValuesAndDuplicateKeysAreRejected) {
+  auto dir = temp_dir();
+  const std::vector<std::string> bad = {
+      "{\"id\":=5,\"text\":\"x\"}", "{\"id\":,\"text\":\"x\"}", "{\"text\":\"x\",\"v\":tru}",
+      "{\"text\":\"x\",\"v\":01}", "{\"text\":\"x\",\"v\":1.}", "{\"text\":\"x\",\"v\":-}",
+      "{\"text\":\"x\",\"v\":1e400}", "{\"text\":\"x\",\"v\":18446744073709551616}",
+      "{\"text\":\"x\",\"v\":\"\\ud800\"}", "{\"text\":\"x\",\"text\":\"y\"}",
+      "{\"text\":\"x\",\"k\":1,\"k\":2}", "{\"text\":\"x\",\"v\":" + std::string(1100, '[') +
+                                                   std::string(1100, ']') + "}"};
+  std::string data = "{\"id\":\"first\",\"text\":\"ok\"}\n";
+  for (const auto& line : bad) data += line + "\n";
+  data += "{\"text\":\"last\",\"v\":[1,{\"a\":null}]}\n";
+  write(dir / "bad.jsonl", data);
+  Read r = read_all((dir / "bad.jsonl").string());
+  EXPECT_EQ(r.texts, (std::vector<std::string>{"ok", "last"}));
+  std::vector<uint64_t> lines;
+  for (size_t i = 0; i < bad.size(); ++i) lines.push_back(i + 2);
+  EXPECT_EQ(r.malformed_lines, lines);
+  EXPECT_EQ(r.meta[1], "{\"v\":[1,{\"a\":null}]}");
 }
 
 TEST(Reader, UnknownExtensionIsAUsageError) {

@@ -5,10 +5,12 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <vector>
 
 #include "data/state/crash_point.h"
 #include "luminamoon/data_error.h"
@@ -67,15 +69,15 @@ void write_file(const std::string& path, std::string_view bytes) {
   file.finish();
 }
 
-std::string read_file(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    throw DataError(DataErrorKind::kInput, "[open] " + path + ": " + std::strerror(errno));
-  }
-  std::string out;
-  char buf[1 << 16];
+namespace {
+
+// Reads an open descriptor to its end in chunks of `chunk` bytes, handing
+// each to `consume`; closes it. DataError(kInput) naming `path` on failure.
+template <class F>
+void read_chunks(int fd, const std::string& path, size_t chunk, F&& consume) {
+  std::vector<char> buf(chunk);
   for (;;) {
-    ssize_t n = ::read(fd, buf, sizeof buf);
+    ssize_t n = ::read(fd, buf.data(), buf.size());
     if (n < 0) {
       if (errno == EINTR) continue;
       int saved = errno;
@@ -83,10 +85,34 @@ std::string read_file(const std::string& path) {
       throw DataError(DataErrorKind::kInput, "[read] " + path + ": " + std::strerror(saved));
     }
     if (n == 0) break;
-    out.append(buf, static_cast<size_t>(n));
+    consume(buf.data(), static_cast<size_t>(n));
   }
   ::close(fd);
+}
+
+}  // namespace
+
+std::string read_file(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    throw DataError(DataErrorKind::kInput, "[open] " + path + ": " + std::strerror(errno));
+  }
+  std::string out;
+  read_chunks(fd, path, size_t{1} << 16, [&](const char* p, size_t n) { out.append(p, n); });
   return out;
+}
+
+std::optional<FileDigest> file_digest(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return std::nullopt;
+  FileDigest digest;
+  uLong crc = ::crc32(0L, Z_NULL, 0);
+  read_chunks(fd, path, size_t{1} << 20, [&](const char* p, size_t n) {
+    crc = ::crc32_z(crc, reinterpret_cast<const Bytef*>(p), n);
+    digest.size += n;
+  });
+  digest.crc32 = static_cast<uint32_t>(crc);
+  return digest;
 }
 
 bool exists(const std::string& path) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -19,6 +20,13 @@ void fsync_parent_dir(const std::string& path);
 // Renames and then fsyncs the destination's directory.
 void rename_durably(const std::string& from, const std::string& to);
 std::string read_file(const std::string& path);
+// Size and CRC-32 (zlib) of a file, read in 1 MiB chunks; nullopt when it
+// cannot be opened (missing).
+struct FileDigest {
+  uint64_t size = 0;
+  uint32_t crc32 = 0;
+};
+std::optional<FileDigest> file_digest(const std::string& path);
 bool exists(const std::string& path);
 void make_dirs(const std::string& path);
 

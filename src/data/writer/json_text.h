@@ -8,6 +8,50 @@
 
 namespace luminamoon::json_text {
 
+// The length of the well-formed UTF-8 sequence (RFC 3629: no overlongs, no
+// surrogates, nothing above U+10FFFF) starting at p[i], or 0 if ill-formed.
+inline size_t valid_sequence_length(const uint8_t* p, size_t n, size_t i) {
+  const uint8_t c = p[i];
+  if (c < 0x80) return 1;
+  size_t len = 0;
+  uint8_t lo = 0x80, hi = 0xBF;
+  if (c >= 0xC2 && c <= 0xDF) len = 2;
+  else if (c >= 0xE0 && c <= 0xEF) {
+    len = 3;
+    if (c == 0xE0) lo = 0xA0;
+    if (c == 0xED) hi = 0x9F;
+  } else if (c >= 0xF0 && c <= 0xF4) {
+    len = 4;
+    if (c == 0xF0) lo = 0x90;
+    if (c == 0xF4) hi = 0x8F;
+  }
+  if (len == 0 || i + len > n) return 0;
+  for (size_t k = 1; k < len; ++k) {
+    const uint8_t b = p[i + k];
+    if (b < (k == 1 ? lo : 0x80) || b > (k == 1 ? hi : 0xBF)) return 0;
+  }
+  return len;
+}
+
+// `s` with each byte of an ill-formed sequence replaced by U+FFFD (as
+// append_string does): for names (file names, ids) that must be valid UTF-8.
+inline std::string valid_utf8(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  const auto* p = reinterpret_cast<const uint8_t*>(s.data());
+  for (size_t i = 0; i < s.size();) {
+    const size_t len = valid_sequence_length(p, s.size(), i);
+    if (len > 0) {
+      out.append(s.data() + i, len);
+      i += len;
+    } else {
+      out += "\xEF\xBF\xBD";
+      ++i;
+    }
+  }
+  return out;
+}
+
 // Appends `s` as a quoted JSON string. Each byte of an ill-formed UTF-8
 // sequence becomes U+FFFD, so the output is always valid JSON (with the
 // cleaner on, the text was already repaired per the Unicode standard).
@@ -42,25 +86,8 @@ inline void append_string(std::string& out, std::string_view s) {
       ++i;
       continue;
     }
-    // Multi-byte sequence: validate per RFC 3629 (no overlongs, no surrogates).
-    size_t len = 0;
-    uint8_t lo = 0x80, hi = 0xBF;
-    if (c >= 0xC2 && c <= 0xDF) len = 2;
-    else if (c >= 0xE0 && c <= 0xEF) {
-      len = 3;
-      if (c == 0xE0) lo = 0xA0;
-      if (c == 0xED) hi = 0x9F;
-    } else if (c >= 0xF0 && c <= 0xF4) {
-      len = 4;
-      if (c == 0xF0) lo = 0x90;
-      if (c == 0xF4) hi = 0x8F;
-    }
-    bool valid = len > 0 && i + len <= n;
-    for (size_t k = 1; valid && k < len; ++k) {
-      uint8_t b = p[i + k];
-      uint8_t min = k == 1 ? lo : 0x80, max = k == 1 ? hi : 0xBF;
-      valid = b >= min && b <= max;
-    }
+    const size_t len = valid_sequence_length(p, n, i);
+    const bool valid = len > 0;
     if (valid) {
       out.append(s.data() + i, len);
       i += len;

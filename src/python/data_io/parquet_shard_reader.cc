@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "data/reader/record_checks.h"
 #include "data/reader/shard_readers.h"
 #include "data/writer/json_text.h"
 #include "luminamoon/data_error.h"
@@ -90,7 +91,7 @@ class ParquetShardReader final : public ShardReader {
                      const StreamCoordinate& start)
       : shard_(shard), options_(options), row_group_(start.row_group_idx),
         row_in_group_(start.row_offset_in_page), global_row_(start.global_row_idx),
-        name_(std::filesystem::path(shard.path).filename().string()) {
+        name_(valid_utf8_name(shard.path)) {
     auto file = arrow::io::ReadableFile::Open(shard.path);
     if (!file.ok()) {
       throw DataError(DataErrorKind::kInput, "[open] " + shard.path + ": " + file.status().ToString());
@@ -129,7 +130,7 @@ class ParquetShardReader final : public ShardReader {
     if (!open_error_.empty()) {
       if (reported_) return false;
       reported_ = true;
-      batch.malformed.push_back({shard_.shard_id, 0, open_error_});
+      batch.malformed.push_back({shard_.shard_id, 0, open_error_, true});
       batch.records_in = 1;
       row_group_ = static_cast<uint32_t>(std::max(num_row_groups_, 1));
       batch.end = coordinate();
@@ -141,7 +142,8 @@ class ParquetShardReader final : public ShardReader {
         if (!table.ok()) {
           batch.malformed.push_back({shard_.shard_id, rows_before_group_ + 1,
                                      "row group " + std::to_string(row_group_) +
-                                         " cannot be decoded: " + table.status().ToString()});
+                                         " cannot be decoded: " + table.status().ToString(),
+                                     true});
           ++batch.records_in;
           skip_group();
           batch.end = coordinate();
@@ -172,7 +174,13 @@ class ParquetShardReader final : public ShardReader {
   }
 
   void skip_group() {
-    if (table_) rows_before_group_ += static_cast<uint64_t>(table_->num_rows());
+    // From the footer, as a resumed reader counts them: a row group that
+    // cannot be decoded still holds its rows (issue 16: lines after it
+    // differed between a run and its resume).
+    if (row_group_ < static_cast<uint32_t>(num_row_groups_)) {
+      rows_before_group_ += static_cast<uint64_t>(
+          reader_->parquet_reader()->metadata()->RowGroup(static_cast<int>(row_group_))->num_rows());
+    }
     table_.reset();
     ++row_group_;
     row_in_group_ = 0;
@@ -194,6 +202,10 @@ class ParquetShardReader final : public ShardReader {
         continue;
       }
       std::string_view t = string_at(text, r);
+      if (std::string bad = text_error(t, options_); !bad.empty()) {
+        batch.malformed.push_back({shard_.shard_id, line, std::move(bad)});
+        continue;
+      }
       meta.clear();
       for (int c = 0; c < table_->num_columns(); ++c) {
         if (c == text_column_) continue;
@@ -205,7 +217,8 @@ class ParquetShardReader final : public ShardReader {
       if (!meta.empty()) meta.push_back('}');
       std::string id;
       if (id_array && !id_array->IsNull(r)) {
-        if (is_string_type(id_array->type_id())) id.assign(string_at(*id_array, r));
+        // Ids go to Python and JSON as text: a non-UTF-8 one is repaired.
+        if (is_string_type(id_array->type_id())) id = json_text::valid_utf8(string_at(*id_array, r));
         else append_json_value(id, *id_array, r);
       } else {
         id = name_ + ":" + std::to_string(line);
