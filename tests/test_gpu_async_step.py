@@ -195,3 +195,29 @@ def test_the_whole_optimizer_is_one_native_call_per_device():
     opt.step()
     assert opt.last_native_calls == 1
     torch.cuda.synchronize()
+
+
+@pytest.mark.parametrize("td_factor", ["factored", "row"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_tdclm_factors_on_the_device_match_the_scalar_backend(td_factor, dtype):
+    """Note [factors on the device]: row/column sums, rho and vhat formed on the GPU."""
+    shapes = [(512, 384), (384,), (1000, 7), (3,), (8192, 64), (4, 3, 5, 2)]
+    gen = torch.Generator().manual_seed(7)
+    cpu = [torch.nn.Parameter((torch.randn(s, generator=gen) * 0.3).to(dtype)) for s in shapes]
+    gpu = [torch.nn.Parameter(p.detach().cuda()) for p in cpu]
+    kw = dict(lr=1e-2, weight_decay=0.1, mode="tdclm", td_factor=td_factor)
+    opt_cpu = LuminaV(cpu, backend="scalar", **kw)
+    opt_gpu = LuminaV(gpu, **kw)
+    for step in range(4):
+        grads = [(torch.randn(s, generator=gen) * 0.01).to(dtype) for s in shapes]
+        for p, q, g in zip(cpu, gpu, grads):
+            p.grad, q.grad = g.clone(), g.cuda()
+        opt_cpu.step()
+        opt_gpu.step()
+    torch.cuda.synchronize()
+    for p, q in zip(cpu, gpu):
+        a, b = opt_cpu.state[p], opt_gpu.state[q]
+        torch.testing.assert_close(b["exp_avg_sq"].cpu(), a["exp_avg_sq"], rtol=1e-5, atol=0)
+        xa = a.get("master", p.detach()).float()
+        xb = b.get("master", q.detach()).float().cpu()
+        torch.testing.assert_close(xb, xa, rtol=2e-5, atol=1e-6)

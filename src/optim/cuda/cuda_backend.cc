@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "optim/core/reduction_rounds.h"
+#include "optim/core/second_moment_layout.h"
 #include "optim/dispatch/async_workspace.h"
 #include "optim/cuda/cuda_driver.h"
 #include "optim/cuda/embedded_files.h"
@@ -305,7 +306,7 @@ class CudaBackend final : public Backend {
     if (scope.code != LUMINAV_STATUS_OK) return scope.code;
     ContextState* state = scope.state;
     for (const AsyncGroup& g : groups) {
-      if (int code = check_supported(g.k, g.tensors); code != LUMINAV_STATUS_OK) return code;
+      if (int code = check_supported_async(g.k, g.tensors); code != LUMINAV_STATUS_OK) return code;
       if (int code = check_device_pointers(g.tensors); code != LUMINAV_STATUS_OK) return code;
     }
     if (int code = check_small_device_pointers(groups, async, ctx.scratch); code != LUMINAV_STATUS_OK) return code;
@@ -353,6 +354,7 @@ class CudaBackend final : public Backend {
     // Pass 1 of every group before any pass 2 (the finite check covers the call).
     std::vector<std::vector<core::TensorGlobals>> initial(groups.size());
     uint32_t dense = 0;
+    size_t factor_offset = layout.factors;
     for (size_t gi = 0; gi < groups.size(); ++gi) {
       const AsyncGroup& g = groups[gi];
       initial[gi].assign(g.tensors.size(), core::initial_globals(g.k, 0.0f));
@@ -384,6 +386,12 @@ class CudaBackend final : public Backend {
           return launch(*kernel, p.first_tile[p.num_slots], p, stream);
         });
         if (code != LUMINAV_STATUS_OK) return code;
+        if (round == 0 && g.k.tdclm) {
+          if (int c = launch_factors(*state, g, dense, constants + gi, words, base, layout, &factor_offset, stream);
+              c != LUMINAV_STATUS_OK) {
+            return c;
+          }
+        }
       }
       dense += static_cast<uint32_t>(g.tensors.size());
     }
@@ -405,6 +413,7 @@ class CudaBackend final : public Backend {
         LaunchParams p = batch;
         set_positions(p, g, first);
         p.globals = device_globals ? globals : nullptr;
+        p.factor_views = reinterpret_cast<const dispatch::FactorView*>(base + layout.factor_views);
         p.globals_base = dense + static_cast<uint32_t>(first);
         return launch(*kernel, p.first_tile[p.num_slots], p, stream);
       });
@@ -742,13 +751,30 @@ class CudaBackend final : public Backend {
 
   // Not yet in these kernels: TD-CLM's per-row and factored second moments
   // (td_factor factored/row).
+  // The asynchronous step runs every TD-CLM form (Note [factors on the
+  // device]) but not yet the row/factored/per-element forms with the
+  // reductions that need their u in pass 1 (cautious, tensor bound).
+  static int check_supported_async(const core::StepConstants& k, std::span<const luminav_tensor> tensors) {
+    if (!k.tdclm || !core::needs_update_sums(k)) return LUMINAV_STATUS_OK;
+    for (size_t j = 0; j < tensors.size(); ++j) {
+      if (core::moment_layout(true, tensors[j]).kind != core::SecondMoment::kTensor) {
+        return fail(LUMINAV_STATUS_BACKEND_UNAVAILABLE,
+                    "tensors[" + std::to_string(j) +
+                        "]: TD-CLM td_factor factored/row with cautious or the tensor bound is not yet "
+                        "supported by cuda (td_factor tensor is)");
+      }
+    }
+    return LUMINAV_STATUS_OK;
+  }
+
   static int check_supported(const core::StepConstants& k, std::span<const luminav_tensor> tensors) {
     for (size_t j = 0; j < tensors.size(); ++j) {
       if (k.tdclm && tensors[j].td_factor != LUMINAV_TD_TENSOR) {
         return fail(LUMINAV_STATUS_BACKEND_UNAVAILABLE,
                     "tensors[" + std::to_string(j) + "]: td_factor " +
                         (tensors[j].td_factor == LUMINAV_TD_ROW ? "row" : "factored") +
-                        " is not yet supported by cuda (td_factor tensor is)");
+                        " runs on cuda in the asynchronous step only (luminav_step_groups); "
+                        "this entry point supports td_factor tensor");
       }
     }
     return LUMINAV_STATUS_OK;
@@ -756,7 +782,70 @@ class CudaBackend final : public Backend {
 
   // Slot i of a batch starting at the group's tensor `first`: its position in the call.
   static void set_positions(LaunchParams& p, const AsyncGroup& g, size_t first) {
-    for (uint32_t i = 0; i < p.num_slots; ++i) p.slots[i].position = g.positions[first + i];
+    for (uint32_t i = 0; i < p.num_slots; ++i) {
+      p.slots[i].position = g.positions[first + i];
+      p.slots[i].moment_kind = static_cast<uint32_t>(core::moment_layout(g.k.tdclm, g.tensors[first + i]).kind);
+    }
+  }
+
+  // The factor kernels of a group's TD-CLM row/factored tensors (Note
+  // [factors on the device]): batches of kMaxFactorSlots, each a sums launch
+  // per gradient dtype and one update launch. `offset` walks the workspace's
+  // factor region in call order.
+  int launch_factors(ContextState& state, const AsyncGroup& g, uint32_t dense, const core::StepConstants* k,
+                     dispatch::AsyncStepWords* words, unsigned char* base,
+                     const dispatch::AsyncWorkspaceLayout& layout, size_t* offset, CUstream stream) {
+    const Kernel* update = find_kernel(state, "luminav_factor_update");
+    if (update == nullptr) return fail(LUMINAV_STATUS_INTERNAL, "luminav_factor_update missing from the module");
+    auto* views = reinterpret_cast<dispatch::FactorView*>(base + layout.factor_views);
+    auto* globals = reinterpret_cast<core::TensorGlobals*>(base + layout.globals);
+    FactorParams fp{};
+    int grad_dtype = -1;
+    auto flush = [&]() -> int {
+      if (fp.num_slots == 0) return LUMINAV_STATUS_OK;
+      static const char* kNames[] = {"f32", "bf16", "f16"};
+      const Kernel* sums = find_kernel(state, std::string("luminav_factor_sums_g") + kNames[grad_dtype]);
+      if (sums == nullptr) return fail(LUMINAV_STATUS_INTERNAL, "luminav_factor_sums missing from the module");
+      if (int c = launch_struct(*sums, fp.first_block[fp.num_slots], &fp, stream); c != LUMINAV_STATUS_OK) return c;
+      if (int c = launch_struct(*update, fp.num_slots, &fp, stream); c != LUMINAV_STATUS_OK) return c;
+      fp = FactorParams{};
+      return LUMINAV_STATUS_OK;
+    };
+    for (size_t j = 0; j < g.tensors.size(); ++j) {
+      const luminav_tensor& t = g.tensors[j];
+      const core::MomentLayout m = core::moment_layout(true, t);
+      if (!core::has_row_factor(m)) continue;
+      if (fp.num_slots == kMaxFactorSlots || (fp.num_slots > 0 && t.grad_dtype != grad_dtype)) {
+        if (int c = flush(); c != LUMINAV_STATUS_OK) return c;
+      }
+      grad_dtype = t.grad_dtype;
+      const dispatch::FactorArrays a = dispatch::factor_arrays(m);
+      unsigned char* at = base + *offset;
+      *offset += a.bytes;
+      const bool factored = m.kind == core::SecondMoment::kFactored;
+      FactorSlot& f = fp.slots[fp.num_slots];
+      f.grad = t.grad;
+      f.old_factors = t.exp_avg_sq;
+      f.row_sums = reinterpret_cast<double*>(at + a.row_sums);
+      f.col_sums = factored ? reinterpret_cast<double*>(at + a.col_sums) : nullptr;
+      f.row_new = reinterpret_cast<float*>(at + a.row_new);
+      f.col_new = factored ? reinterpret_cast<float*>(at + a.col_new) : nullptr;
+      f.col_over_rho = factored ? reinterpret_cast<float*>(at + a.col_over_rho) : nullptr;
+      f.view = views + dense + j;
+      f.globals = globals + dense + j;
+      f.rows = m.rows;
+      f.cols = m.cols;
+      f.row_blocks = static_cast<uint32_t>((m.rows + kFactorRowsPerBlock - 1) / kFactorRowsPerBlock);
+      const uint32_t col_blocks = factored ? static_cast<uint32_t>((m.cols + kBlockSize - 1) / kBlockSize) : 0u;
+      if (fp.num_slots == 0) {
+        fp.k_device = k;
+        fp.words = words;
+        fp.first_block[0] = 0;
+      }
+      fp.first_block[fp.num_slots + 1] = fp.first_block[fp.num_slots] + f.row_blocks + col_blocks;
+      ++fp.num_slots;
+    }
+    return flush();
   }
 
   static bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
@@ -798,7 +887,8 @@ class CudaBackend final : public Backend {
         s.cautious_scale = globals[j].cautious_scale;
         s.bound_scale = globals[j].bound_scale;
         s.vector_ok = aligned16(t.param) && aligned16(t.grad) && aligned16(t.exp_avg) &&
-                      (base.k.tdclm || aligned16(t.exp_avg_sq)) && (t.master == nullptr || aligned16(t.master));
+                      ((base.k.tdclm && core::moment_layout(true, t).kind != core::SecondMoment::kElementwise) ||
+                       aligned16(t.exp_avg_sq)) && (t.master == nullptr || aligned16(t.master));
         tiles += n_tiles;
         ++p.num_slots;
         p.first_tile[p.num_slots] = static_cast<uint32_t>(tiles);

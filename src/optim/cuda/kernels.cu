@@ -5,6 +5,7 @@
 #include "optim/core/element_io.h"
 #include "optim/core/half_convert.h"
 #include "optim/core/reduction_rounds.h"
+#include "optim/core/second_moment_layout.h"
 #include "optim/core/stochastic_hash.h"
 #include "optim/core/update_math.h"
 #include "optim/cuda/launch_params.h"
@@ -206,43 +207,67 @@ __device__ __forceinline__ bool is_finite_bits(float g) {
 // ---- pass 2: the update -----------------------------------------------------
 
 // One element's step through core's math (Note [one math, many traversals]).
+// In TD-CLM `v` holds the element's second moment as loaded (s, or vhat_i of
+// the row/factored forms) and is not written back.
 __device__ __forceinline__ void update_element(const StepConstants& k, const TensorGlobals& gl, float g,
                                                float& m, float& v, float& x) {
   const ScalarOps o;
-  const auto e = core::moments_and_update(o, k, gl, m, v, g);
+  const auto e = k.tdclm ? core::tdclm_moments_and_update(o, k, m, v, g)
+                         : core::clm_moments_and_update(o, k, m, v, g);
   m = e.m;
   v = e.v;
   x = core::apply_update(o, k, gl, x, e.u, g);
 }
 
-// The state both passes read for an element group pair: m, v (CLM only) and
-// the working weight x (the master when given, else the parameter).
+// vhat_i of a TD-CLM row/factored element (Note [factors on the device]).
+__device__ __forceinline__ float factor_vhat(const cuda::FactorView& f, uint64_t i) {
+  const uint64_t r = i / f.cols;
+  if (f.col_over_rho == nullptr) return f.row[r];
+  return core::factored_vhat(ScalarOps{}, f.row[r], f.col_over_rho[i - r * f.cols]);
+}
+
+// The TD-CLM second moment of element i: the tensor's s, or vhat_i.
+__device__ __forceinline__ float tdclm_second(const TensorGlobals& gl, const cuda::FactorView* f, uint64_t i) {
+  return f == nullptr ? gl.second_moment : factor_vhat(*f, i);
+}
+
+// The state both passes read for an element group pair: m, v (CLM's v_i, or
+// TD-CLM's second moment) and the working weight x (the master when given,
+// else the parameter).
 template <int P>
-__device__ __forceinline__ void load_state(const StepConstants& k, const TensorSlot& s, uint64_t i0, uint64_t i1,
-                                           bool two, float (&m)[8], float (&v)[8], float (&x)[8]) {
+__device__ __forceinline__ void load_state(const StepConstants& k, const TensorGlobals& gl,
+                                           const cuda::FactorView* f, const TensorSlot& s, uint64_t i0,
+                                           uint64_t i1, bool two, float (&m)[8], float (&v)[8], float (&x)[8]) {
   constexpr int F32 = LUMINAV_DTYPE_F32;
   load_groups<F32>(s.exp_avg, i0, i1, two, m);
-  if (!k.tdclm) load_groups<F32>(s.exp_avg_sq, i0, i1, two, v);
+  if (!k.tdclm) {
+    load_groups<F32>(s.exp_avg_sq, i0, i1, two, v);
+  } else {
+#pragma unroll
+    for (int e = 0; e < 8; ++e) v[e] = tdclm_second(gl, f, (e < 4 ? i0 : i1) + (e & 3));
+  }
   if (s.master != nullptr) load_groups<F32>(s.master, i0, i1, two, x);
   else load_groups<P>(s.param, i0, i1, two, x);
 }
 
 // The same for one element.
 template <int P>
-__device__ __forceinline__ void load_state1(const StepConstants& k, const TensorSlot& s, uint64_t i, float& m,
+__device__ __forceinline__ void load_state1(const StepConstants& k, const TensorGlobals& gl,
+                                            const cuda::FactorView* f, const TensorSlot& s, uint64_t i, float& m,
                                             float& v, float& x) {
   m = s.exp_avg[i];
-  v = k.tdclm ? 0.0f : s.exp_avg_sq[i];
+  v = k.tdclm ? tdclm_second(gl, f, i) : s.exp_avg_sq[i];
   x = s.master != nullptr ? s.master[i] : core::load_as_f32<P>(s.param, i);
 }
 
 template <int P, int G>
 __device__ __forceinline__ void apply_vector(const StepConstants& k, const TensorGlobals& gl,
-                                             const TensorSlot& s, uint64_t i0, uint64_t i1, bool two) {
+                                             const cuda::FactorView* f, const TensorSlot& s, uint64_t i0,
+                                             uint64_t i1, bool two) {
   constexpr int F32 = LUMINAV_DTYPE_F32;
   float g[8], m[8], v[8], x[8];
   load_groups<G>(s.grad, i0, i1, two, g);
-  load_state<P>(k, s, i0, i1, two, m, v, x);
+  load_state<P>(k, gl, f, s, i0, i1, two, m, v, x);
 #pragma unroll
   for (int e = 0; e < 8; ++e) update_element(k, gl, unscaled(k, g[e]), m[e], v[e], x[e]);
   store_groups<F32>(s.exp_avg, i0, i1, two, m, k, 0, 0);
@@ -253,10 +278,10 @@ __device__ __forceinline__ void apply_vector(const StepConstants& k, const Tenso
 
 template <int P, int G>
 __device__ __forceinline__ void apply_scalar(const StepConstants& k, const TensorGlobals& gl,
-                                             const TensorSlot& s, uint64_t i) {
+                                             const cuda::FactorView* f, const TensorSlot& s, uint64_t i) {
   const float g = unscaled(k, core::load_as_f32<G>(s.grad, i));
   float m, v, x;
-  load_state1<P>(k, s, i, m, v, x);
+  load_state1<P>(k, gl, f, s, i, m, v, x);
   update_element(k, gl, g, m, v, x);
   s.exp_avg[i] = m;
   if (!k.tdclm) s.exp_avg_sq[i] = v;
@@ -286,14 +311,38 @@ __device__ __forceinline__ void apply_tile(const LaunchParams& lp) {
   if (step_blocked(lp)) return;
   const Tile t = block_tile(lp);
   const TensorSlot& s = *t.slot;
-  const StepConstants& k = step_constants(lp);
+  const StepConstants& step_k = step_constants(lp);
   const TensorGlobals gl = globals_of(lp, t.slot_index);
-  // TD-CLM keeps s in the exp_avg_sq slot; the host (or the device's
-  // finalize) formed its new value.
-  if (k.tdclm && t.tile == 0 && threadIdx.x == 0) s.exp_avg_sq[0] = gl.second_moment;
+  // A per-element TD-CLM second moment (C = 1) runs CLM's code (Note [second
+  // moment layouts] in core/second_moment_layout.h).
+  __shared__ StepConstants element_k;
+  const auto kind = static_cast<core::SecondMoment>(s.moment_kind);
+  const bool elementwise = step_k.tdclm && kind == core::SecondMoment::kElementwise;
+  if (elementwise) {
+    if (threadIdx.x == 0) {
+      element_k = step_k;
+      element_k.tdclm = 0;
+    }
+    __syncthreads();
+  }
+  const StepConstants& k = elementwise ? element_k : step_k;
+  const bool factors = k.tdclm && (kind == core::SecondMoment::kRow || kind == core::SecondMoment::kFactored);
+  const cuda::FactorView* f = factors ? &lp.factor_views[lp.globals_base + t.slot_index] : nullptr;
+  if (k.tdclm && t.tile == 0) {
+    // TD-CLM keeps its second moment in the exp_avg_sq slot: s (formed by
+    // the host or the device's finalize), or the new factors.
+    if (f == nullptr) {
+      if (threadIdx.x == 0) s.exp_avg_sq[0] = gl.second_moment;
+    } else {
+      for (uint64_t r = threadIdx.x; r < f->rows; r += kBlockSize) s.exp_avg_sq[r] = f->row[r];
+      if (f->col != nullptr) {
+        for (uint64_t c = threadIdx.x; c < f->cols; c += kBlockSize) s.exp_avg_sq[f->rows + c] = f->col[c];
+      }
+    }
+  }
   for_tile(
-      t, [&](uint64_t i0, uint64_t i1, bool two) { apply_vector<P, G>(k, gl, s, i0, i1, two); },
-      [&](uint64_t i) { apply_scalar<P, G>(k, gl, s, i); });
+      t, [&](uint64_t i0, uint64_t i1, bool two) { apply_vector<P, G>(k, gl, f, s, i0, i1, two); },
+      [&](uint64_t i) { apply_scalar<P, G>(k, gl, f, s, i); });
 }
 
 // ---- pass 1: reductions -----------------------------------------------------
@@ -487,7 +536,7 @@ __device__ __forceinline__ void reduce_tile(const LaunchParams& lp) {
       [&](uint64_t i0, uint64_t i1, bool two) {
         float g[8], m[8] = {}, v[8] = {}, x[8] = {};
         load_groups<G>(s.grad, i0, i1, two, g);
-        if (need_state) load_state<P>(k, s, i0, i1, two, m, v, x);
+        if (need_state) load_state<P>(k, gl, nullptr, s, i0, i1, two, m, v, x);
         const int count = two ? 8 : 4;
 #pragma unroll
         for (int e = 0; e < 8; ++e) {
@@ -497,11 +546,67 @@ __device__ __forceinline__ void reduce_tile(const LaunchParams& lp) {
       [&](uint64_t i) {
         const float g = core::load_as_f32<G>(s.grad, i);
         float m = 0.0f, v = 0.0f, x = 0.0f;
-        if (need_state) load_state1<P>(k, s, i, m, v, x);
+        if (need_state) load_state1<P>(k, gl, nullptr, s, i, m, v, x);
         reduce_element(k, gl, fields, g, m, v, x, a);
       });
   store_tile_partial(lp, a);
   finish_tile(lp, t);
+}
+
+// ---- TD-CLM factors on the device (Note [factors on the device]) -----------
+
+__device__ __forceinline__ const cuda::FactorSlot* factor_slot_of(const cuda::FactorParams& fp, uint32_t* local) {
+  const uint32_t b = blockIdx.x;
+  uint32_t lo = 0, hi = fp.num_slots;  // largest j with first_block[j] <= b
+  while (hi - lo > 1) {
+    const uint32_t mid = (lo + hi) / 2;
+    if (fp.first_block[mid] <= b) lo = mid;
+    else hi = mid;
+  }
+  *local = b - fp.first_block[lo];
+  return &fp.slots[lo];
+}
+
+// Sums of g^2 (g unscaled) over each row, a warp per row (lanes in a fixed
+// order, then a fixed shuffle tree), and over each column, a thread per
+// column adding the rows in order in four interleaved accumulators combined
+// in a fixed order: the bits depend on the shape alone.
+template <int G>
+__device__ __forceinline__ void factor_sums(const cuda::FactorParams& fp) {
+  if (fp.words->blocked) return;
+  uint32_t local = 0;
+  const cuda::FactorSlot& f = *factor_slot_of(fp, &local);
+  const StepConstants& k = *fp.k_device;
+  if (local < f.row_blocks) {
+    const uint64_t r = uint64_t{local} * cuda::kFactorRowsPerBlock + threadIdx.x / 32;
+    if (r >= f.rows) return;
+    const uint32_t lane = threadIdx.x & 31;
+    double sum = 0.0;
+    for (uint64_t c = lane; c < f.cols; c += 32) {
+      const double g = unscaled(k, core::load_as_f32<G>(f.grad, r * f.cols + c));
+      sum += g * g;
+    }
+#pragma unroll
+    for (int offset = 16; offset > 0; offset /= 2) sum += __shfl_down_sync(0xffffffffu, sum, offset);
+    if (lane == 0) f.row_sums[r] = sum;
+    return;
+  }
+  const uint64_t c = uint64_t{local - f.row_blocks} * cuda::kBlockSize + threadIdx.x;
+  if (c >= f.cols) return;
+  double acc[4] = {0.0, 0.0, 0.0, 0.0};
+  uint64_t r = 0;
+  for (; r + 4 <= f.rows; r += 4) {
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+      const double g = unscaled(k, core::load_as_f32<G>(f.grad, (r + q) * f.cols + c));
+      acc[q] += g * g;
+    }
+  }
+  for (; r < f.rows; ++r) {
+    const double g = unscaled(k, core::load_as_f32<G>(f.grad, r * f.cols + c));
+    acc[0] += g * g;
+  }
+  f.col_sums[c] = (acc[0] + acc[1]) + (acc[2] + acc[3]);
 }
 
 }  // namespace
@@ -610,4 +715,57 @@ extern "C" __global__ void __launch_bounds__(luminav::cuda::kBlockSize)
   }
   if (st->verdict != 0) return;
   for (uint32_t i = 0; i < params.num_counters; ++i) *params.step_counters[i] += 1.0f;
+}
+
+// ---- TD-CLM factors (Note [factors on the device]) ---------------------------
+
+using luminav::cuda::FactorParams;
+
+#define LUMINAV_FACTOR_SUMS_FOR(GN, G)                                       \
+  extern "C" __global__ void __launch_bounds__(luminav::cuda::kBlockSize)   \
+      luminav_factor_sums_g##GN(const __grid_constant__ FactorParams params) { \
+    luminav::cuda::factor_sums<G>(params);                                   \
+  }
+LUMINAV_FACTOR_SUMS_FOR(f32, LUMINAV_DTYPE_F32)
+LUMINAV_FACTOR_SUMS_FOR(bf16, LUMINAV_DTYPE_BF16)
+LUMINAV_FACTOR_SUMS_FOR(f16, LUMINAV_DTYPE_F16)
+
+// One block per tensor: the new row factors and rho (their mean, summed in
+// double by the block's fixed tree), then the new column factors and col/rho;
+// the view pass 2 reads; rho and R in the tensor's globals.
+extern "C" __global__ void __launch_bounds__(luminav::cuda::kBlockSize)
+    luminav_factor_update(const __grid_constant__ FactorParams params) {
+  using namespace luminav;
+  using namespace luminav::cuda;
+  if (params.words->blocked) return;
+  const FactorSlot& f = params.slots[blockIdx.x];
+  const core::StepConstants& k = *params.k_device;
+  Accum a;
+  for (uint64_t r = threadIdx.x; r < f.rows; r += kBlockSize) {
+    const float row = core::factor_ema(k, f.old_factors[r], core::factor_mean(f.row_sums[r], static_cast<double>(f.cols)));
+    f.row_new[r] = row;
+    a.grad_sq += static_cast<double>(row);
+  }
+  const Accum total = block_sum(a);
+  __shared__ float rho;
+  if (threadIdx.x == 0) {
+    rho = core::factor_mean(total.grad_sq, static_cast<double>(f.rows));
+    f.globals->row_factor_mean = rho;
+    f.globals->logical_rows = f.rows;
+    FactorView v;
+    v.row = f.row_new;
+    v.col = f.col_new;
+    v.col_over_rho = f.col_over_rho;
+    v.rows = f.rows;
+    v.cols = f.cols;
+    *f.view = v;
+  }
+  __syncthreads();
+  if (f.col_new == nullptr) return;
+  for (uint64_t c = threadIdx.x; c < f.cols; c += kBlockSize) {
+    const float col = core::factor_ema(k, f.old_factors[f.rows + c],
+                                       core::factor_mean(f.col_sums[c], static_cast<double>(f.rows)));
+    f.col_new[c] = col;
+    f.col_over_rho[c] = core::column_over_rho(col, rho);
+  }
 }

@@ -51,8 +51,11 @@ struct TensorSlot {
   float bound_scale;
   uint32_t vector_ok;   // 1: every buffer 16-byte aligned (vector path)
   uint32_t position;    // asynchronous step: the tensor's position in the call (status word)
-  uint32_t reserved;
+  uint32_t moment_kind; // core::SecondMoment of a TD-CLM tensor (asynchronous step)
 };
+
+// Note [factors on the device]: dispatch/async_workspace.h.
+using dispatch::FactorView;
 
 struct LaunchParams {
   core::StepConstants k;
@@ -74,6 +77,7 @@ struct LaunchParams {
   core::TensorGlobals* finalized;     // written by the reduction's finalize, indexed likewise
   uint32_t* slot_counters;            // Note [last block finalizes]; indexed likewise
   dispatch::AsyncStepWords* words;
+  const FactorView* factor_views;     // Note [factors on the device]; indexed like the globals
   uint32_t globals_base;
   uint32_t reserved2;
   uint32_t first_tile[kMaxSlots + 1];
@@ -105,6 +109,36 @@ struct PrepareParams {
   PrepareGroup groups[kMaxPrepareGroups];
 };
 static_assert(sizeof(PrepareParams) <= 4096, "kernel parameters must fit the 4 KiB limit");
+
+// The factor kernels of an asynchronous step (Note [factors on the device]):
+// luminav_factor_sums_g* sums g^2 of every row (a warp per row) and every
+// column (a thread per column, rows in order), in double; luminav_factor_update
+// (a block per tensor) forms the new factors, rho and col/rho.
+inline constexpr uint32_t kFactorRowsPerBlock = kBlockSize / 32;
+struct FactorSlot {
+  const void* grad;
+  const float* old_factors;  // exp_avg_sq: row then col
+  double* row_sums;
+  double* col_sums;          // factored only
+  float* row_new;
+  float* col_new;            // factored only
+  float* col_over_rho;       // factored only
+  FactorView* view;
+  core::TensorGlobals* globals;
+  uint64_t rows, cols;
+  uint32_t row_blocks;       // ceil(rows / kFactorRowsPerBlock)
+  uint32_t reserved;
+};
+inline constexpr int kMaxFactorSlots = 36;
+struct FactorParams {
+  const core::StepConstants* k_device;
+  const dispatch::AsyncStepWords* words;
+  uint32_t num_slots;
+  uint32_t reserved;
+  uint32_t first_block[kMaxFactorSlots + 1];
+  FactorSlot slots[kMaxFactorSlots];
+};
+static_assert(sizeof(FactorParams) <= 4096, "kernel parameters must fit the 4 KiB limit");
 
 // The last kernel: the verdict into the status word, and the step counters
 // of an applied step advanced.

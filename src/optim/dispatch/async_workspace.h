@@ -8,6 +8,7 @@
 #include <span>
 
 #include "optim/core/reduction_tile.h"
+#include "optim/core/second_moment_layout.h"
 #include "optim/core/step_constants.h"
 #include "optim/dispatch/backend.h"
 
@@ -21,6 +22,37 @@ struct AsyncStepWords {
 };
 inline constexpr uint32_t kNoBadTensor = 0xFFFFFFFFu;
 
+// Note [factors on the device]: TD-CLM row/factored tensors of an
+// asynchronous step keep their new factors in the workspace until pass 2:
+// the factor kernels write one FactorView per tensor (indexed like the
+// globals), and pass 2 reads vhat_i = row[r] (* col_over_rho[c]) from it and
+// copies row and col into exp_avg_sq when it writes.
+struct FactorView {
+  const float* row;           // R new row factors
+  const float* col;           // C new column factors (factored), else nullptr
+  const float* col_over_rho;  // col_c / rho (factored), else nullptr
+  uint64_t rows, cols;
+};
+
+// One row/factored tensor's arrays in the workspace, 16-byte aligned each.
+struct FactorArrays {
+  size_t row_sums = 0, col_sums = 0, row_new = 0, col_new = 0, col_over_rho = 0;  // offsets from its base
+  size_t bytes = 0;
+};
+
+inline FactorArrays factor_arrays(const core::MomentLayout& l) {
+  auto align = [](size_t n) { return (n + 15) & ~size_t{15}; };
+  FactorArrays a;
+  const bool factored = l.kind == core::SecondMoment::kFactored;
+  a.row_sums = 0;
+  a.col_sums = align(a.row_sums + l.rows * sizeof(double));
+  a.row_new = align(a.col_sums + (factored ? l.cols * sizeof(double) : 0));
+  a.col_new = align(a.row_new + l.rows * sizeof(float));
+  a.col_over_rho = align(a.col_new + (factored ? l.cols * sizeof(float) : 0));
+  a.bytes = align(a.col_over_rho + (factored ? l.cols * sizeof(float) : 0));
+  return a;
+}
+
 // Byte offsets into the workspace, each 256-byte aligned.
 struct AsyncWorkspaceLayout {
   size_t words = 0;            // AsyncStepWords
@@ -29,15 +61,21 @@ struct AsyncWorkspaceLayout {
   size_t tensor_partials = 0;  // one luminav_partials per tensor (the combined tiles)
   size_t tile_partials = 0;    // core::kTilePartialBytes per reduction tile
   size_t slot_counters = 0;    // one uint32 per tensor: zero between steps (the caller zeroes it once)
+  size_t factor_views = 0;     // one FactorView per tensor
+  size_t factors = 0;          // the FactorArrays of each TD-CLM row/factored tensor, in call order
   size_t total_bytes = 0;
 };
 
 inline AsyncWorkspaceLayout async_workspace_layout(std::span<const AsyncGroup> groups) {
   auto align = [](size_t n) { return (n + 255) & ~size_t{255}; };
-  size_t tensors = 0, tiles = 0;
+  size_t tensors = 0, tiles = 0, factor_bytes = 0;
   for (const AsyncGroup& g : groups) {
     tensors += g.tensors.size();
-    for (const luminav_tensor& t : g.tensors) tiles += core::reduction_tiles(t.num_elements);
+    for (const luminav_tensor& t : g.tensors) {
+      tiles += core::reduction_tiles(t.num_elements);
+      const core::MomentLayout m = core::moment_layout(g.k.tdclm, t);
+      if (core::has_row_factor(m)) factor_bytes += factor_arrays(m).bytes;
+    }
   }
   AsyncWorkspaceLayout l;
   l.words = 0;
@@ -46,7 +84,9 @@ inline AsyncWorkspaceLayout async_workspace_layout(std::span<const AsyncGroup> g
   l.tensor_partials = l.globals + align(tensors * sizeof(core::TensorGlobals));
   l.tile_partials = l.tensor_partials + align(tensors * sizeof(luminav_partials));
   l.slot_counters = l.tile_partials + align(tiles * core::kTilePartialBytes);
-  l.total_bytes = l.slot_counters + align(tensors * sizeof(uint32_t));
+  l.factor_views = l.slot_counters + align(tensors * sizeof(uint32_t));
+  l.factors = l.factor_views + align(tensors * sizeof(FactorView));
+  l.total_bytes = l.factors + align(factor_bytes);
   return l;
 }
 
