@@ -548,7 +548,7 @@ void CountQuality(const uint8_t* s, size_t n, QualityScratch& sc, QualityCounts&
   out.alpha_words = alpha_words;
   out.word_chars = prefix[nw];
 
-  // Lines (text.split("\n")): bullets and ellipses, and the non-empty ones
+  // Lines (text.split("\n"), less the empty piece after a final "\n"): bullets and ellipses, and the non-empty ones
   // for the duplicate lines.
   auto& segs = sc.segments;
   segs.clear();
@@ -569,7 +569,7 @@ void CountQuality(const uint8_t* s, size_t n, QualityScratch& sc, QualityCounts&
     };
     for (size_t blk = 0; blk < nb; ++blk)
       for (uint64_t m = NL[blk]; m; m &= m - 1) line(blk * 64 + static_cast<size_t>(std::countr_zero(m)));
-    line(n);
+    if (n == 0 || s[n - 1] != '\n') line(n);  // a final '\n' ends the last line, it starts no empty one (spec v2)
     out.lines = lines;
     out.bullet_lines = bullets;
     out.ellipsis_lines = ellipses;
