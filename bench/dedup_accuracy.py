@@ -139,8 +139,13 @@ def main() -> None:
     for n, o in overall.items():
         print(f"{n:26s} precision {o['precision']:.3f} recall {o['recall']:.3f} (tp {o['tp']} fp {o['fp']} fn {o['fn']})")
 
-    import matplotlib
-
+    if args.json:
+        Path(args.json).write_text(json.dumps({"steps": rows, "overall": overall}, indent=2))
+    try:
+        import matplotlib
+    except ImportError:
+        print("matplotlib missing: no plot")
+        return
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
@@ -169,8 +174,6 @@ def main() -> None:
     fig.tight_layout()
     fig.savefig(args.out)
     print("plot:", args.out)
-    if args.json:
-        Path(args.json).write_text(json.dumps({"steps": rows, "overall": overall}, indent=2))
 
 
 if __name__ == "__main__":

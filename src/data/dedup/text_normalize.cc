@@ -1,8 +1,12 @@
 // Byte-level text normalization for dedup keys and shingles (Note [dedup
 // normalization] in text_normalize.h).
 #include "data/dedup/text_normalize.h"
+#include "data/dedup/normalize_kernel.h"
 
+#include <algorithm>
 #include <array>
+#include <bit>
+#include <cstring>
 #include <cstdint>
 
 #include "luminamoon/data_error.h"
@@ -11,13 +15,11 @@ namespace luminamoon {
 namespace {
 
 // Per byte: 0 = word byte kept, 1 = ASCII separator, 2 = lead byte of a
-// multi-byte sequence that may be a separator; ASCII A-Z lower-cased via lower.
+// multi-byte sequence that may be a separator (separator_length decides).
 struct ByteTable {
   std::array<uint8_t, 256> kind{};
-  std::array<char, 256> lower{};
   constexpr ByteTable() {
     for (int c = 0; c < 256; ++c) {
-      lower[c] = static_cast<char>(c >= 'A' && c <= 'Z' ? c + 32 : c);
       bool space = c == ' ' || (c >= '\t' && c <= '\r');
       bool punct = (c >= '!' && c <= '/') || (c >= ':' && c <= '@') || (c >= '[' && c <= '`') ||
                    (c >= '{' && c <= '~');
@@ -57,32 +59,55 @@ void normalize_words(std::string_view text, std::string& out, std::vector<uint32
   char* w = out.data();
   char* const w0 = w;
   const size_t n = text.size();
-  size_t i = 0;
-  for (;;) {
-    // Skip separators: ASCII ones by table, multi-byte ones by their check.
-    while (i < n) {
-      const uint8_t kind = kTable.kind[p[i]];
-      if (kind == 0) break;
-      if (kind == 1) {
-        ++i;
-        continue;
+  // 64 bytes at a time: the byte classes by the Highway kernel, then the word
+  // runs of the separator mask copied whole (a byte-at-a-time table walk was
+  // most of the MinHash signature time).
+  alignas(64) uint8_t lowered[64];
+  uint8_t padded[64];
+  bool in_word = false;
+  uint64_t carry = 0;  // bytes of this block inside a multi-byte separator that began in the last one
+  for (size_t base = 0; base < n; base += 64) {
+    const size_t len = std::min<size_t>(64, n - base);
+    const uint8_t* src = p + base;
+    if (len < 64) {
+      std::memcpy(padded, src, len);
+      std::memset(padded + len, 'a', 64 - len);  // past the end: word bytes, never read back
+      src = padded;
+    }
+    uint64_t sep, lead;
+    classify_block(src, lowered, &sep, &lead);
+    const uint64_t valid = len == 64 ? ~uint64_t{0} : (uint64_t{1} << len) - 1;
+    sep = (sep | carry) & valid;
+    carry = 0;
+    for (uint64_t m = lead & valid; m; m &= m - 1) {  // rare: U+00A0, U+2000..U+206F, U+3000..U+303F
+      const size_t i = static_cast<size_t>(std::countr_zero(m));
+      const size_t k = separator_length(p + base + i, n - base - i);
+      for (size_t t = i; t < i + k; ++t) {
+        if (t < 64) sep |= uint64_t{1} << t;
+        else carry |= uint64_t{1} << (t - 64);
       }
-      const size_t sep = separator_length(p + i, n - i);
-      if (sep == 0) break;
-      i += sep;
     }
-    if (i == n) break;
-    if (w != w0) *w++ = ' ';
-    word_bounds.push_back(static_cast<uint32_t>(w - w0));
-    // Copy the word: the common case is one table load and one store a byte.
-    for (;;) {
-      const uint8_t kind = kTable.kind[p[i]];
-      if (kind == 1 || (kind == 2 && separator_length(p + i, n - i) != 0)) break;
-      *w++ = kTable.lower[p[i]];
-      if (++i == n) break;
+    size_t pos = 0;
+    while (pos < len) {
+      const uint64_t rest = sep >> pos;
+      if (rest & 1) {  // a separator run ends the word
+        if (in_word) word_bounds.push_back(static_cast<uint32_t>(w - w0));
+        in_word = false;
+        pos += static_cast<size_t>(std::countr_one(rest));
+      } else {
+        const size_t run = std::min(rest ? static_cast<size_t>(std::countr_zero(rest)) : 64 - pos, len - pos);
+        if (!in_word) {
+          if (w != w0) *w++ = ' ';
+          word_bounds.push_back(static_cast<uint32_t>(w - w0));
+          in_word = true;
+        }
+        std::memcpy(w, lowered + pos, run);
+        w += run;
+        pos += run;
+      }
     }
-    word_bounds.push_back(static_cast<uint32_t>(w - w0));
   }
+  if (in_word) word_bounds.push_back(static_cast<uint32_t>(w - w0));
   out.resize(static_cast<size_t>(w - w0));
 }
 

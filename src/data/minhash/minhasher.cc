@@ -3,6 +3,9 @@
 // kperm permutation minima (vector kernel or the scalar reference).
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
+// Inlined: the shingles are short (~30 bytes), where a call into the shared
+// library and its generic entry cost as much as the hash itself.
+#define XXH_INLINE_ALL
 #include <xxhash.h>
 
 #include <bit>
