@@ -47,7 +47,8 @@ HWY_INLINE auto InRange(D d, V v, uint8_t lo, uint8_t hi) {
   return hn::Eq(hn::Min(off, hn::Set(d, static_cast<uint8_t>(hi - lo))), off);
 }
 
-void ClassifyBlock(const uint8_t* HWY_RESTRICT p, uint8_t* HWY_RESTRICT lowered, uint64_t* separator, uint64_t* lead) {
+HWY_INLINE void ClassifyBlock(const uint8_t* HWY_RESTRICT p, uint8_t* HWY_RESTRICT lowered, uint64_t* separator,
+                              uint64_t* lead) {
   const hn::CappedTag<uint8_t, 64> d;
   const size_t N = hn::Lanes(d);
   if (N < 8) {  // mask bits come in whole bytes below
@@ -71,15 +72,20 @@ void ClassifyBlock(const uint8_t* HWY_RESTRICT p, uint8_t* HWY_RESTRICT lowered,
   std::memcpy(lead, lead_bits, 8);
 }
 
+void ClassifyBlocks(const uint8_t* HWY_RESTRICT p, size_t blocks, uint8_t* HWY_RESTRICT lowered,
+                    uint64_t* HWY_RESTRICT separator, uint64_t* HWY_RESTRICT lead) {
+  for (size_t b = 0; b < blocks; ++b) ClassifyBlock(p + 64 * b, lowered + 64 * b, separator + b, lead + b);
+}
+
 }  // namespace HWY_NAMESPACE
 }  // namespace luminamoon
 HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
 namespace luminamoon {
-HWY_EXPORT(ClassifyBlock);
-void classify_block(const uint8_t* p, uint8_t* lowered, uint64_t* separator, uint64_t* lead) {
-  HWY_DYNAMIC_DISPATCH(ClassifyBlock)(p, lowered, separator, lead);
+HWY_EXPORT(ClassifyBlocks);
+void classify_blocks(const uint8_t* p, size_t blocks, uint8_t* lowered, uint64_t* separator, uint64_t* lead) {
+  HWY_DYNAMIC_DISPATCH(ClassifyBlocks)(p, blocks, lowered, separator, lead);
 }
 }  // namespace luminamoon
 #endif
@@ -87,8 +93,8 @@ void classify_block(const uint8_t* p, uint8_t* lowered, uint64_t* separator, uin
 #else  // !LUMINA_NORMALIZE_WITH_HWY
 
 namespace luminamoon {
-void classify_block(const uint8_t* p, uint8_t* lowered, uint64_t* separator, uint64_t* lead) {
-  classify_block_scalar(p, lowered, separator, lead);
+void classify_blocks(const uint8_t* p, size_t blocks, uint8_t* lowered, uint64_t* separator, uint64_t* lead) {
+  for (size_t b = 0; b < blocks; ++b) classify_block_scalar(p + 64 * b, lowered + 64 * b, separator + b, lead + b);
 }
 }  // namespace luminamoon
 

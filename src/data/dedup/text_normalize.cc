@@ -47,6 +47,8 @@ inline size_t separator_length(const unsigned char* p, size_t n) {
   }
 }
 
+constexpr size_t kCopyChunk = 16;
+
 }  // namespace
 
 void normalize_words(std::string_view text, std::string& out, std::vector<uint32_t>& word_bounds) {
@@ -54,30 +56,47 @@ void normalize_words(std::string_view text, std::string& out, std::vector<uint32
     throw DataError(DataErrorKind::kUsage, "dedup: a single text over 4 GiB cannot be shingled");
   }
   word_bounds.clear();
-  out.resize(text.size());  // the normalized text is never longer
+  const size_t n = text.size();
+  // The normalized text is never longer; the slack lets words be copied in
+  // whole 16-byte chunks.
+  out.resize(n + kCopyChunk);
   const auto* p = reinterpret_cast<const unsigned char*>(text.data());
   char* w = out.data();
   char* const w0 = w;
-  const size_t n = text.size();
-  // 64 bytes at a time: the byte classes by the Highway kernel, then the word
-  // runs of the separator mask copied whole (a byte-at-a-time table walk was
-  // most of the MinHash signature time).
-  alignas(64) uint8_t lowered[64];
-  uint8_t padded[64];
-  bool in_word = false;
-  uint64_t carry = 0;  // bytes of this block inside a multi-byte separator that began in the last one
-  for (size_t base = 0; base < n; base += 64) {
+  // 64 bytes at a time: the byte classes of every block by the Highway
+  // kernel (one dispatch), then one step per word of the separator masks,
+  // each word copied in 16-byte chunks (a byte-at-a-time table walk was most
+  // of the MinHash signature time).
+  const size_t blocks = (n + 63) / 64;
+  thread_local std::vector<uint8_t> lowered_buf;
+  thread_local std::vector<uint64_t> sep_buf, lead_buf;
+  if (lowered_buf.size() < blocks * 64 + kCopyChunk) lowered_buf.resize(blocks * 64 + kCopyChunk);
+  if (sep_buf.size() < blocks) sep_buf.resize(blocks), lead_buf.resize(blocks);
+  uint8_t* const lowered_all = lowered_buf.data();
+  if (n >= 64) classify_blocks(p, n / 64, lowered_all, sep_buf.data(), lead_buf.data());
+  if (n % 64) {
+    uint8_t padded[64];
+    std::memcpy(padded, p + n / 64 * 64, n % 64);
+    std::memset(padded + n % 64, ' ', 64 - n % 64);  // past the end: separators
+    classify_blocks(padded, 1, lowered_all + n / 64 * 64, sep_buf.data() + n / 64, lead_buf.data() + n / 64);
+  }
+  const uint8_t* lowered = lowered_all;
+  bool in_word = false;  // the last block ended inside a word
+  uint64_t carry = 0;    // bytes of this block inside a multi-byte separator that began in the last one
+  auto copy = [&](size_t from, size_t len) {
+    for (size_t c = 0; c < len; c += kCopyChunk) std::memcpy(w + c, lowered + from + c, kCopyChunk);
+    w += len;
+  };
+  auto open_word = [&] {
+    if (w != w0) *w++ = ' ';
+    word_bounds.push_back(static_cast<uint32_t>(w - w0));
+  };
+  auto close_word = [&] { word_bounds.push_back(static_cast<uint32_t>(w - w0)); };
+  for (size_t base = 0; base < n; base += 64, lowered += 64) {
     const size_t len = std::min<size_t>(64, n - base);
-    const uint8_t* src = p + base;
-    if (len < 64) {
-      std::memcpy(padded, src, len);
-      std::memset(padded + len, 'a', 64 - len);  // past the end: word bytes, never read back
-      src = padded;
-    }
-    uint64_t sep, lead;
-    classify_block(src, lowered, &sep, &lead);
+    uint64_t sep = sep_buf[base / 64] | carry;
+    const uint64_t lead = lead_buf[base / 64];
     const uint64_t valid = len == 64 ? ~uint64_t{0} : (uint64_t{1} << len) - 1;
-    sep = (sep | carry) & valid;
     carry = 0;
     for (uint64_t m = lead & valid; m; m &= m - 1) {  // rare: U+00A0, U+2000..U+206F, U+3000..U+303F
       const size_t i = static_cast<size_t>(std::countr_zero(m));
@@ -87,27 +106,29 @@ void normalize_words(std::string_view text, std::string& out, std::vector<uint32
         else carry |= uint64_t{1} << (t - 64);
       }
     }
-    size_t pos = 0;
-    while (pos < len) {
-      const uint64_t rest = sep >> pos;
-      if (rest & 1) {  // a separator run ends the word
-        if (in_word) word_bounds.push_back(static_cast<uint32_t>(w - w0));
-        in_word = false;
-        pos += static_cast<size_t>(std::countr_one(rest));
+    const uint64_t word = ~sep;  // bytes past the end are separators (padding)
+    uint64_t starts = word & ~(word << 1);
+    if (in_word) {
+      if (word & 1) {  // the word of the last block goes on
+        starts &= ~uint64_t{1};
+        const size_t run = static_cast<size_t>(std::countr_one(word));
+        copy(0, run);
+        if (run < 64) close_word(), in_word = false;
       } else {
-        const size_t run = std::min(rest ? static_cast<size_t>(std::countr_zero(rest)) : 64 - pos, len - pos);
-        if (!in_word) {
-          if (w != w0) *w++ = ' ';
-          word_bounds.push_back(static_cast<uint32_t>(w - w0));
-          in_word = true;
-        }
-        std::memcpy(w, lowered + pos, run);
-        w += run;
-        pos += run;
+        close_word();
+        in_word = false;
       }
     }
+    for (; starts; starts &= starts - 1) {
+      const size_t s = static_cast<size_t>(std::countr_zero(starts));
+      const size_t run = static_cast<size_t>(std::countr_one(word >> s));
+      open_word();
+      copy(s, run);
+      if (s + run < 64) close_word();
+      else in_word = true;  // reaches the block's end: may go on in the next one
+    }
   }
-  if (in_word) word_bounds.push_back(static_cast<uint32_t>(w - w0));
+  if (in_word) close_word();
   out.resize(static_cast<size_t>(w - w0));
 }
 
