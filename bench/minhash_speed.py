@@ -14,9 +14,7 @@ files, package documentation), cached as bench/pii_eval.py caches it.
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
-import os
 import statistics
 import sys
 import time
@@ -39,16 +37,6 @@ def cpu_seconds(fn, reps: int) -> float:
     return statistics.median(times)
 
 
-def load(cache: str, n: int) -> list[str]:
-    if not os.path.exists(cache):
-        docs = real_text_corpus.documents()
-        with gzip.open(cache, "wt", encoding="utf-8") as f:
-            for d in docs:
-                f.write(json.dumps(d, ensure_ascii=False) + "\n")
-    with gzip.open(cache, "rt", encoding="utf-8") as f:
-        return [json.loads(line)["text"] for _, line in zip(range(n), f)]
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--docs", type=int, default=8000)
@@ -57,7 +45,7 @@ def main() -> int:
     ap.add_argument("--corpus-cache", default="/tmp/luminamoon-real-text.jsonl.gz")
     ap.add_argument("--json")
     a = ap.parse_args()
-    texts = load(a.corpus_cache, a.docs)
+    texts = real_text_corpus.cached_texts(a.corpus_cache, a.docs)
     mb = sum(len(t.encode()) for t in texts) / 1e6
     tensor = data.StringTensor(texts)
     results = {"documents": len(texts), "mb": round(mb, 2), "rows": []}

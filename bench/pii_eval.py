@@ -30,7 +30,6 @@ the masker and deliberately generous to every engine:
 from __future__ import annotations
 
 import argparse
-import gzip
 import ipaddress
 import json
 import os
@@ -337,13 +336,7 @@ def main() -> int:
     ap.add_argument("--review", help="write every mask on the real text, with context, to this file")
     ap.add_argument("--json", help="write the results to this file")
     a = ap.parse_args()
-    if not os.path.exists(a.corpus_cache):
-        docs = real_text_corpus.documents()
-        with gzip.open(a.corpus_cache, "wt", encoding="utf-8") as f:
-            for d in docs:
-                f.write(json.dumps(d, ensure_ascii=False) + "\n")
-    with gzip.open(a.corpus_cache, "rt", encoding="utf-8") as f:
-        texts = [json.loads(line)["text"] for line in f]
+    texts = real_text_corpus.cached_texts(a.corpus_cache)
     real = texts[:a.real_docs]
     plants = planted(texts[a.real_docs:] or texts, a.planted_docs)
     review = open(a.review, "w") if a.review else None

@@ -103,6 +103,24 @@ def documents(max_mb: float = 49.0, doc_kb: int = 4, seed: int = 0) -> list[dict
     return docs
 
 
+DEFAULT_CACHE = "/tmp/luminamoon-real-text.jsonl.gz"
+
+
+def cached_texts(cache: str = DEFAULT_CACHE, limit: int | None = None) -> list[str]:
+    """The texts of documents(), built once and kept in `cache` (gz JSONL)."""
+    if not os.path.exists(cache):
+        with gzip.open(cache, "wt", encoding="utf-8") as f:
+            for d in documents():
+                f.write(json.dumps(d, ensure_ascii=False) + "\n")
+    texts = []
+    with gzip.open(cache, "rt", encoding="utf-8") as f:
+        for line in f:
+            if limit is not None and len(texts) >= limit:
+                break
+            texts.append(json.loads(line)["text"])
+    return texts
+
+
 def write_shards(docs: list[dict], out_dir: str, shards: int = 8) -> list[str]:
     os.makedirs(out_dir, exist_ok=True)
     paths = [os.path.join(out_dir, f"real-{i:03d}.jsonl.gz") for i in range(shards)]

@@ -8,7 +8,6 @@ the machine's documentation alone does not reach.
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import os
 import random
@@ -25,14 +24,7 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--corpus-cache", default="/tmp/luminamoon-real-text.jsonl.gz")
     a = ap.parse_args()
-    if not os.path.exists(a.corpus_cache):
-        with gzip.open(a.corpus_cache, "wt", encoding="utf-8") as f:
-            for d in real_text_corpus.documents():
-                f.write(json.dumps(d, ensure_ascii=False) + "\n")
-    lines = []
-    with gzip.open(a.corpus_cache, "rt", encoding="utf-8") as f:
-        for line in f:
-            lines += [x for x in json.loads(line)["text"].split("\n") if x.strip()]
+    lines = [x for t in real_text_corpus.cached_texts(a.corpus_cache) for x in t.split("\n") if x.strip()]
     rng = random.Random(a.seed)
     total, i = 0, 0
     with open(a.out, "w", encoding="utf-8") as out:

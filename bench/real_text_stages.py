@@ -6,7 +6,6 @@ one thread, the corpus as one batch: MB of text per CPU-second, medians of 3.
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import os
 import statistics
@@ -24,13 +23,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--corpus-cache", default="/tmp/luminamoon-real-text.jsonl.gz")
     a = ap.parse_args()
-    if not os.path.exists(a.corpus_cache):
-        with gzip.open(a.corpus_cache, "wt", encoding="utf-8") as f:
-            for d in real_text_corpus.documents():
-                f.write(json.dumps(d, ensure_ascii=False) + "\n")
     set_num_threads(1)
-    with gzip.open(a.corpus_cache, "rt", encoding="utf-8") as f:
-        texts = [json.loads(line)["text"] for line in f]
+    texts = real_text_corpus.cached_texts(a.corpus_cache)
     tensor = data.StringTensor(texts)
     mb = sum(len(t.encode()) for t in texts) / 1e6
 

@@ -75,34 +75,12 @@ void oph_signature_scalar(const uint64_t* x, size_t n, uint64_t seed, uint64_t s
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
 
+#include "optim/simd/stochastic_hash-inl.h"  // finalize_hash: SplitMix64's finalizer per 64-bit lane
+
 HWY_BEFORE_NAMESPACE();
 namespace luminamoon {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
-
-// The low 64 bits of v * c for a constant c: Highway 1.0 has no 64-bit lane
-// product, so three 32x32->64 ones (MulEven) with the cross terms shifted up.
-template <class D>
-HWY_INLINE hn::Vec<D> MulLow64(D d, hn::Vec<D> v, uint64_t c) {
-#if HWY_TARGET == HWY_SCALAR
-  return hn::Set(d, hn::GetLane(v) * c);
-#else
-  const hn::Repartition<uint32_t, D> d32;
-  const auto c_lo = hn::BitCast(d32, hn::Set(d, c & 0xFFFFFFFFu));
-  const auto c_hi = hn::BitCast(d32, hn::Set(d, c >> 32));
-  const auto v_lo = hn::BitCast(d32, v);
-  const auto v_hi = hn::BitCast(d32, hn::ShiftRight<32>(v));
-  const hn::Vec<D> cross = hn::Add(hn::MulEven(v_hi, c_lo), hn::MulEven(v_lo, c_hi));
-  return hn::Add(hn::MulEven(v_lo, c_lo), hn::ShiftLeft<32>(cross));
-#endif
-}
-
-template <class D>
-HWY_INLINE hn::Vec<D> Mix64(D d, hn::Vec<D> z) {
-  z = MulLow64(d, hn::Xor(z, hn::ShiftRight<30>(z)), 0xBF58476D1CE4E5B9ull);
-  z = MulLow64(d, hn::Xor(z, hn::ShiftRight<27>(z)), 0x94D049BB133111EBull);
-  return hn::Xor(z, hn::ShiftRight<31>(z));
-}
 
 void OphBin(const uint64_t* HWY_RESTRICT x, size_t n, uint64_t seed, int log2k, uint64_t* HWY_RESTRICT sig) {
   const hn::ScalableTag<uint64_t> d;
@@ -114,13 +92,17 @@ void OphBin(const uint64_t* HWY_RESTRICT x, size_t n, uint64_t seed, int log2k, 
   HWY_ALIGN uint64_t bins[HWY_MAX_BYTES / 8];
   HWY_ALIGN uint64_t values[HWY_MAX_BYTES / 8];
   size_t i = 0;
+#if HWY_TARGET != HWY_SCALAR
   for (; i + N <= n; i += N) {
-    const auto y = Mix64(d, hn::Xor(hn::LoadU(d, x + i), vseed));
+    const auto y = luminav::simd::HWY_NAMESPACE::finalize_hash(d, hn::Xor(hn::LoadU(d, x + i), vseed));
     // log2k == 0: one bin (a shift by 64 is not defined).
     hn::Store(log2k == 0 ? hn::Zero(d) : hn::ShiftRightSame(y, shift), d, bins);
     hn::Store(hn::And(y, vmask), d, values);
     for (size_t l = 0; l < N; ++l) sig[bins[l]] = std::min(sig[bins[l]], values[l]);
   }
+#else
+  (void)N, (void)vseed, (void)vmask, (void)bins, (void)values;
+#endif
   for (; i < n; ++i) {
     const uint64_t y = mix64(x[i] ^ seed);
     const size_t j = log2k == 0 ? 0 : static_cast<size_t>(y >> shift);
