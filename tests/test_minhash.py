@@ -284,3 +284,18 @@ def test_signatures_release_the_gil():
         last = now
     worker.join()
     assert longest_gap < serial / 2, (longest_gap, serial)
+
+
+def test_pipeline_scheme_option(tmp_path):
+    from luminamoon.data_pipeline import FusedPipeline
+
+    base = " ".join(f"word{i}" for i in range(200))
+    rows = [{"id": "a", "text": base}, {"id": "b", "text": base + " tail"}, {"id": "c", "text": "other " * 80}]
+    src = tmp_path / "in.jsonl"
+    src.write_text("".join(__import__("json").dumps(r) + "\n" for r in rows))
+    raw = dict(clean=False, quality=False, dedup=False, pii=False, format="ndjson")
+    for scheme in ("oph", "kperm"):
+        summary = FusedPipeline(**raw, minhash_scheme=scheme).run([str(src)], tmp_path / scheme, resume=False)
+        assert summary["dropped"] == {"minhash": {"near_duplicate": 1}}, (scheme, summary["dropped"])
+    with pytest.raises(Exception, match="unknown scheme 'ohp'; known: oph, kperm"):
+        FusedPipeline(**raw, minhash_scheme="ohp").run([str(src)], tmp_path / "bad", resume=False)
