@@ -354,7 +354,8 @@ bool version_marker(const std::string& w) {
   return one_of(w, {"v", "ver", "ver.", "version", "versions", "standards-version", "release", "released", "releases",
                     "rel", "revision", "rev", "rev.", "r", "tag", "tagged", "bump", "bumped", "upgrade", "upgraded",
                     "update", "updated", "patch", "patched", "prepare", "snapshot", "build", "section", "sections",
-                    "sec", "sec.", "\xC2\xA7", "chapter", "clause", "policy", "rfc", "git", ">=", "<=", ">", "<",
+                    "sec", "sec.", "\xC2\xA7", "chapter", "clause", "policy", "rfc", "git", "require", "requires",
+                    "required", "depends", "needs", ">=", "<=", ">", "<",
                     "~="});
 }
 // A marker up to four words back ("update V8 to 10.2.154.26", "upgraded to
