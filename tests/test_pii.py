@@ -337,3 +337,25 @@ def test_mask_changes_only_matches(pieces):
     # placeholder standing for a non-empty span of the input.
     pattern = re.escape(kept[0]) + "".join("(.+?)" + re.escape(p) for p in kept[1:])
     assert re.fullmatch(pattern, text, re.S), (text, out)
+
+
+def test_every_planted_form_is_found_with_its_surroundings_intact():
+    # The planted set of bench/pii_eval.py: every type and supported form, in its sentences.
+    import os
+    import random
+    import sys
+
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "bench"))
+    import pii_eval
+
+    rng = random.Random(5)
+    for kind, forms in pii_eval.FORMS.items():
+        for form, make in forms.items():
+            for _ in range(20):
+                value = make(rng)
+                sentence = rng.choice(pii_eval.SENTENCES[kind])
+                before, after = "Changes in 1.2.3.4 (see Git 1.7.5.2).\n\n", "\n\n -- Maintainer, build 1517354021000-1ab2c3"
+                text = before + sentence.replace("{v}", value) + after
+                out, counts = mask(text)
+                assert out == before + sentence.replace("{v}", PLACEHOLDER[kind]) + after, (kind, form, value, out)
+                assert counts == {k: int(k == kind) for k in PLACEHOLDER}, (kind, form, value, counts)
