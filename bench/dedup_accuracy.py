@@ -1,5 +1,6 @@
 """Near-duplicate accuracy of luminamoon.MinHashLSH against datasketch's
-MinHashLSH at the same number of permutations and bands.
+MinHashLSH at the same number of permutations and bands; luminamoon with its
+default oph scheme and with kperm (version 1's 64 permutations).
 
 Pairs are planted at known exact Jaccard similarities of their word 5-gram
 sets (0.50 to 0.95 in steps of 0.05, --pairs per step, |J - step| <= 0.01;
@@ -78,8 +79,9 @@ def main() -> None:
 
     # luminamoon: verified (threshold) and raw LSH (threshold 0: any band collision).
     flagged: dict[str, np.ndarray] = {}
-    for name, thr in (("luminamoon", args.threshold), ("luminamoon_lsh_only", 0.0)):
-        lsh = data.MinHashLSH(num_perm=args.num_perm, bands=args.bands, rows=args.rows, threshold=thr)
+    for name, thr, scheme in (("luminamoon", args.threshold, "oph"), ("luminamoon_kperm", args.threshold, "kperm"),
+                              ("luminamoon_lsh_only", 0.0, "oph")):
+        lsh = data.MinHashLSH(num_perm=args.num_perm, bands=args.bands, rows=args.rows, threshold=thr, scheme=scheme)
         keep, matched = lsh.add(stream)
         hit = np.zeros(len(pairs), dtype=bool)
         for p in range(len(pairs)):
@@ -137,8 +139,13 @@ def main() -> None:
     for n, o in overall.items():
         print(f"{n:26s} precision {o['precision']:.3f} recall {o['recall']:.3f} (tp {o['tp']} fp {o['fp']} fn {o['fn']})")
 
-    import matplotlib
-
+    if args.json:
+        Path(args.json).write_text(json.dumps({"steps": rows, "overall": overall}, indent=2))
+    try:
+        import matplotlib
+    except ImportError:
+        print("matplotlib missing: no plot")
+        return
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
@@ -149,7 +156,8 @@ def main() -> None:
             label=f"theory: P(band collision), {args.bands}x{args.rows}")
     ax.plot(fine, [s_curve(j, args.bands, args.rows) * p_estimate_at_least(j, args.num_perm, args.threshold)
                    for j in fine], color="0.3", ls=":", label="theory: collision x P(estimate >= t) (approx.)")
-    styles = {"luminamoon": ("C0", "o", "luminamoon MinHashLSH (verified, t=%.2f)" % args.threshold),
+    styles = {"luminamoon": ("C0", "o", "luminamoon MinHashLSH oph (verified, t=%.2f)" % args.threshold),
+              "luminamoon_kperm": ("C2", "D", "luminamoon MinHashLSH kperm (verified)"),
               "luminamoon_lsh_only": ("C0", "x", "luminamoon, LSH only (threshold 0)"),
               "datasketch_lsh": ("C1", "s", "datasketch MinHashLSH (candidates)"),
               "datasketch_lsh_verified": ("C1", "^", "datasketch + jaccard() >= t")}
@@ -166,8 +174,6 @@ def main() -> None:
     fig.tight_layout()
     fig.savefig(args.out)
     print("plot:", args.out)
-    if args.json:
-        Path(args.json).write_text(json.dumps({"steps": rows, "overall": overall}, indent=2))
 
 
 if __name__ == "__main__":

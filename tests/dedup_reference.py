@@ -60,10 +60,51 @@ def permutations(num_perm: int = 64, seed: int = 1) -> tuple[list[int], list[int
     return a, b
 
 
-def signature(text, num_perm: int = 64, ngram: int = 5, seed: int = 1, perms=None) -> list[int]:
+def kperm_signature(text, num_perm: int = 64, ngram: int = 5, seed: int = 1, perms=None) -> list[int]:
     a, b = perms or permutations(num_perm, seed)
     xs = shingle_hashes(text, ngram)
     return [min((ak * x + bk) % P61 for x in xs) for ak, bk in zip(a, b)]
+
+
+def mix64(z: int) -> int:
+    """SplitMix64's finalizer."""
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & MASK64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & MASK64
+    return z ^ (z >> 31)
+
+
+OPH_SEED2_XOR = 0x6F70685F64656E73  # "oph_dens"
+
+
+def oph_signature(text, num_perm: int = 64, ngram: int = 5, seed: int = 1) -> list[int]:
+    """One-permutation hashing with optimal densification, as spec v2 section 5 defines it."""
+    k = num_perm.bit_length() - 1
+    assert 1 << k == num_perm
+    empty = MASK64
+    sig = [empty] * num_perm
+    for x in shingle_hashes(text, ngram):
+        y = mix64(x ^ seed)
+        j = y >> (64 - k) if k else 0
+        sig[j] = min(sig[j], y & (MASK64 >> k))
+    before = list(sig)
+    if all(v == empty for v in before):
+        return sig
+    seed2 = seed ^ OPH_SEED2_XOR
+    for j in range(num_perm):
+        t = 0
+        while before[j] == empty:
+            b = mix64(seed2 ^ (j << 32) ^ t) % num_perm
+            if before[b] != empty:
+                sig[j] = before[b]
+                break
+            t += 1
+    return sig
+
+
+def signature(text, num_perm: int = 64, ngram: int = 5, seed: int = 1, scheme: str = "oph") -> list[int]:
+    if scheme == "oph":
+        return oph_signature(text, num_perm, ngram, seed)
+    return kperm_signature(text, num_perm, ngram, seed)
 
 
 def band_keys(sig: list[int], bands: int, rows: int) -> list[int]:

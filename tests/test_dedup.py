@@ -376,3 +376,17 @@ def test_a_failed_append_leaves_no_half_block(tmp_path):
     d = data.StreamDeduplicator(wal)
     assert d.replay_stats["cut_bytes"] == 0
     assert set(d.keys().tolist()) == {ref.exact_key(f"small-{i}") for i in range(10)}
+
+
+def test_normalized_form_matches_reference_across_64_byte_blocks():
+    # The normalization runs 64 bytes at a time: separators (ASCII, U+00A0,
+    # U+2000..U+206F, U+3000..U+303F) and invalid or partial sequences placed
+    # at every offset around a block boundary.
+    pieces = [b"a", b"Zq", b" ", b"\t\n", b"--", b"\xc2\xa0", b"\xe2\x80\x94", b"\xe2\x81\xaf", b"\xe2\x81\xb0",
+              b"\xe3\x80\x81", b"\xe3\x81\x82", b"\xc3\xa9", b"\xe2\x80", b"\xc2", b"\xff", b"WORD", b"\x7f", b"\x00"]
+    rng = random.Random(64)
+    for _ in range(400):
+        text = b"".join(rng.choice(pieces) for _ in range(rng.randint(0, 90)))
+        for shift in (0, 1, 61, 62, 63):
+            t = b"x" * shift + text
+            assert data.dedup_normalize(t) == ref.normalize(t), t

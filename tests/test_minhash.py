@@ -49,18 +49,49 @@ def test_shingles_are_reference_word_ngrams():
         assert lsh.shingle_hashes(t).tolist() == ref.shingle_hashes(t, 3), t
 
 
-@pytest.mark.parametrize("num_perm,ngram,seed", [(64, 5, 1), (128, 3, 42), (20, 1, 5)])
-def test_signatures_equal_the_python_reference(num_perm, ngram, seed):
-    bands = 4 if num_perm % 4 == 0 else 2
-    lsh = data.MinHashLSH(num_perm=num_perm, bands=bands, rows=num_perm // bands // 2, ngram=ngram, seed=seed)
+@pytest.mark.parametrize("scheme,num_perm,ngram,seed", [
+    ("kperm", 64, 5, 1), ("kperm", 128, 3, 42), ("kperm", 20, 1, 5),
+    ("oph", 64, 5, 1), ("oph", 128, 3, 42), ("oph", 256, 5, 7), ("oph", 16, 1, 5), ("oph", 1, 2, 3)])
+def test_signatures_equal_the_python_reference(scheme, num_perm, ngram, seed):
+    bands = 4 if num_perm % 4 == 0 else 1
+    lsh = data.MinHashLSH(num_perm=num_perm, bands=bands, rows=max(1, num_perm // bands // 2), ngram=ngram,
+                          seed=seed, scheme=scheme)
     texts = texts_for_tests(25, seed=num_perm)
     sigs = lsh.signatures(texts)
     assert sigs.dtype == np.uint64 and sigs.shape == (len(texts), num_perm)
-    perms = ref.permutations(num_perm, seed)
     for t, row in zip(texts, sigs):
-        assert row.tolist() == ref.signature(t, num_perm, ngram, seed, perms), t
-    # The vector kernel (Highway) and the scalar __int128 kernel agree bit for bit.
+        assert row.tolist() == ref.signature(t, num_perm, ngram, seed, scheme), t
+    # The vector kernel (Highway) and the scalar kernel agree bit for bit.
     assert np.array_equal(sigs, lsh._reference_signatures(texts))
+
+
+def test_oph_densification_is_exercised_and_follows_the_reference():
+    # Documents with fewer shingles than bins: most bins are filled by densification.
+    lsh = data.MinHashLSH(num_perm=256, bands=16, rows=16)
+    texts = ["one", "two words here", " ".join(f"w{i}" for i in range(30)), " ".join(f"v{i}" for i in range(300))]
+    sigs = lsh.signatures(texts)
+    for t, row in zip(texts, sigs):
+        expected = ref.oph_signature(t, 256)
+        assert row.tolist() == expected
+        assert (row != (1 << 64) - 1).all()  # no bin left empty
+    # One shingle: every bin borrowed from the single filled one.
+    assert len(set(sigs[0].tolist())) == 1
+    assert 1 < len(set(sigs[2].tolist())) <= 26  # 26 shingles fill at most 26 distinct values
+
+
+def test_an_index_of_one_scheme_is_refused_by_the_other(tmp_path):
+    for written, other in (("oph", "kperm"), ("kperm", "oph")):
+        path = tmp_path / f"{written}.lsh"
+        lsh = data.MinHashLSH(path=path, scheme=written)
+        lsh.add(texts_for_tests(10))
+        lsh.close()
+        with pytest.raises(ValueError, match=f"scheme {written}; this run uses {other}"):
+            data.MinHashLSH(path=path, scheme=other)
+        assert len(data.MinHashLSH(path=path, scheme=written)) > 0  # still readable by its own scheme
+    with pytest.raises(ValueError, match="power of two"):
+        data.MinHashLSH(num_perm=100, bands=10, rows=10)
+    with pytest.raises(ValueError, match="unknown scheme 'ohp'"):
+        data.MinHashLSH(scheme="ohp")
 
 
 def test_signatures_do_not_depend_on_threads_runs_or_input_kind():
@@ -102,9 +133,15 @@ def planted_pair(rng: random.Random, words: int, change: float) -> tuple[str, st
     return " ".join(base), " ".join(other)
 
 
-def test_estimated_jaccard_is_within_the_binomial_bound_of_the_exact_one():
+@pytest.mark.parametrize("scheme", ["oph", "kperm"])
+def test_estimated_jaccard_is_within_the_binomial_bound_of_the_exact_one(scheme):
+    # Each signature position agrees with probability J (kperm: a min-wise
+    # permutation; oph: a bin's minimum, or the borrowed bin's, of the union;
+    # Shrivastava 2017), so equal positions ~ Binomial(64, J) for the bound.
+    # (oph positions are not independent, which widens the spread slightly;
+    # alpha is small enough for that.)
     rng = random.Random(11)
-    lsh = data.MinHashLSH(num_perm=64)
+    lsh = data.MinHashLSH(num_perm=64, scheme=scheme)
     pairs = [planted_pair(rng, rng.randint(60, 200), rng.choice([0.0, 0.02, 0.05, 0.1, 0.2, 0.4]))
              for _ in range(120)]
     flat = [t for pair in pairs for t in pair]
@@ -132,14 +169,13 @@ def test_streaming_decisions_equal_the_reference_lsh():
     rng.shuffle(docs)
     lsh = data.MinHashLSH(threshold=0.75)
     reference = ref.ReferenceLSH(8, 8, 0.75)
-    perms = ref.permutations(64, 1)
     keep, matched, sims = [], [], []
     for lo in range(0, len(docs), 64):
         k, m = lsh.add(docs[lo : lo + 64], refs=list(range(1000 + lo, 1000 + lo + len(docs[lo : lo + 64]))))
         keep += k.tolist()
         matched += m.tolist()
         sims += lsh.last_similarity.tolist()
-    expected = [reference.add(ref.signature(t, perms=perms), 1000 + i) for i, t in enumerate(docs)]
+    expected = [reference.add(ref.signature(t), 1000 + i) for i, t in enumerate(docs)]
     assert keep == [e[0] for e in expected]
     assert matched == [e[1] for e in expected]
     assert sims == pytest.approx([e[2] for e in expected])
@@ -248,3 +284,18 @@ def test_signatures_release_the_gil():
         last = now
     worker.join()
     assert longest_gap < serial / 2, (longest_gap, serial)
+
+
+def test_pipeline_scheme_option(tmp_path):
+    from luminamoon.data_pipeline import FusedPipeline
+
+    base = " ".join(f"word{i}" for i in range(200))
+    rows = [{"id": "a", "text": base}, {"id": "b", "text": base + " tail"}, {"id": "c", "text": "other " * 80}]
+    src = tmp_path / "in.jsonl"
+    src.write_text("".join(__import__("json").dumps(r) + "\n" for r in rows))
+    raw = dict(clean=False, quality=False, dedup=False, pii=False, format="ndjson")
+    for scheme in ("oph", "kperm"):
+        summary = FusedPipeline(**raw, minhash_scheme=scheme).run([str(src)], tmp_path / scheme, resume=False)
+        assert summary["dropped"] == {"minhash": {"near_duplicate": 1}}, (scheme, summary["dropped"])
+    with pytest.raises(Exception, match="unknown scheme 'ohp'; known: oph, kperm"):
+        FusedPipeline(**raw, minhash_scheme="ohp").run([str(src)], tmp_path / "bad", resume=False)

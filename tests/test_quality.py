@@ -29,7 +29,9 @@ CHECKS = [
     ("min_entropy", "entropy", True, 3.0),
     ("min_words", "word_count", True, 50), ("max_words", "word_count", False, 100000),
     ("min_mean_word_length", "mean_word_length", True, 3), ("max_mean_word_length", "mean_word_length", False, 10),
-    ("max_symbol_word_ratio", "symbol_word_ratio", False, 0.1),
+    # "greater than 0.1 for either the hash symbol or the ellipsis" (Rae et al. 2021): two checks.
+    ("max_hash_word_ratio", "hash_word_ratio", False, 0.1),
+    ("max_ellipsis_word_ratio", "ellipsis_word_ratio", False, 0.1),
     ("max_bullet_line_frac", "bullet_line_frac", False, 0.9),
     ("max_ellipsis_line_frac", "ellipsis_line_frac", False, 0.3),
     ("min_alpha_word_frac", "alpha_word_frac", True, 0.8),
@@ -88,11 +90,14 @@ def reference_metrics(text: str) -> dict[str, float]:
     total = len(text)
     entropy = -sum(c / total * math.log2(c / total) for c in counts.values()) if total else 0.0
     lines = text.split("\n")
+    if text.endswith("\n"):  # a final newline ends the last line, it starts no empty one (spec v2)
+        lines.pop()
     m = {
         "entropy": entropy,
         "word_count": n_words,
         "mean_word_length": ratio(sum(len(w) for w in words), n_words),
-        "symbol_word_ratio": ratio(text.count("#") + text.count("...") + text.count("\u2026"), n_words),
+        "hash_word_ratio": ratio(text.count("#"), n_words),
+        "ellipsis_word_ratio": ratio(text.count("...") + text.count("\u2026"), n_words),
         "bullet_line_frac": ratio(sum(l.lstrip(WHITE_SPACE).startswith(("\u2022", "-", "*")) for l in lines), len(lines)),
         "ellipsis_line_frac": ratio(sum(l.rstrip(WHITE_SPACE).endswith(("...", "\u2026")) for l in lines), len(lines)),
         "alpha_word_frac": ratio(sum(any(is_alpha(c) for c in w) for w in words), n_words),
@@ -288,3 +293,21 @@ def test_stop_words_and_word_edges_corner_cases():
         ref = reference_metrics(doc)
         for name, expected in ref.items():
             assert math.isclose(cols[name][i], expected, rel_tol=1e-9, abs_tol=1e-12), (i, name, doc[:80])
+
+
+def test_gopher_details_of_spec_v2():
+    # A final newline starts no extra line; '#' and the ellipsis are checked each on its own.
+    rng = random.Random(7)
+    docs = [natural(rng) + "\n" for _ in range(60)] + [bullets(rng) + "\n" for _ in range(60)]
+    docs += ["- one...\n- two\n", "x...\n\n", "\n", "...\n"]
+    table = data.filter_quality(docs).metrics
+    for i, doc in enumerate(docs):
+        ref = reference_metrics(doc)
+        for name in ("bullet_line_frac", "ellipsis_line_frac", "hash_word_ratio", "ellipsis_word_ratio"):
+            assert math.isclose(table.column(name)[i].as_py(), ref[name], rel_tol=1e-9, abs_tol=1e-12), (i, name, doc)
+    assert table.column("ellipsis_line_frac")[len(docs) - 4].as_py() == 0.5  # "- one...", "- two"
+    words = ["river", "garden", "the", "of"] * 25  # 100 words
+    both = " ".join(("#" + w if i < 8 else w) + ("..." if 50 <= i < 58 else "") for i, w in enumerate(words))
+    only_hash = " ".join(("#" + w if i < 11 else w) for i, w in enumerate(words))
+    r = data.filter_quality([both, only_hash], **{c[0]: None for c in CHECKS if "gram" in c[0] or "dup" in c[0]})
+    assert r.reason == [None, "max_hash_word_ratio"]

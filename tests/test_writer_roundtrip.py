@@ -98,3 +98,37 @@ def test_arrow_formats_unavailable_message_mentions_ndjson(tmp_path, monkeypatch
     with pytest.raises(data_pipeline.DataError) as e:
         FusedPipeline(**dict(RAW, format="parquet")).run([str(tmp_path / "in.jsonl")], tmp_path / "o")
     assert e.value.exit_code == 7 and "ndjson" in str(e.value)
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_parts_are_written_row_group_by_row_group(tmp_path, fmt):
+    # Note [streamed parts]: a part of several row groups, spilled as they fill
+    # and written one row group / record batch each; a field first seen in a
+    # later row group, and a field that is an integer early and a float later,
+    # still give the part's columns of Note [metadata columns] (the union over
+    # the whole part, typed by all its values).
+    records = []
+    for i in range(50):
+        r = {"id": f"r{i}", "text": f"row {i} " + "z" * (i % 7), "n": i if i < 30 else i + 0.5}
+        if i >= 37:
+            r["late"] = f"v{i}"
+        records.append(r)
+    write_jsonl(tmp_path / "in.jsonl", records)
+    out = tmp_path / "out"
+    summary = FusedPipeline(**dict(RAW, format=fmt, row_group_rows=8, part_rows=25, batch_docs=5)).run(
+        [str(tmp_path / "in.jsonl")], out, resume=False)
+    parts = part_files(str(out))
+    assert summary["parts"] == len(parts) == 2  # parts close at batch ends: 25 rows each
+    rows = read_rows(str(out))
+    assert [r["id"] for r in rows] == [r["id"] for r in records]
+    assert [r["text"] for r in rows] == [r["text"] for r in records]
+    assert [r["n"] for r in rows] == [r["n"] for r in records]  # 24 == 24.0 where the part's column is float64
+    assert [r.get("late") for r in rows] == [r.get("late") for r in records]
+    assert not [f for f in os.listdir(out) if f.endswith(".tmp")]  # no spill file left
+    if fmt == "parquet":
+        meta = [pa.parquet.ParquetFile(p).metadata for p in parts]
+        assert [m.num_row_groups for m in meta] == [4, 4]  # 8 + 8 + 8 + 1 rows
+        assert [m.num_rows for m in meta] == [25, 25]
+        schemas = [pa.parquet.read_schema(p) for p in parts]
+        assert str(schemas[0].field("n").type) == "int64" and "late" not in schemas[0].names
+        assert str(schemas[1].field("n").type) == "double" and str(schemas[1].field("late").type) == "string"

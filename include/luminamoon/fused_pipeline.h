@@ -40,6 +40,7 @@ struct PipelineConfig {
   int minhash_rows = 8;
   double minhash_threshold = 0.8;
   uint64_t minhash_seed = 1;
+  std::string minhash_scheme = "oph";  // "oph" or "kperm" (spec section 5)
 
   bool pii = true;
   std::vector<std::string> pii_types;  // empty: every type

@@ -20,10 +20,30 @@ inline constexpr uint64_t kMinHashPrime = (uint64_t{1} << 61) - 1;
 inline constexpr uint64_t kDefaultPermutationSeed = 1;
 inline constexpr uint64_t kShingleHashSeed = 0;  // XXH3-64 seed of every shingle
 
+// How a signature is made from the shingle hashes (spec section 5).
+enum class MinHashScheme : uint8_t {
+  // One-permutation hashing with optimal densification (Shrivastava 2017):
+  // one hash per shingle (Note [one permutation hashing] in
+  // src/data/minhash/oph_kernel.cc). num_perm must be a power of two.
+  kOph,
+  // num_perm permutations (a_k*x + b_k) mod (2^61 - 1): version 1's scheme.
+  kKperm,
+};
+const char* minhash_scheme_name(MinHashScheme scheme);      // "oph", "kperm"
+MinHashScheme parse_minhash_scheme(std::string_view name);  // throws DataError (usage) with the known names
+
+// The constants of the oph scheme: y = mix64(x ^ (seed ^ kOphSeedXor)) bins
+// the shingle hash x; empty bins take the first filled bin of the sequence
+// mix64((seed ^ kOphDensifySeedXor) ^ (j << 32) ^ t) mod K. Fixed forever
+// once released: they define the signatures an index holds.
+inline constexpr uint64_t kOphSeedXor = 0;                      // seed  = params.seed
+inline constexpr uint64_t kOphDensifySeedXor = 0x6F70685F64656E73;  // seed2 = params.seed ^ "oph_dens"
+
 struct MinHashParams {
   int num_perm = 64;
   int ngram = 5;  // words per shingle
   uint64_t seed = kDefaultPermutationSeed;
+  MinHashScheme scheme = MinHashScheme::kOph;
 };
 
 // a_k and b_k of every permutation: SplitMix64 seeded with `seed`, drawing
@@ -37,7 +57,7 @@ struct MinHashPermutations {
 // Which signature kernel runs.
 enum class MinHashKernel {
   kAuto,    // Highway, best target of this CPU (the scalar one when built without Highway)
-  kScalar,  // the reference: unsigned __int128 products, one permutation at a time
+  kScalar,  // the reference: unsigned __int128 products (kperm) or one shingle at a time (oph)
 };
 
 struct PermutationLanes;  // the vector kernel's layout (src/data/minhash)

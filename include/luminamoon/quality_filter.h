@@ -23,9 +23,10 @@ enum class QualityMetric : uint8_t {
   kEntropy,             // Shannon entropy, bits per code point
   kWordCount,           // number of words
   kMeanWordLength,      // mean code points per word
-  kSymbolWordRatio,     // (#'#' + #"..." + #U+2026) / words
+  kHashWordRatio,       // #'#' / words (Gopher's symbol-to-word ratio for the hash)
+  kEllipsisWordRatio,   // (#"..." + #U+2026) / words (the same for the ellipsis, checked on its own)
   kBulletLineFrac,      // lines whose first non-space is a bullet (U+2022, '-', '*')
-  kEllipsisLineFrac,    // lines ending (before trailing spaces) with "..." or U+2026
+  kEllipsisLineFrac,    // lines ending (before trailing spaces) with "..." or U+2026; a final "\n" ends the last line, it starts none
   kAlphaWordFrac,       // words holding an alphabetic code point
   kStopWordCount,       // words equal to a stop word after trimming ASCII punctuation, lower-cased
   kDupLineFrac,         // duplicate non-empty lines / non-empty lines

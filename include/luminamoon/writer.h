@@ -6,6 +6,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "luminamoon/doc_batch.h"
@@ -44,11 +45,25 @@ struct PartTable {
   }
 };
 
-// Serializes one PartTable into an open file descriptor in one format.
+// The rows of one part as chunks of at most one row group each, readable in
+// order any number of times (Note [streamed parts] in
+// src/data/writer/spilled_part.h).
+class PartChunks {
+ public:
+  virtual ~PartChunks() = default;
+  virtual std::string_view text_field() const = 0;
+  virtual size_t chunks() const = 0;
+  virtual void read(size_t k, PartTable& into) const = 0;  // replaces into's rows with chunk k's
+};
+
+// Serializes one part into an open file descriptor in one format.
 class TableSerializer {
  public:
   virtual ~TableSerializer() = default;
   virtual void write(const PartTable& table, int fd, const std::string& path) = 0;
+  // One row group (record batch) per chunk, so that the part is never whole
+  // in memory. The default gathers the chunks and calls write().
+  virtual void write_chunks(const PartChunks& part, int fd, const std::string& path);
 };
 
 using TableSerializerFactory =
@@ -64,11 +79,15 @@ std::unique_ptr<TableSerializer> make_serializer(OutputFormat format, const Writ
 // stream order.
 std::string part_file_name(uint64_t part_index, OutputFormat format);
 
-// Accumulates the kept/dropped/metrics rows of the current part and writes
-// them as durable part files (temporary name, fsync, rename, directory fsync).
+class SpilledPart;
+
+// Collects the kept/dropped/metrics rows of the current part (one row group
+// in memory, the rest spilled: Note [streamed parts]) and writes them as
+// durable part files (temporary name, fsync, rename, directory fsync).
 class CorpusWriter {
  public:
   CorpusWriter(std::string output_dir, std::string text_field, WriterOptions options);
+  ~CorpusWriter();
 
   // Removes part files numbered >= `committed_parts` and temporary files, left
   // by a run that stopped before its checkpoint covered them.
@@ -87,7 +106,7 @@ class CorpusWriter {
   std::string output_dir_;
   WriterOptions options_;
   std::unique_ptr<TableSerializer> serializer_;
-  PartTable kept_, dropped_, metrics_;
+  std::unique_ptr<SpilledPart> kept_, dropped_, metrics_;
   uint64_t rows_seen_ = 0;
   uint64_t next_part_ = 0;
 };

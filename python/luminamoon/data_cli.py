@@ -17,7 +17,7 @@ Config file (TOML, or YAML with PyYAML), every key optional:
     [quality]  enabled = true
     [quality.thresholds]  min_words = 50  min_entropy = 3.0  max_dup_line_frac = 0.3  # null disables
     [dedup]    enabled = true  normalized = false
-    [minhash]  enabled = true  num_perm = 64  ngram = 5  bands = 8  rows = 8  threshold = 0.8
+    [minhash]  enabled = true  num_perm = 64  ngram = 5  bands = 8  rows = 8  threshold = 0.8  scheme = "oph"
     [pii]      enabled = true  types = ["email", "ip_address"]  keep_private_ip = false
     [output]   format = "parquet"  compression = "zstd"  part_rows = 100000  part_bytes = 268435456
                write_dropped = false  write_metrics = false

@@ -181,7 +181,17 @@ class MinHashLSH:
 
     Exactly reproducible: shingles are the XXH3-64 (seed 0) of each run of
     ``ngram`` words of ``dedup_normalize(text)`` joined by one space (a text of
-    fewer words is one shingle, its whole normalized form). Permutation k is
+    fewer words is one shingle, its whole normalized form).
+
+    scheme "oph" (the default; num_perm a power of two, K = 2^k): each
+    shingle x gives y = mix64(x ^ seed) (SplitMix64's finalizer), bin
+    j = y >> (64 - k) and value y & (2^(64-k) - 1); a bin keeps its minimum
+    (2^64 - 1 when empty). Each empty bin j then takes the value of the first
+    bin filled before densification in b_t = mix64(seed2 ^ (j << 32) ^ t)
+    mod K, t = 0, 1, ..., with seed2 = seed ^ 0x6F70685F64656E73. An index
+    records its scheme and refuses the other.
+
+    scheme "kperm" (version 1): permutation k is
     h_k(x) = (a_k * x + b_k) mod (2^61 - 1); a_k, b_k come from SplitMix64
     started at ``seed``: state += 0x9E3779B97F4A7C15; z = state;
     z = (z ^ z >> 30) * 0xBF58476D1CE4E5B9; z = (z ^ z >> 27) * 0x94D049BB133111EB;
@@ -201,6 +211,7 @@ class MinHashLSH:
         path: Any = None,
         *,
         seed: int = 1,
+        scheme: str = "oph",
         sync: str = "fdatasync",
         resume_position: Optional[int] = None,
         num_threads: int = 0,
@@ -209,8 +220,9 @@ class MinHashLSH:
         _check_sync(sync)
         self._l = _native._MinHashLSH(
             int(num_perm), int(bands), int(rows), int(ngram), float(threshold), int(seed),
-            _path(path), sync, resume_position, int(num_threads), int(_split_write_pause_us),
+            _path(path), sync, resume_position, int(num_threads), int(_split_write_pause_us), str(scheme),
         )
+        self.scheme = str(scheme)
         self.num_perm, self.bands, self.rows, self.ngram = int(num_perm), int(bands), int(rows), int(ngram)
         self.threshold, self.seed, self.path = float(threshold), int(seed), _path(path)
         #: estimated Jaccard of each text of the last ``add`` with its match (0 when kept).

@@ -180,7 +180,7 @@ _SECTIONS: dict[str, dict[str, str]] = {
     "dedup": {"enabled": "dedup", "normalized": "dedup_normalized"},
     "minhash": {"enabled": "minhash", "num_perm": "minhash_num_perm", "ngram": "minhash_ngram",
                 "bands": "minhash_bands", "rows": "minhash_rows", "threshold": "minhash_threshold",
-                "seed": "minhash_seed"},
+                "seed": "minhash_seed", "scheme": "minhash_scheme"},
     "pii": {"enabled": "pii", "types": "pii_types", "keep_private_ip": "pii_keep_private_ip"},
     "output": {"format": "format", "compression": "compression", "compression_level": "compression_level",
                "row_group_rows": "row_group_rows", "part_rows": "part_rows", "part_bytes": "part_bytes",
@@ -216,6 +216,7 @@ class PipelineConfig:
     minhash_rows: int = 8
     minhash_threshold: float = 0.8
     minhash_seed: int = 1
+    minhash_scheme: str = "oph"
     pii: bool = True
     pii_types: list = field(default_factory=list)
     pii_keep_private_ip: bool = False

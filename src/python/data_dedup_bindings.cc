@@ -192,9 +192,12 @@ void register_data_dedup(nb::module_& m) {
           "__init__",
           [](LshHandle* self, int num_perm, int bands, int rows, int ngram, double threshold,
              uint64_t seed, std::optional<std::string> path, const std::string& sync,
-             std::optional<uint64_t> resume_position, int num_threads, unsigned split_pause_us) {
+             std::optional<uint64_t> resume_position, int num_threads, unsigned split_pause_us,
+             const std::string& scheme) {
             MinHashLSHOptions o;
-            o.params = {.num_perm = num_perm, .ngram = ngram, .seed = seed};
+            translating([&] {
+              o.params = {.num_perm = num_perm, .ngram = ngram, .seed = seed, .scheme = parse_minhash_scheme(scheme)};
+            });
             o.bands = bands;
             o.rows = rows;
             o.threshold = threshold;
@@ -208,7 +211,7 @@ void register_data_dedup(nb::module_& m) {
           nb::arg("num_perm"), nb::arg("bands"), nb::arg("rows"), nb::arg("ngram"),
           nb::arg("threshold"), nb::arg("seed"), nb::arg("path").none(), nb::arg("sync"),
           nb::arg("resume_position").none(), nb::arg("num_threads"),
-          nb::arg("split_write_pause_us"))
+          nb::arg("split_write_pause_us"), nb::arg("scheme") = "oph")
       .def(
           "signatures",
           [](LshHandle& h, const StringTensor& texts, int num_threads, bool scalar) {

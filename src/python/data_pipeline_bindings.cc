@@ -132,6 +132,7 @@ PipelineConfig config_from(nb::dict d) {
     else if (key == "minhash_rows") c.minhash_rows = static_cast<int>(as_int(key, v, 1));
     else if (key == "minhash_threshold") c.minhash_threshold = as_float(key, v);
     else if (key == "minhash_seed") c.minhash_seed = static_cast<uint64_t>(as_int(key, v, 0));
+    else if (key == "minhash_scheme") c.minhash_scheme = as_str(key, v);
     else if (key == "pii") c.pii = as_bool(key, v);
     else if (key == "pii_types") {
       for (auto t : nb::cast<nb::list>(v)) c.pii_types.push_back(as_str(key, t));

@@ -5,6 +5,8 @@
 #include <xxhash.h>
 
 #include <bit>
+#include <cstdio>
+#include <cstring>
 #include <optional>
 #include <string>
 
@@ -21,13 +23,37 @@ static_assert(std::endian::native == std::endian::little,
 constexpr uint32_t kEndOfChain = UINT32_MAX;
 constexpr size_t kMaxPermutations = 4096;  // MinHasher's limit
 
+uint64_t scheme_code(MinHashScheme s) { return s == MinHashScheme::kKperm ? 0 : 1; }
+
+// An index of the other scheme: named, rather than the log's generic
+// "written with other options" (the header is read again only on that error).
+void refuse_other_scheme(const std::string& path, MinHashScheme wanted) {
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (!f) return;
+  uint8_t header[24];
+  const bool read = std::fread(header, 1, sizeof header, f) == sizeof header;
+  std::fclose(f);
+  if (!read || std::memcmp(header, "LMMHLSH1", 8) != 0) return;  // not an index: the log says so
+  const uint64_t code = load_le64(header + 16) >> 32;
+  if (code != scheme_code(wanted)) {
+    const char* found = code == 0 ? "kperm" : code == 1 ? "oph" : "unknown";
+    throw DataError(DataErrorKind::kUsage, "[LSH index] " + path + " holds MinHash signatures of scheme " + found +
+                                               "; this run uses " + minhash_scheme_name(wanted) +
+                                               ". Signatures of one scheme cannot be compared with the other's: use "
+                                               "scheme " + found + " or a new index path");
+  }
+}
+
 // .lsh record: the kept document's ref, then its signature.
 AppendLogFormat index_format(const MinHashLSHOptions& o) {
   AppendLogFormat f;
   f.magic = {'L', 'M', 'M', 'H', 'L', 'S', 'H', '1'};
   f.record_size = 8 + 8 * static_cast<uint32_t>(o.params.num_perm);
-  f.params = {static_cast<uint64_t>(o.params.num_perm), static_cast<uint64_t>(o.params.ngram),
-              o.params.seed, static_cast<uint64_t>(o.bands), static_cast<uint64_t>(o.rows)};
+  // The scheme rides in the high half of the num_perm field: 0 is kperm, so
+  // the indexes written before oph existed read as the kperm ones they are.
+  f.params = {static_cast<uint64_t>(o.params.num_perm) | scheme_code(o.params.scheme) << 32,
+              static_cast<uint64_t>(o.params.ngram), o.params.seed, static_cast<uint64_t>(o.bands),
+              static_cast<uint64_t>(o.rows)};
   f.what = "LSH index";
   return f;
 }
@@ -68,6 +94,7 @@ struct MinHashLSH::Impl {
     bands.reserve(options.bands);
     for (int b = 0; b < options.bands; ++b) bands.emplace_back(/*with_refs=*/true);
     if (!options.index.path.empty()) {
+      refuse_other_scheme(options.index.path, options.params.scheme);
       log.emplace(options.index, index_format(options), [this](const uint8_t* r, size_t count) {
         std::vector<uint64_t> sig(width);
         for (size_t i = 0; i < count; ++i, r += 8 + 8 * width) {

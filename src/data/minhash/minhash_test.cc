@@ -11,6 +11,7 @@
 #include <string>
 
 #include "data/minhash/minhash_kernel.h"
+#include "data/minhash/oph_kernel.h"
 
 #ifdef LUMINA_MINHASH_WITH_HWY
 #include <hwy/targets.h>
@@ -71,7 +72,7 @@ TEST(MinHashKernel, VectorEqualsScalarReferenceOnEveryTarget) {
 // against the same independent definition as the Python one.
 TEST(MinHasher, MatchesThePythonReferenceOnAKnownText) {
   const std::string text = "The quick brown fox jumps over the lazy dog, twice: the QUICK brown fox!";
-  MinHasher h;
+  MinHasher h({.scheme = MinHashScheme::kKperm});
   std::vector<uint64_t> sig(64);
   h.signature(text, sig);
   EXPECT_EQ(sig[0], 0x45c8b70e36074bull);
@@ -81,6 +82,44 @@ TEST(MinHasher, MatchesThePythonReferenceOnAKnownText) {
   EXPECT_EQ(sig[63], 0x2d680a32944e62dull);
   EXPECT_EQ(StreamDeduplicator::key_of(text, DedupKey::kText), 0x59c77b86a9fb01d4ull);
   EXPECT_EQ(StreamDeduplicator::key_of(text, DedupKey::kNormalizedText), 0xc342426b279fa7fbull);
+}
+
+// oph (the default): 14 shingles into 64 bins, the rest densified; values
+// from tests/dedup_reference.py (oph_signature).
+TEST(MinHasher, OphMatchesThePythonReferenceOnAKnownText) {
+  const std::string text = "The quick brown fox jumps over the lazy dog, twice: the QUICK brown fox!";
+  std::vector<uint64_t> sig(64);
+  MinHasher().signature(text, sig);
+  EXPECT_EQ(sig[0], 0x2c9299e0fe03f6dull);
+  EXPECT_EQ(sig[1], 0x309fbe82365635eull);
+  EXPECT_EQ(sig[2], 0x3f074dea38df7c1ull);
+  EXPECT_EQ(sig[3], 0x3f074dea38df7c1ull);
+  EXPECT_EQ(sig[63], 0x2c9299e0fe03f6dull);
+}
+
+TEST(OphKernel, VectorEqualsScalarOnEveryTarget) {
+  std::mt19937_64 rng(17);
+  for (int log2k : {0, 1, 3, 6, 8, 12}) {
+    for (size_t n : {1, 2, 3, 7, 64, 1000}) {
+      std::vector<uint64_t> x(n);
+      for (auto& v : x) v = rng();
+      const size_t K = size_t{1} << log2k;
+      std::vector<uint64_t> expect(K);
+      oph_signature_scalar(x.data(), n, 5, 77, log2k, expect.data());
+#ifdef LUMINA_MINHASH_WITH_HWY
+      for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
+        hwy::SetSupportedTargetsForTest(target);
+#endif
+        std::vector<uint64_t> got(K);
+        oph_signature_simd(x.data(), n, 5, 77, log2k, got.data());
+        ASSERT_EQ(got, expect) << "log2k " << log2k << " n " << n;
+#ifdef LUMINA_MINHASH_WITH_HWY
+      }
+      hwy::SetSupportedTargetsForTest(0);
+#endif
+      for (uint64_t v : expect) ASSERT_NE(v, kOphEmpty);  // densified
+    }
+  }
 }
 
 TEST(MinHasher, ShinglesAreWordNgramsOfTheNormalizedText) {
@@ -96,13 +135,15 @@ TEST(MinHasher, BatchSignaturesDoNotDependOnThreadsOrKernel) {
   std::mt19937_64 rng(5);
   TextBatch batch;
   for (int i = 0; i < 300; ++i) batch.push_back(random_text(rng, 1 + i % 80));
-  MinHasher h;
-  std::vector<uint64_t> a(300 * 64), b(300 * 64), c(300 * 64);
-  h.signatures(batch.view(), a, 1);
-  h.signatures(batch.view(), b, 2);
-  h.signatures(batch.view(), c, 2, MinHashKernel::kScalar);
-  EXPECT_EQ(a, b);
-  EXPECT_EQ(a, c);
+  for (MinHashScheme scheme : {MinHashScheme::kOph, MinHashScheme::kKperm}) {
+    MinHasher h({.scheme = scheme});
+    std::vector<uint64_t> a(300 * 64), b(300 * 64), c(300 * 64);
+    h.signatures(batch.view(), a, 1);
+    h.signatures(batch.view(), b, 2);
+    h.signatures(batch.view(), c, 2, MinHashKernel::kScalar);
+    EXPECT_EQ(a, b);
+    EXPECT_EQ(a, c);
+  }
 }
 
 TEST(MinHashLSH, DropsNearDuplicatesOfKeptDocumentsAndReloads) {
@@ -150,6 +191,8 @@ TEST(MinHashLSH, RejectsBadParameters) {
   o.threshold = 1.5;
   EXPECT_ANY_THROW(MinHashLSH{o});
   EXPECT_ANY_THROW(MinHasher({.num_perm = 0}));
+  EXPECT_ANY_THROW(MinHasher({.num_perm = 48}));  // oph needs a power of two
+  EXPECT_NO_THROW(MinHasher({.num_perm = 48, .scheme = MinHashScheme::kKperm}));
 }
 
 }  // namespace

@@ -1,14 +1,20 @@
 // MinHasher: normalized word n-gram shingles hashed with XXH3-64, then the
-// permutation minima (vector kernel or the scalar reference).
+// signature of the scheme: oph binning (Note [one permutation hashing]) or the
+// kperm permutation minima (vector kernel or the scalar reference).
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
+// Inlined: the shingles are short (~30 bytes), where a call into the shared
+// library and its generic entry cost as much as the hash itself.
+#define XXH_INLINE_ALL
 #include <xxhash.h>
 
+#include <bit>
 #include <string>
 
 #include "data/dedup/shared_arena.h"
 #include "data/dedup/text_normalize.h"
 #include "data/minhash/minhash_kernel.h"
+#include "data/minhash/oph_kernel.h"
 #include "luminamoon/data_error.h"
 #include "luminamoon/data_threads.h"
 #include "luminamoon/minhash_lsh.h"
@@ -35,10 +41,22 @@ void shingle_hashes_into(std::string_view text, int ngram, std::string& normaliz
 
 }  // namespace
 
+const char* minhash_scheme_name(MinHashScheme scheme) { return scheme == MinHashScheme::kOph ? "oph" : "kperm"; }
+
+MinHashScheme parse_minhash_scheme(std::string_view name) {
+  if (name == "oph") return MinHashScheme::kOph;
+  if (name == "kperm") return MinHashScheme::kKperm;
+  throw DataError(DataErrorKind::kUsage, "MinHash: unknown scheme '" + std::string(name) + "'; known: oph, kperm");
+}
+
 MinHasher::MinHasher(MinHashParams params) : params_(params) {
   if (params_.num_perm < 1 || params_.num_perm > 4096) {
     throw DataError(DataErrorKind::kUsage, "MinHash: num_perm must be in [1, 4096], got " +
                                                std::to_string(params_.num_perm));
+  }
+  if (params_.scheme == MinHashScheme::kOph && (params_.num_perm & (params_.num_perm - 1)) != 0) {
+    throw DataError(DataErrorKind::kUsage, "MinHash: the oph scheme needs num_perm a power of two, got " +
+                                               std::to_string(params_.num_perm) + " (or use scheme kperm)");
   }
   if (params_.ngram < 1 || params_.ngram > 1024) {
     throw DataError(DataErrorKind::kUsage,
@@ -66,6 +84,13 @@ void MinHasher::signature(std::string_view text, std::span<uint64_t> out,
   thread_local std::vector<uint64_t> shingles;
   thread_local std::vector<uint64_t> padded_out;
   shingle_hashes_into(text, params_.ngram, normalized, bounds, shingles);
+  if (params_.scheme == MinHashScheme::kOph) {
+    const int log2k = std::countr_zero(static_cast<unsigned>(params_.num_perm));
+    const uint64_t seed = params_.seed ^ kOphSeedXor, seed2 = params_.seed ^ kOphDensifySeedXor;
+    (kernel == MinHashKernel::kScalar ? oph_signature_scalar : oph_signature_simd)(
+        shingles.data(), shingles.size(), seed, seed2, log2k, out.data());
+    return;
+  }
   if (kernel == MinHashKernel::kScalar) {
     minhash_min_scalar(shingles.data(), shingles.size(), perms_, out.data());
     return;

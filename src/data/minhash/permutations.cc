@@ -1,6 +1,8 @@
 // The permutation parameters a_k, b_k of MinHash (Note [MinHash permutations]).
 #include "luminamoon/minhash_lsh.h"
 
+#include "data/minhash/oph_kernel.h"  // mix64, SplitMix64's finalizer
+
 namespace luminamoon {
 
 // Note [MinHash permutations]
@@ -12,13 +14,7 @@ namespace luminamoon {
 // The test suite re-derives these in Python from this description alone.
 MinHashPermutations MinHashPermutations::generate(int num_perm, uint64_t seed) {
   uint64_t state = seed;
-  auto next = [&state] {
-    state += 0x9E3779B97F4A7C15ull;
-    uint64_t z = state;
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  };
+  auto next = [&state] { return mix64(state += 0x9E3779B97F4A7C15ull); };
   MinHashPermutations p;
   p.a.resize(static_cast<size_t>(num_perm));
   p.b.resize(static_cast<size_t>(num_perm));

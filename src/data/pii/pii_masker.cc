@@ -58,15 +58,15 @@ struct Pattern {
 // the validators (Vectorscan reports the leftmost start for each end).
 const Pattern kPatterns[] = {
     {Rule::kEmail, PiiType::kEmail,
-     R"([A-Za-z0-9!#$%&'*+=?^_`{|}~.\-]+@[A-Za-z0-9\-]+(?:\.[A-Za-z0-9\-]+)*\.[A-Za-z]{2,})"},
+     R"([A-Za-z0-9!#$%&'*+=?^_`{|}~.\-]+@[A-Za-z0-9\-]+(?:\.[A-Za-z0-9\-]+)*\.(?:[A-Za-z]{2,}|xn--[A-Za-z0-9\-]{2,}))"},
     {Rule::kIpv4, PiiType::kIpAddress, R"((?:\d{1,3}\.){3}\d{1,3})"},
     {Rule::kIpv6, PiiType::kIpAddress, R"((?:[0-9A-Fa-f]{1,4})?(?::(?:[0-9A-Fa-f]{1,4})?){2,7})"},
-    {Rule::kIpv6Mixed, PiiType::kIpAddress, R"((?:[0-9A-Fa-f]{1,4})?(?::(?:[0-9A-Fa-f]{1,4})?){2,6}:(?:\d{1,3}\.){3}\d{1,3})"},
+    {Rule::kIpv6Mixed, PiiType::kIpAddress, R"((?:[0-9A-Fa-f]{1,4})?(?::(?:[0-9A-Fa-f]{1,4})?){1,6}:(?:\d{1,3}\.){3}\d{1,3})"},
     {Rule::kPhoneE164, PiiType::kPhone, R"(\+[1-9](?:[ .\-]?\(?\d\)?){6,14})"},
     {Rule::kPhoneNanp, PiiType::kPhone, R"((?:\+?1[ .\-]?)?(?:\(\d{3}\)|\d{3})[ .\-]?\d{3}[ .\-]?\d{4})"},
     {Rule::kCard, PiiType::kCreditCard, R"(\d(?:[ \-]?\d){12,18})"},
-    {Rule::kSsn, PiiType::kSsn, R"(\d{3}-\d{2}-\d{4})"},
-    {Rule::kIban, PiiType::kIban, R"([A-Z]{2}\d{2}(?: ?[A-Z0-9]){11,30})"},
+    {Rule::kSsn, PiiType::kSsn, R"(\d{3}[\- .]\d{2}[\- .]\d{4})"},
+    {Rule::kIban, PiiType::kIban, R"([A-Z]{2}\d{2}(?:[ \-]?[A-Z0-9]){11,30})"},
     {Rule::kAws, PiiType::kSecret, R"((?:AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AROA|AIPA|ANPA|ANVA|APKA)[A-Z0-9]{16})"},
     {Rule::kGithub, PiiType::kSecret, R"(gh[pousr]_[A-Za-z0-9]{36})"},
     {Rule::kGithubPat, PiiType::kSecret, R"(github_pat_[A-Za-z0-9_]{82})"},
@@ -93,6 +93,7 @@ struct ScanContext {
   std::string_view doc;
   const PiiOptions* options;
   std::vector<PiiMatch>* out;
+  std::vector<std::pair<size_t, size_t>>* claimed;  // spans no other rule may mask (see pii::Verdict)
   std::vector<std::pair<size_t, size_t>>* pem_begin;  // (begin, end) of headers
   std::vector<std::pair<size_t, size_t>>* pem_end;
   const std::vector<size_t>& pattern_index;  // scanner pattern id -> kPatterns index
@@ -104,16 +105,20 @@ void on_candidate(unsigned id, size_t from, size_t to, void* vctx) {
   size_t b = from, e = to;
   const std::string_view d = ctx->doc;
   bool ok = false;
+  auto decide = [&](pii::Verdict v) {
+    if (v == pii::Verdict::kClaim) ctx->claimed->emplace_back(b, e);
+    return v == pii::Verdict::kAccept;
+  };
   switch (p.rule) {
     case Rule::kEmail: ok = pii::validate_email(d, b, e); break;
-    case Rule::kIpv4: ok = pii::validate_ipv4(d, b, e, ctx->options->keep_private_ip); break;
+    case Rule::kIpv4: ok = decide(pii::validate_ipv4(d, b, e, ctx->options->keep_private_ip)); break;
     case Rule::kIpv6:
     case Rule::kIpv6Mixed: ok = pii::validate_ipv6(d, b, e, ctx->options->keep_private_ip); break;
     case Rule::kPhoneE164: ok = pii::validate_phone(d, b, e, false); break;
     case Rule::kPhoneNanp: ok = pii::validate_phone(d, b, e, true); break;
     case Rule::kCard: ok = pii::validate_card(d, b, e); break;
     case Rule::kSsn: ok = pii::validate_ssn(d, b, e); break;
-    case Rule::kIban: ok = pii::validate_iban(d, b, e); break;
+    case Rule::kIban: ok = decide(pii::validate_iban(d, b, e)); break;
     case Rule::kAws:
     case Rule::kGithub:
     case Rule::kGithubPat:
@@ -153,11 +158,12 @@ std::vector<PiiMatch> PiiMasker::find(std::string_view text) const {
   // only the chosen matches are returned in a vector of their own (none for
   // the documents without any, most of them).
   thread_local std::vector<PiiMatch> found;
-  thread_local std::vector<std::pair<size_t, size_t>> pem_begin, pem_end;
+  thread_local std::vector<std::pair<size_t, size_t>> claimed, pem_begin, pem_end;
   found.clear();
+  claimed.clear();
   pem_begin.clear();
   pem_end.clear();
-  ScanContext ctx{text, &options_, &found, &pem_begin, &pem_end, impl_->pattern_index};
+  ScanContext ctx{text, &options_, &found, &claimed, &pem_begin, &pem_end, impl_->pattern_index};
   impl_->scanner->scan(text, on_candidate, &ctx);
   // The scanners report PEM markers in end order; RE2 does so per pattern.
   std::sort(pem_begin.begin(), pem_begin.end());
@@ -183,10 +189,27 @@ std::vector<PiiMatch> PiiMasker::find(std::string_view text) const {
     if (a.end != b.end) return a.end > b.end;
     return a.type < b.type;
   });
+  // A claimed span (an identifier, a version, an invalid IBAN) keeps every
+  // match inside or across it unmasked, unless the match holds the whole
+  // span (an IPv6 address ending in an IPv4 one, a card or an e-mail around it).
+  std::sort(claimed.begin(), claimed.end());
+  auto crosses_claim = [&](const PiiMatch& m) {
+    auto it = std::lower_bound(claimed.begin(), claimed.end(), std::make_pair(m.end, size_t(0)));
+    while (it != claimed.begin()) {
+      --it;
+      if (it->second <= m.begin) {
+        if (m.begin - it->second > 4096) break;  // claims are short: none further left reaches m
+        continue;
+      }
+      if (!(m.begin <= it->first && it->second <= m.end)) return true;
+    }
+    return false;
+  };
   std::vector<PiiMatch> chosen;
   size_t last_end = 0;
   for (const PiiMatch& m : found) {
     if (!chosen.empty() && m.begin < last_end) continue;
+    if (!claimed.empty() && crosses_claim(m)) continue;
     chosen.push_back(m);
     last_end = m.end;
   }

@@ -277,7 +277,7 @@ std::string PipelineConfig::fingerprint() const {
                                "/" + std::to_string(minhash_bands) + "x" +
                                std::to_string(minhash_rows) + "/" +
                                now_json_number(minhash_threshold) + "/" +
-                               std::to_string(minhash_seed)
+                               std::to_string(minhash_seed) + "/" + minhash_scheme
                          : "off");
   std::string p = pii ? "on" : "off";
   for (const auto& t : pii_types) p += "," + t;

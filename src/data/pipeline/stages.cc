@@ -193,6 +193,7 @@ std::unique_ptr<PipelineStage> make_near_dedup(const StageContext& context,
   options.params.num_perm = config.minhash_num_perm;
   options.params.ngram = config.minhash_ngram;
   options.params.seed = config.minhash_seed;
+  options.params.scheme = parse_minhash_scheme(config.minhash_scheme);
   options.bands = config.minhash_bands;
   options.rows = config.minhash_rows;
   options.threshold = config.minhash_threshold;

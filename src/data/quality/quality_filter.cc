@@ -15,7 +15,8 @@ const char* quality_metric_name(QualityMetric metric) {
       "entropy",
       "word_count",
       "mean_word_length",
-      "symbol_word_ratio",
+      "hash_word_ratio",
+      "ellipsis_word_ratio",
       "bullet_line_frac",
       "ellipsis_line_frac",
       "alpha_word_frac",
@@ -47,7 +48,10 @@ const std::vector<QualityCheck>& quality_checks() {
       {"max_words", M::kWordCount, false, 100000, false},
       {"min_mean_word_length", M::kMeanWordLength, true, 3, false},
       {"max_mean_word_length", M::kMeanWordLength, false, 10, false},
-      {"max_symbol_word_ratio", M::kSymbolWordRatio, false, 0.1, false},
+      // The paper's symbol-to-word ratio is "greater than 0.1 for either the hash
+      // symbol or the ellipsis": two checks, not one on the sum (spec v2).
+      {"max_hash_word_ratio", M::kHashWordRatio, false, 0.1, false},
+      {"max_ellipsis_word_ratio", M::kEllipsisWordRatio, false, 0.1, false},
       {"max_bullet_line_frac", M::kBulletLineFrac, false, 0.9, true},
       {"max_ellipsis_line_frac", M::kEllipsisLineFrac, false, 0.3, true},
       {"min_alpha_word_frac", M::kAlphaWordFrac, true, 0.8, true},
@@ -91,6 +95,11 @@ size_t edit_distance(std::string_view a, std::string_view b) {
 }  // namespace
 
 void QualityThresholds::set(std::string_view name, std::optional<double> bound) {
+  if (name == "max_symbol_word_ratio") {  // datatrove's name for the pair: one bound for both, each checked on its own
+    set("max_hash_word_ratio", bound);
+    set("max_ellipsis_word_ratio", bound);
+    return;
+  }
   const auto& checks = quality_checks();
   for (size_t i = 0; i < checks.size(); ++i) {
     if (name != checks[i].name) continue;

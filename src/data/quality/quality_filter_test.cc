@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <string>
 
 namespace luminamoon {
 namespace {
@@ -30,7 +31,58 @@ TEST(QualityMetrics, LinesAndSymbols) {
   EXPECT_NEAR(metric(m, QualityMetric::kEllipsisLineFrac), 1.0, 1e-12);
   EXPECT_NEAR(metric(m, QualityMetric::kDupLineFrac), 1.0 / 3, 1e-12);
   EXPECT_EQ(metric(m, QualityMetric::kStopWordCount), 2);
-  EXPECT_NEAR(metric(m, QualityMetric::kSymbolWordRatio), 4.0 / 10, 1e-12);
+  // Ten words: one '#', two "..." and one U+2026; each ratio on its own.
+  EXPECT_NEAR(metric(m, QualityMetric::kHashWordRatio), 1.0 / 10, 1e-12);
+  EXPECT_NEAR(metric(m, QualityMetric::kEllipsisWordRatio), 3.0 / 10, 1e-12);
+}
+
+// Spec v2: a final newline ends the last line; it does not add an empty line
+// to the denominator of the bullet and ellipsis fractions.
+TEST(QualityMetrics, FinalNewlineStartsNoLine) {
+  const QualityMetrics a = compute_quality_metrics("- wait...\nplain line\n");
+  EXPECT_NEAR(metric(a, QualityMetric::kEllipsisLineFrac), 1.0 / 2, 1e-12);
+  EXPECT_NEAR(metric(a, QualityMetric::kBulletLineFrac), 1.0 / 2, 1e-12);
+  const QualityMetrics b = compute_quality_metrics("- wait...\nplain line");
+  EXPECT_EQ(metric(a, QualityMetric::kEllipsisLineFrac), metric(b, QualityMetric::kEllipsisLineFrac));
+  // An empty line before the final newline is still a line: "x...", "" -> 1/2.
+  const QualityMetrics c = compute_quality_metrics("x...\n\n");
+  EXPECT_NEAR(metric(c, QualityMetric::kEllipsisLineFrac), 1.0 / 2, 1e-12);
+}
+
+// Rae et al. 2021: drop when the symbol-to-word ratio is over 0.1 "for either
+// the hash symbol or the ellipsis". 100 words with 8 '#' and 8 ellipses pass
+// (their sum, 0.16, would not); 11 of either alone fail, naming that check.
+TEST(QualityFilter, HashAndEllipsisRatiosEachOnItsOwn) {
+  auto doc = [](int hashes, int ellipses) {
+    std::string t;
+    for (int i = 0; i < 100; ++i) {
+      if (i < hashes) t += "#";
+      t += (i % 4 == 0) ? "the" : (i % 4 == 1) ? "river" : (i % 4 == 2) ? "of" : "garden";
+      if (i >= 50 && i < 50 + ellipses) t += "...";
+      t += (i % 10 == 9) ? "\n" : " ";
+    }
+    return t;
+  };
+  QualityThresholds t;
+  for (const char* name : {"max_dup_line_frac", "max_dup_para_frac", "max_dup_line_char_frac", "max_dup_para_char_frac",
+                           "max_top_2gram_char_frac", "max_top_3gram_char_frac", "max_top_4gram_char_frac",
+                           "max_dup_5gram_char_frac", "max_dup_6gram_char_frac", "max_dup_7gram_char_frac",
+                           "max_dup_8gram_char_frac", "max_dup_9gram_char_frac", "max_dup_10gram_char_frac"})
+    t.set(name, std::nullopt);  // the generated text repeats itself on purpose
+  const QualityFilter f(t);
+  auto failing = [&](const std::string& text) {
+    const int k = f.first_failing_check(compute_quality_metrics(text));
+    return k < 0 ? std::string() : std::string(quality_checks()[k].name);
+  };
+  EXPECT_EQ(failing(doc(8, 8)), "");
+  EXPECT_EQ(failing(doc(11, 0)), "max_hash_word_ratio");
+  EXPECT_EQ(failing(doc(0, 11)), "max_ellipsis_word_ratio");
+  // datatrove's option name sets both bounds.
+  QualityThresholds d = t;
+  d.set("max_symbol_word_ratio", 0.05);
+  EXPECT_EQ(QualityFilter(d).first_failing_check(compute_quality_metrics(doc(8, 0))) >= 0, true);
+  EXPECT_EQ(std::string(quality_checks()[QualityFilter(d).first_failing_check(compute_quality_metrics(doc(0, 8)))].name),
+            "max_ellipsis_word_ratio");
 }
 
 TEST(QualityThresholds, Errors) {

@@ -16,10 +16,12 @@ namespace luminamoon {
 //  - entropy: -sum p log2 p over the code point distribution of the document.
 //  - words: maximal runs of code points outside Unicode White_Space. A word's
 //    length is its number of code points.
-//  - symbol_word_ratio: (occurrences of '#' + non-overlapping occurrences of
-//    "..." + occurrences of U+2026) / words (Python's str.count semantics).
+//  - hash_word_ratio: occurrences of '#' / words; ellipsis_word_ratio:
+//    (non-overlapping occurrences of "..." + occurrences of U+2026) / words
+//    (Python's str.count semantics). Two ratios, each checked on its own.
 //  - lines: text.split("\n") (empty lines included) for the bullet and
-//    ellipsis fractions. A bullet line's first non-White_Space code point is
+//    ellipsis fractions, except that a final "\n" ends the last line rather
+//    than starting an empty one. A bullet line's first non-White_Space code point is
 //    U+2022, '-' or '*'; an ellipsis line ends, after trailing White_Space,
 //    with "..." or U+2026.
 //  - alpha_word_frac: words holding a code point of Note [alphabetic].
@@ -85,7 +87,8 @@ QualityMetrics compute_quality_metrics(std::string_view text) {
   const uint64_t W = c.words;
   M(QualityMetric::kWordCount) = double(W);
   M(QualityMetric::kMeanWordLength) = ratio(c.word_chars, W);
-  M(QualityMetric::kSymbolWordRatio) = ratio(c.hashes + c.dot_triples + c.ellipsis_chars, W);
+  M(QualityMetric::kHashWordRatio) = ratio(c.hashes, W);
+  M(QualityMetric::kEllipsisWordRatio) = ratio(c.dot_triples + c.ellipsis_chars, W);
   M(QualityMetric::kBulletLineFrac) = double(c.bullet_lines) / double(c.lines);
   M(QualityMetric::kEllipsisLineFrac) = double(c.ellipsis_lines) / double(c.lines);
   M(QualityMetric::kAlphaWordFrac) = ratio(c.alpha_words, W);

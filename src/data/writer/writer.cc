@@ -6,11 +6,13 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <algorithm>
 #include <filesystem>
 #include <mutex>
 
 #include "data/state/durable_io.h"
 #include "data/writer/json_text.h"
+#include "data/writer/spilled_part.h"
 #include "luminamoon/data_error.h"
 
 namespace luminamoon {
@@ -29,6 +31,15 @@ TableSerializerFactory& arrow_factory() {
 // their input order (copied verbatim, so their JSON types survive).
 class NdjsonSerializer final : public TableSerializer {
  public:
+  // Rows need no schema: each chunk is written as it is read.
+  void write_chunks(const PartChunks& part, int fd, const std::string& path) override {
+    PartTable chunk;
+    for (size_t k = 0; k < part.chunks(); ++k) {
+      part.read(k, chunk);
+      write(chunk, fd, path);
+    }
+  }
+
   void write(const PartTable& table, int fd, const std::string& path) override {
     std::string out;
     out.reserve(1 << 20);
@@ -66,6 +77,17 @@ void append_field(std::string& object, std::string_view key) {
 }
 
 }  // namespace
+
+void TableSerializer::write_chunks(const PartChunks& part, int fd, const std::string& path) {
+  PartTable all, chunk;
+  all.text_field = std::string(part.text_field());
+  for (size_t k = 0; k < part.chunks(); ++k) {
+    part.read(k, chunk);
+    for (size_t i = 0; i < chunk.text.size(); ++i) all.text.push(chunk.text[i]);
+    for (size_t i = 0; i < chunk.fields.size(); ++i) all.fields.push(chunk.fields[i]);
+  }
+  write(all, fd, path);
+}
 
 OutputFormat parse_output_format(const std::string& name) {
   if (name == "parquet") return OutputFormat::kParquet;
@@ -133,12 +155,16 @@ CorpusWriter::CorpusWriter(std::string output_dir, std::string text_field, Write
     : output_dir_(std::move(output_dir)),
       options_(std::move(options)),
       serializer_(make_serializer(options_.format, options_)) {
-  kept_.text_field = std::move(text_field);
-  dropped_.text_field = "text";
   durable::make_dirs(output_dir_);
   if (options_.write_dropped) durable::make_dirs(output_dir_ + "/dropped");
   if (options_.write_metrics) durable::make_dirs(output_dir_ + "/metrics");
+  const uint64_t group = static_cast<uint64_t>(std::max<int64_t>(1, options_.parquet_row_group_rows));
+  kept_ = std::make_unique<SpilledPart>(output_dir_ + "/part-spill-kept.tmp", std::move(text_field), group);
+  dropped_ = std::make_unique<SpilledPart>(output_dir_ + "/dropped/part-spill-dropped.tmp", "text", group);
+  metrics_ = std::make_unique<SpilledPart>(output_dir_ + "/metrics/part-spill-metrics.tmp", "", group);
 }
+
+CorpusWriter::~CorpusWriter() = default;
 
 void CorpusWriter::discard_uncommitted(uint64_t committed_parts) {
   namespace fs = std::filesystem;
@@ -162,8 +188,7 @@ void CorpusWriter::add(const DocBatch& batch) {
   for (size_t i = 0; i < batch.size(); ++i) {
     ++rows_seen_;
     if (batch.kept(i)) {
-      kept_.text.push(batch.text[i]);
-      kept_.fields.push(batch.metadata[i]);
+      kept_->push(batch.text[i], batch.metadata[i]);
     } else if (options_.write_dropped) {
       object.clear();
       append_field(object, "id");
@@ -179,8 +204,7 @@ void CorpusWriter::add(const DocBatch& batch) {
       append_field(object, "line");
       object += std::to_string(batch.lines[i]);
       object.push_back('}');
-      dropped_.text.push(batch.text[i]);
-      dropped_.fields.push(object);
+      dropped_->push(batch.text[i], object);
     }
     if (options_.write_metrics && !batch.metrics_json[i].empty()) {
       object.clear();
@@ -192,7 +216,7 @@ void CorpusWriter::add(const DocBatch& batch) {
         object.append(metrics.substr(1, metrics.size() - 2));
       }
       object.push_back('}');
-      metrics_.fields.push(object);
+      metrics_->push({}, object, /*with_text=*/false);
     }
   }
   if (options_.write_dropped) {
@@ -214,30 +238,29 @@ void CorpusWriter::add(const DocBatch& batch) {
       append_field(object, "line");
       object += std::to_string(bad.line);
       object.push_back('}');
-      dropped_.text.push({});
-      dropped_.fields.push(object);
+      dropped_->push({}, object);
     }
   }
 }
 
 bool CorpusWriter::part_full() const {
-  return kept_.rows() >= options_.part_max_rows || kept_.text_bytes() >= options_.part_max_bytes;
+  return kept_->rows() >= options_.part_max_rows || kept_->text_bytes() >= options_.part_max_bytes;
 }
 
 uint64_t CorpusWriter::write_part() {
-  auto write_one = [&](const PartTable& table, const std::string& dir) -> uint64_t {
+  auto write_one = [&](const SpilledPart& part, const std::string& dir) -> uint64_t {
     durable::PendingFile file(dir + "/" + part_file_name(next_part_, options_.format));
-    serializer_->write(table, file.fd(), file.temp_path());
+    serializer_->write_chunks(part, file.fd(), file.temp_path());
     uint64_t bytes = static_cast<uint64_t>(::lseek(file.fd(), 0, SEEK_END));
     file.finish();
     return bytes;
   };
-  uint64_t bytes = write_one(kept_, output_dir_);
-  if (options_.write_dropped) write_one(dropped_, output_dir_ + "/dropped");
-  if (options_.write_metrics) write_one(metrics_, output_dir_ + "/metrics");
-  kept_.clear();
-  dropped_.clear();
-  metrics_.clear();
+  uint64_t bytes = write_one(*kept_, output_dir_);
+  if (options_.write_dropped) write_one(*dropped_, output_dir_ + "/dropped");
+  if (options_.write_metrics) write_one(*metrics_, output_dir_ + "/metrics");
+  kept_->clear();
+  dropped_->clear();
+  metrics_->clear();
   rows_seen_ = 0;
   ++next_part_;
   return bytes;

@@ -9,6 +9,7 @@
 #include <simdjson.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <unordered_map>
@@ -66,10 +67,10 @@ void check(const arrow::Status& st, const std::string& what) {
 
 class FieldColumns {
  public:
-  explicit FieldColumns(const PartTable& table) : table_(table) {
-    // Pass 1: the fields and their kinds.
+  // Pass 1: the fields and their kinds, over every chunk of a part in turn.
+  void infer(const PartTable& table) {
     for (size_t i = 0; i < table.rows(); ++i) {
-      for_each_field(i, [&](std::string_view key, simdjson::dom::element value) {
+      for_each_field(table, i, [&](std::string_view key, simdjson::dom::element value) {
         auto [it, inserted] = index_.try_emplace(std::string(key), names_.size());
         if (inserted) {
           names_.emplace_back(key);
@@ -80,7 +81,8 @@ class FieldColumns {
     }
   }
 
-  void append_to(std::vector<std::shared_ptr<arrow::Field>>& fields,
+  // Pass 2: the columns of one chunk, typed by the whole part's kinds.
+  void append_to(const PartTable& table, std::vector<std::shared_ptr<arrow::Field>>& fields,
                  std::vector<std::shared_ptr<arrow::Array>>& arrays) {
     const size_t n = names_.size();
     std::vector<std::unique_ptr<arrow::ArrayBuilder>> builders;
@@ -93,10 +95,9 @@ class FieldColumns {
       }
     }
     std::vector<uint8_t> filled(n);
-    // Pass 2: the values.
-    for (size_t i = 0; i < table_.rows(); ++i) {
+    for (size_t i = 0; i < table.rows(); ++i) {
       std::fill(filled.begin(), filled.end(), 0);
-      for_each_field(i, [&](std::string_view key, simdjson::dom::element value) {
+      for_each_field(table, i, [&](std::string_view key, simdjson::dom::element value) {
         size_t c = index_.at(std::string(key));
         if (filled[c]) return;  // a repeated key: the first one counts
         filled[c] = 1;
@@ -146,8 +147,8 @@ class FieldColumns {
 
  private:
   template <class F>
-  void for_each_field(size_t row, F&& f) {
-    std::string_view json = table_.fields[row];
+  void for_each_field(const PartTable& table, size_t row, F&& f) {
+    std::string_view json = table.fields[row];
     if (json.empty()) return;
     simdjson::dom::element root;
     auto error = parser_.parse(json.data(), json.size(), /*realloc_if_needed=*/true).get(root);
@@ -160,14 +161,13 @@ class FieldColumns {
     for (auto [key, value] : object) f(key, value);
   }
 
-  const PartTable& table_;
   simdjson::dom::parser parser_;
   std::vector<std::string> names_;
   std::vector<Kind> kinds_;
   std::unordered_map<std::string, size_t> index_;
 };
 
-std::shared_ptr<arrow::Table> to_arrow(const PartTable& part) {
+std::shared_ptr<arrow::Table> to_arrow(const PartTable& part, FieldColumns& columns) {
   std::vector<std::shared_ptr<arrow::Field>> fields;
   std::vector<std::shared_ptr<arrow::Array>> arrays;
   const int64_t rows = static_cast<int64_t>(part.rows());
@@ -179,7 +179,7 @@ std::shared_ptr<arrow::Table> to_arrow(const PartTable& part) {
     fields.push_back(arrow::field(part.text_field, arrow::large_utf8()));
     arrays.push_back(text);
   }
-  FieldColumns(part).append_to(fields, arrays);
+  columns.append_to(part, fields, arrays);
   if (fields.empty()) {  // Parquet needs a column even for an empty part
     arrow::StringBuilder b;
     check(b.AppendNulls(rows), "append");
@@ -215,7 +215,9 @@ class ArrowSerializer final : public TableSerializer {
     int own = ::dup(fd);  // Arrow closes its descriptor; the caller fsyncs and renames fd
     if (own < 0) throw DataError(DataErrorKind::kOutput, "[dup] " + path + ": " + std::strerror(errno));
     auto stream = check(arrow::io::FileOutputStream::Open(own), "open " + path);
-    auto table = to_arrow(part);
+    FieldColumns columns;
+    columns.infer(part);
+    auto table = to_arrow(part, columns);
     switch (format_) {
       case OutputFormat::kParquet:
         check(parquet::arrow::WriteTable(*table, arrow::default_memory_pool(), stream,
@@ -237,6 +239,59 @@ class ArrowSerializer final : public TableSerializer {
       case OutputFormat::kNdjson:
         throw DataError(DataErrorKind::kUsage, "NDJSON is not an Arrow format");
     }
+    check(stream->Close(), "close " + path);
+  }
+
+  // Note [streamed parts] (src/data/writer/spilled_part.h): the columns from
+  // a first pass over every chunk, then one row group / record batch per chunk.
+  void write_chunks(const PartChunks& part, int fd, const std::string& path) override {
+    FieldColumns columns;
+    PartTable chunk;
+    const size_t chunks = part.chunks();
+    for (size_t k = 0; k < chunks; ++k) {
+      part.read(k, chunk);
+      columns.infer(chunk);
+    }
+    int own = ::dup(fd);  // Arrow closes its descriptor; the caller fsyncs and renames fd
+    if (own < 0) throw DataError(DataErrorKind::kOutput, "[dup] " + path + ": " + std::strerror(errno));
+    auto stream = check(arrow::io::FileOutputStream::Open(own), "open " + path);
+    std::unique_ptr<parquet::arrow::FileWriter> parquet_writer;
+    std::shared_ptr<arrow::ipc::RecordBatchWriter> ipc_writer;
+    auto write_table = [&](const arrow::Table& table) {
+      if (!parquet_writer && !ipc_writer) {
+        switch (format_) {
+          case OutputFormat::kParquet:
+            parquet_writer = check(parquet::arrow::FileWriter::Open(*table.schema(), arrow::default_memory_pool(),
+                                                                    stream, properties_),
+                                   "Parquet " + path);
+            break;
+          case OutputFormat::kArrowFile:
+            ipc_writer = check(arrow::ipc::MakeFileWriter(stream, table.schema()), "IPC " + path);
+            break;
+          case OutputFormat::kArrowStream:
+            ipc_writer = check(arrow::ipc::MakeStreamWriter(stream, table.schema()), "IPC " + path);
+            break;
+          case OutputFormat::kNdjson:
+            throw DataError(DataErrorKind::kUsage, "NDJSON is not an Arrow format");
+        }
+      }
+      if (parquet_writer) {
+        check(parquet_writer->WriteTable(table, std::max<int64_t>(1, table.num_rows())), "write Parquet " + path);
+      } else {
+        check(ipc_writer->WriteTable(table), "write IPC " + path);
+      }
+    };
+    if (chunks == 0) {  // an empty part still has its schema
+      chunk.clear();
+      chunk.text_field = std::string(part.text_field());
+      write_table(*to_arrow(chunk, columns));
+    }
+    for (size_t k = 0; k < chunks; ++k) {
+      part.read(k, chunk);
+      write_table(*to_arrow(chunk, columns));
+    }
+    if (parquet_writer) check(parquet_writer->Close(), "close Parquet " + path);
+    if (ipc_writer) check(ipc_writer->Close(), "close IPC " + path);
     check(stream->Close(), "close " + path);
   }
 

@@ -1,0 +1,48 @@
+// Where oph signature time goes on real text, in process CPU time: the whole
+// signature, the normalization, normalization + XXH3-64 of every shingle, and
+// the binning alone. Input: NUL-separated documents (the first 8,000 of
+// bench/real_text_corpus.py's corpus). Built by hand against a build tree:
+//   c++ -O3 -std=c++20 -Iinclude -Isrc bench/minhash_oph_breakdown.cc -o /tmp/oph_breakdown \
+//     BUILD/src/data/libluminamoon_data.a -lxxhash -ltbb -lz -lhwy -lpthread
+//   /tmp/oph_breakdown docs.nul
+#include <ctime>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+#include "luminamoon/minhash_lsh.h"
+#include "data/minhash/oph_kernel.h"
+#include "data/dedup/text_normalize.h"
+using namespace luminamoon;
+int main(int argc, char** argv) {
+  if (argc < 2) return 2;
+  std::ifstream f(argv[1], std::ios::binary);
+  std::stringstream ss; ss << f.rdbuf(); std::string all = ss.str();
+  TextBatch b; size_t total = 0, start = 0;
+  for (size_t i = 0; i < all.size(); ++i) if (all[i] == 0) { b.push_back(std::string_view(all).substr(start, i - start)); total += i - start; start = i + 1; }
+  auto now = [] { timespec ts; clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts); return ts.tv_sec + ts.tv_nsec * 1e-9; };
+  MinHasher h; std::vector<uint64_t> out(b.size() * 64);
+  for (int rep = 0; rep < 3; ++rep) { auto t0 = now(); h.signatures(b.view(), out, 1); std::printf("signatures: %.1f MB/cpu-s\n", total / (now() - t0) / 1e6); }
+  std::string norm; std::vector<uint32_t> bounds; size_t words = 0, nbytes = 0;
+  auto t0 = now();
+  for (int rep = 0; rep < 3; ++rep) for (size_t i = 0; i < b.size(); ++i) { normalize_words(b[i], norm, bounds); words += bounds.size() / 2; nbytes += norm.size(); }
+  double s = (now() - t0) / 3;
+  std::printf("normalize: %.1f MB/cpu-s, %.2f ns/word, %zu words, %.1f bytes/word\n", total / s / 1e6, s / (words / 3) * 1e9, words / 3, double(nbytes) / words);
+  t0 = now(); uint64_t acc = 0; size_t shingles = 0;
+  for (size_t i = 0; i < b.size(); ++i) {
+    normalize_words(b[i], norm, bounds);
+    size_t nw = bounds.size() / 2;
+    for (size_t k = 0; k + 5 <= nw; ++k) { acc += XXH3_64bits_withSeed(norm.data() + bounds[2*k], bounds[2*(k+4)+1] - bounds[2*k], 0); ++shingles; }
+  }
+  s = now() - t0;
+  std::printf("normalize+xxh3: %.1f MB/cpu-s, %zu shingles (%llu)\n", total / s / 1e6, shingles, (unsigned long long)acc);
+  std::vector<uint64_t> xs(shingles + 8); for (auto& x : xs) x = acc = acc * 6364136223846793005ull + 1;
+  std::vector<uint64_t> sig(64);
+  t0 = now();
+  for (size_t i = 0, pos = 0; i < b.size(); ++i) { size_t n = shingles / b.size(); oph_signature_simd(xs.data() + pos, n ? n : 1, 1, 2, 6, sig.data()); pos += n; }
+  s = now() - t0;
+  std::printf("oph binning alone: %.1f MB/cpu-s equivalent\n", total / s / 1e6);
+}

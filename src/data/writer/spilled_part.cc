@@ -1,0 +1,122 @@
+// SpilledPart (Note [streamed parts] in spilled_part.h): row groups spilled as
+// raw columns (offsets then bytes) and read back with pread.
+#include "data/writer/spilled_part.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "data/state/durable_io.h"
+#include "luminamoon/data_error.h"
+
+namespace luminamoon {
+namespace {
+
+// One spilled row group: u64 rows, u64 text bytes, u64 field bytes, then
+// the text offsets (rows + 1 int64), the text, the field offsets, the fields.
+// Native byte order: the file lives only as long as its part is open.
+void append_column(std::string& out, const StringColumn& c) {
+  out.append(reinterpret_cast<const char*>(c.offsets.data()), c.offsets.size() * sizeof(int64_t));
+  out.append(c.bytes);
+}
+
+void read_exact(int fd, void* dst, size_t n, uint64_t offset, const std::string& path) {
+  auto* p = static_cast<char*>(dst);
+  while (n > 0) {
+    const ssize_t got = ::pread(fd, p, n, static_cast<off_t>(offset));
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) {
+      throw DataError(DataErrorKind::kOutput, "[read spill] " + path + ": " +
+                                                  (got < 0 ? std::strerror(errno) : "file shorter than written"));
+    }
+    p += got;
+    n -= static_cast<size_t>(got);
+    offset += static_cast<uint64_t>(got);
+  }
+}
+
+void read_column(int fd, StringColumn& c, uint64_t rows, uint64_t bytes, uint64_t& offset, const std::string& path) {
+  c.offsets.resize(rows + 1);
+  read_exact(fd, c.offsets.data(), (rows + 1) * sizeof(int64_t), offset, path);
+  offset += (rows + 1) * sizeof(int64_t);
+  c.bytes.resize(bytes);
+  read_exact(fd, c.bytes.data(), bytes, offset, path);
+  offset += bytes;
+}
+
+}  // namespace
+
+SpilledPart::SpilledPart(std::string spill_path, std::string text_field, uint64_t group_rows)
+    : spill_path_(std::move(spill_path)), group_rows_(group_rows ? group_rows : 1) {
+  buffer_.text_field = std::move(text_field);
+}
+
+SpilledPart::~SpilledPart() {
+  if (fd_ >= 0) {
+    ::close(fd_);
+    ::unlink(spill_path_.c_str());
+  }
+}
+
+void SpilledPart::push(std::string_view text, std::string_view fields, bool with_text) {
+  if (with_text) buffer_.text.push(text);
+  buffer_.fields.push(fields);
+  ++rows_;
+  text_bytes_ += text.size();
+  if (buffer_.rows() >= group_rows_ || buffer_.text_bytes() + buffer_.fields.bytes.size() >= kRowGroupMaxBytes)
+    spill();
+}
+
+void SpilledPart::spill() {
+  if (fd_ < 0) {
+    fd_ = ::open(spill_path_.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd_ < 0) throw DataError(DataErrorKind::kOutput, "[open spill] " + spill_path_ + ": " + std::strerror(errno));
+  }
+  std::string out;
+  const uint64_t header[3] = {buffer_.rows(), buffer_.text.bytes.size(), buffer_.fields.bytes.size()};
+  out.append(reinterpret_cast<const char*>(header), sizeof header);
+  out.push_back(buffer_.text.size() == buffer_.rows() ? 1 : 0);  // has a text column
+  append_column(out, buffer_.text);
+  append_column(out, buffer_.fields);
+  if (::lseek(fd_, static_cast<off_t>(spill_end_), SEEK_SET) < 0)
+    throw DataError(DataErrorKind::kOutput, "[seek spill] " + spill_path_ + ": " + std::strerror(errno));
+  durable::write_all(fd_, out, spill_path_);
+  spilled_.emplace_back(spill_end_, out.size());
+  spill_end_ += out.size();
+  buffer_.clear();
+}
+
+size_t SpilledPart::chunks() const { return spilled_.size() + (buffer_.rows() > 0 ? 1 : 0); }
+
+void SpilledPart::read(size_t k, PartTable& into) const {
+  into.text_field = buffer_.text_field;
+  if (k >= spilled_.size()) {  // the row group still in memory
+    into.text = buffer_.text;
+    into.fields = buffer_.fields;
+    return;
+  }
+  uint64_t offset = spilled_[k].first;
+  uint64_t header[3];
+  read_exact(fd_, header, sizeof header, offset, spill_path_);
+  offset += sizeof header;
+  char has_text = 0;
+  read_exact(fd_, &has_text, 1, offset, spill_path_);
+  offset += 1;
+  read_column(fd_, into.text, has_text ? header[0] : 0, header[1], offset, spill_path_);
+  read_column(fd_, into.fields, header[0], header[2], offset, spill_path_);
+}
+
+void SpilledPart::clear() {
+  buffer_.clear();
+  spilled_.clear();
+  spill_end_ = 0;
+  rows_ = 0;
+  text_bytes_ = 0;
+  if (fd_ >= 0 && ::ftruncate(fd_, 0) != 0) {
+    throw DataError(DataErrorKind::kOutput, "[truncate spill] " + spill_path_ + ": " + std::strerror(errno));
+  }
+}
+
+}  // namespace luminamoon

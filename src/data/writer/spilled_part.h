@@ -1,0 +1,61 @@
+// SpilledPart: the rows of one output part, one row group in memory, the full
+// row groups spilled to a file beside the part (Note [streamed parts]).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "luminamoon/writer.h"
+
+namespace luminamoon {
+
+// Note [streamed parts]
+// A part holds up to part_max_rows documents or part_max_bytes of text (256
+// MB by default); buffering it whole made peak memory grow with the part
+// size. Rows are now buffered one row group at a time (parquet_row_group_rows
+// rows or kRowGroupMaxBytes of text, whichever comes first); a full row group
+// is appended to a spill file next to the part (part-spill-*.tmp, removed
+// with the other temporary files on resume) and the buffer reused. When the
+// part closes, the serializer reads the row groups back one at a time (twice
+// for Arrow formats: the columns of Note [metadata columns] are the union
+// over the whole part, so a first pass infers them) and writes one Parquet
+// row group or Arrow record batch per chunk into the part's temporary file;
+// the commit order is unchanged (fsync, rename, then the checkpoint), so a
+// part becomes visible only when complete. Memory: one row group buffered
+// plus one read back, whatever the part and corpus sizes.
+inline constexpr uint64_t kRowGroupMaxBytes = 32u << 20;
+
+class SpilledPart final : public PartChunks {
+ public:
+  SpilledPart(std::string spill_path, std::string text_field, uint64_t group_rows);
+  ~SpilledPart() override;
+  SpilledPart(const SpilledPart&) = delete;
+  SpilledPart& operator=(const SpilledPart&) = delete;
+
+  // Adds one row; with_text false for a part without a text column.
+  void push(std::string_view text, std::string_view fields, bool with_text = true);
+  uint64_t rows() const { return rows_; }
+  uint64_t text_bytes() const { return text_bytes_; }
+  // After the part is written: no rows, the spill file emptied.
+  void clear();
+
+  std::string_view text_field() const override { return buffer_.text_field; }
+  size_t chunks() const override;
+  void read(size_t k, PartTable& into) const override;
+
+ private:
+  void spill();
+
+  std::string spill_path_;
+  uint64_t group_rows_;
+  PartTable buffer_;                                   // the row group being filled
+  std::vector<std::pair<uint64_t, uint64_t>> spilled_;  // (offset, size) of each spilled row group
+  int fd_ = -1;                                        // the spill file, opened at the first spill
+  uint64_t spill_end_ = 0;
+  uint64_t rows_ = 0, text_bytes_ = 0;
+};
+
+}  // namespace luminamoon
