@@ -28,7 +28,7 @@ for phase in $phases; do
       echo "build rc=$? in $(( $(date +%s) - t0 )) s"; grep -E "LuminaMoon:|rror" "$out/build.log" | head -20 ;;
     tests)
       lib=$(find $site -name 'libluminav.so*' | head -1)
-      PYTHONPATH=$site LUMINAV_LIBRARY=$lib timeout 300 python3 -m pytest -q -p no:cacheprovider -o addopts= -x \
+      PYTHONPATH=$site LUMINAV_LIBRARY=$lib timeout 300 python3 -m pytest -q -p no:cacheprovider -o addopts= \
         tests/test_gpu_async_step.py tests/test_optim_cuda_frontend.py tests/test_gpu_torch.py tests/test_gpu_cuda.py \
         -rs 2>&1 | tee "$out/pytest.log" | tail -25 ;;
     profile)

@@ -50,6 +50,8 @@ def make_optimizer(kind, model):
         return torch.optim.AdamW(model.parameters(), lr=6e-4, betas=(0.9, 0.95), weight_decay=0.1, foreach=True)
     if kind == "luminav":
         return LuminaV(model.parameters(), lr=6e-4, betas=(0.9, 0.95), weight_decay=0.1)
+    if kind == "luminav_tdclm":  # TD-CLM v2 (factored) on every tensor
+        return LuminaV(model.parameters(), lr=6e-4, betas=(0.9, 0.95), weight_decay=0.1, mode="tdclm")
     if kind == "luminav_two_groups":
         head = [p for n, p in model.named_parameters() if n.startswith("lm_head")]
         body = [p for n, p in model.named_parameters() if not n.startswith("lm_head")]
@@ -183,7 +185,7 @@ def run_gpu(args):
         row["whole_b16_ms"] = whole_step_ms(loop16, args.steps)
         loop2 = Loop(model, opt, 2, cfg["seq"], cfg["vocab"], "cuda")
         row["whole_b2_ms"] = whole_step_ms(loop2, args.steps)
-        if kind in ("torch_fused_capturable", "luminav", "luminav_two_groups"):
+        if kind in ("torch_fused_capturable", "luminav", "luminav_tdclm", "luminav_two_groups"):
             try:
                 opt.zero_grad(set_to_none=False)
                 loop16.forward_backward()
@@ -249,7 +251,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--kinds", nargs="*", default=["torch_fused", "torch_fused_capturable", "luminav",
-                                                   "luminav_two_groups"])
+                                                   "luminav_tdclm", "luminav_two_groups"])
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--json")
