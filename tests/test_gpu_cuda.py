@@ -128,8 +128,10 @@ class State:
     def struct(self) -> Tensor:
         def ptr(a):
             return None if a is None else a.data_ptr()
+        # TD-CLM here is version 1's one scalar (td_factor tensor): the entry points these tests
+        # call are the synchronous ones (the factored forms run in luminav_step_groups).
         return Tensor(ptr(self.x), ptr(self.g), ptr(self.m), ptr(self.v), ptr(self.master), self.x.numel(),
-                      self.offset, self.seed, self.param_dtype, self.grad_dtype)
+                      self.offset, self.seed, self.param_dtype, self.grad_dtype, 0, 2)
 
     def numpy(self) -> dict:
         def f(a):

@@ -472,6 +472,7 @@ class LuminaV(Optimizer):
     def _describe_plans(self):
         """Validates every parameter with a gradient and builds one StepPlan per device (Note [step plan])."""
         per_device: dict[torch.device, dict] = {}
+        fresh_steps: dict = {}
         position = 0
         for group in self.param_groups:
             hp = self._hyperparams(group, 1)  # the step count comes from the step counters
@@ -496,6 +497,9 @@ class LuminaV(Optimizer):
                 if not state:
                     state = self.state[p] = self._new_state(group, p)
                     self._created.append(p)
+                    # New states of a group and device share one step counter (no device read to
+                    # find that they are equal: _step_buckets).
+                    state["step"] = fresh_steps.setdefault((id(group), p.device), state["step"])
                 self._check_state(group, p, state, name)
                 entry = _Entry(p, name, p, grad, state, 0, None)
                 self._state_buffers(entry, state.get("master"))  # validates dtypes, sizes, devices
@@ -558,7 +562,10 @@ class LuminaV(Optimizer):
         steps = [state["step"] for _, state, _, _ in entries]
         if all(t is steps[0] for t in steps):
             return [(steps[0], entries)]
-        values = torch.stack([t.reshape(()) for t in steps]).tolist()  # once per description
+        # Distinct counters (a loaded checkpoint): their values, read once per description.
+        distinct = list({id(t): t for t in steps}.values())
+        value_of = dict(zip((id(t) for t in distinct), torch.stack([t.reshape(()) for t in distinct]).tolist()))
+        values = [value_of[id(t)] for t in steps]
         buckets: dict[float, list] = {}
         for value, entry in zip(values, entries):
             buckets.setdefault(value, []).append(entry)

@@ -306,7 +306,6 @@ class CudaBackend final : public Backend {
     if (scope.code != LUMINAV_STATUS_OK) return scope.code;
     ContextState* state = scope.state;
     for (const AsyncGroup& g : groups) {
-      if (int code = check_supported_async(g.k, g.tensors); code != LUMINAV_STATUS_OK) return code;
       if (int code = check_device_pointers(g.tensors); code != LUMINAV_STATUS_OK) return code;
     }
     if (int code = check_small_device_pointers(groups, async, ctx.scratch); code != LUMINAV_STATUS_OK) return code;
@@ -382,6 +381,8 @@ class CudaBackend final : public Backend {
           p.globals = round == 0 ? nullptr : globals;
           p.finalized = globals;
           p.slot_counters = slot_counters;
+          // Round 1 reads the factors round 0's factor kernels formed (TD-CLM).
+          p.factor_views = reinterpret_cast<const dispatch::FactorView*>(base + layout.factor_views);
           p.tensor_partials = tensor_partials + dense + first;
           return launch(*kernel, p.first_tile[p.num_slots], p, stream);
         });
@@ -751,22 +752,6 @@ class CudaBackend final : public Backend {
 
   // Not yet in these kernels: TD-CLM's per-row and factored second moments
   // (td_factor factored/row).
-  // The asynchronous step runs every TD-CLM form (Note [factors on the
-  // device]) but not yet the row/factored/per-element forms with the
-  // reductions that need their u in pass 1 (cautious, tensor bound).
-  static int check_supported_async(const core::StepConstants& k, std::span<const luminav_tensor> tensors) {
-    if (!k.tdclm || !core::needs_update_sums(k)) return LUMINAV_STATUS_OK;
-    for (size_t j = 0; j < tensors.size(); ++j) {
-      if (core::moment_layout(true, tensors[j]).kind != core::SecondMoment::kTensor) {
-        return fail(LUMINAV_STATUS_BACKEND_UNAVAILABLE,
-                    "tensors[" + std::to_string(j) +
-                        "]: TD-CLM td_factor factored/row with cautious or the tensor bound is not yet "
-                        "supported by cuda (td_factor tensor is)");
-      }
-    }
-    return LUMINAV_STATUS_OK;
-  }
-
   static int check_supported(const core::StepConstants& k, std::span<const luminav_tensor> tensors) {
     for (size_t j = 0; j < tensors.size(); ++j) {
       if (k.tdclm && tensors[j].td_factor != LUMINAV_TD_TENSOR) {

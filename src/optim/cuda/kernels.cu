@@ -306,28 +306,43 @@ __device__ __forceinline__ void for_tile(const Tile& t, Vec vec, One one) {
   for (uint64_t i = scalar_begin + threadIdx.x; i < t.end; i += kBlockSize) one(i);
 }
 
-template <int P, int G>
-__device__ __forceinline__ void apply_tile(const LaunchParams& lp) {
-  if (step_blocked(lp)) return;
-  const Tile t = block_tile(lp);
-  const TensorSlot& s = *t.slot;
+// The element math of a slot (asynchronous step): a per-element TD-CLM
+// second moment (C = 1) runs CLM's code (Note [second moment layouts] in
+// core/second_moment_layout.h); row/factored tensors read their new factors
+// (Note [factors on the device]). Uniform per block.
+struct SlotMath {
+  const StepConstants* k;
+  const cuda::FactorView* factors;
+};
+
+__device__ __forceinline__ SlotMath slot_math(const LaunchParams& lp, const Tile& t) {
   const StepConstants& step_k = step_constants(lp);
-  const TensorGlobals gl = globals_of(lp, t.slot_index);
-  // A per-element TD-CLM second moment (C = 1) runs CLM's code (Note [second
-  // moment layouts] in core/second_moment_layout.h).
   __shared__ StepConstants element_k;
-  const auto kind = static_cast<core::SecondMoment>(s.moment_kind);
-  const bool elementwise = step_k.tdclm && kind == core::SecondMoment::kElementwise;
-  if (elementwise) {
+  const auto kind = static_cast<core::SecondMoment>(t.slot->moment_kind);
+  SlotMath m{&step_k, nullptr};
+  if (!step_k.tdclm || lp.factor_views == nullptr) return m;
+  if (kind == core::SecondMoment::kElementwise) {
     if (threadIdx.x == 0) {
       element_k = step_k;
       element_k.tdclm = 0;
     }
     __syncthreads();
+    m.k = &element_k;
+  } else if (kind == core::SecondMoment::kRow || kind == core::SecondMoment::kFactored) {
+    m.factors = &lp.factor_views[lp.globals_base + t.slot_index];
   }
-  const StepConstants& k = elementwise ? element_k : step_k;
-  const bool factors = k.tdclm && (kind == core::SecondMoment::kRow || kind == core::SecondMoment::kFactored);
-  const cuda::FactorView* f = factors ? &lp.factor_views[lp.globals_base + t.slot_index] : nullptr;
+  return m;
+}
+
+template <int P, int G>
+__device__ __forceinline__ void apply_tile(const LaunchParams& lp) {
+  if (step_blocked(lp)) return;
+  const Tile t = block_tile(lp);
+  const TensorSlot& s = *t.slot;
+  const TensorGlobals gl = globals_of(lp, t.slot_index);
+  const SlotMath sm = slot_math(lp, t);
+  const StepConstants& k = *sm.k;
+  const cuda::FactorView* f = sm.factors;
   if (k.tdclm && t.tile == 0) {
     // TD-CLM keeps its second moment in the exp_avg_sq slot: s (formed by
     // the host or the device's finalize), or the new factors.
@@ -410,7 +425,8 @@ __device__ __forceinline__ Accum block_sum(Accum a) {
 }
 
 // Pass-1 contribution of one element. With kReduceUpdate it recomputes u as
-// pass 2 will (from the old state, the new moments are not stored).
+// pass 2 will (from the old state, the new moments are not stored; in TD-CLM
+// `v` is the element's second moment, as in update_element).
 __device__ __forceinline__ void reduce_element(const StepConstants& k, const TensorGlobals& gl,
                                                uint32_t fields, float g, float m, float v, float x,
                                                Accum& a) {
@@ -421,7 +437,8 @@ __device__ __forceinline__ void reduce_element(const StepConstants& k, const Ten
   }
   if (fields & kReduceUpdate) {
     const ScalarOps o;
-    const auto e = core::moments_and_update(o, k, gl, m, v, g);
+    const auto e = k.tdclm ? core::tdclm_moments_and_update(o, k, m, v, g)
+                           : core::clm_moments_and_update(o, k, m, v, g);
     a.agree += (e.u * g > 0.0f) ? 1u : 0u;
     const double d = core::unscaled_step(o, k, e.u, g);
     a.update_sq += d * d;
@@ -499,7 +516,9 @@ __device__ __forceinline__ void reduce_tile(const LaunchParams& lp) {
   if (lp.words != nullptr && lp.words->blocked) return;  // nothing will be applied
   const Tile t = block_tile(lp);
   const TensorSlot& s = *t.slot;
-  const StepConstants& k = step_constants(lp);
+  const SlotMath sm = slot_math(lp, t);
+  const StepConstants& k = *sm.k;
+  const cuda::FactorView* f = sm.factors;
   const TensorGlobals gl = globals_of(lp, t.slot_index);
   const uint32_t fields = lp.reduce_fields;
   const bool need_state = (fields & kReduceUpdate) != 0;
@@ -536,7 +555,7 @@ __device__ __forceinline__ void reduce_tile(const LaunchParams& lp) {
       [&](uint64_t i0, uint64_t i1, bool two) {
         float g[8], m[8] = {}, v[8] = {}, x[8] = {};
         load_groups<G>(s.grad, i0, i1, two, g);
-        if (need_state) load_state<P>(k, gl, nullptr, s, i0, i1, two, m, v, x);
+        if (need_state) load_state<P>(k, gl, f, s, i0, i1, two, m, v, x);
         const int count = two ? 8 : 4;
 #pragma unroll
         for (int e = 0; e < 8; ++e) {
@@ -546,7 +565,7 @@ __device__ __forceinline__ void reduce_tile(const LaunchParams& lp) {
       [&](uint64_t i) {
         const float g = core::load_as_f32<G>(s.grad, i);
         float m = 0.0f, v = 0.0f, x = 0.0f;
-        if (need_state) load_state1<P>(k, gl, nullptr, s, i, m, v, x);
+        if (need_state) load_state1<P>(k, gl, f, s, i, m, v, x);
         reduce_element(k, gl, fields, g, m, v, x, a);
       });
   store_tile_partial(lp, a);
