@@ -821,13 +821,15 @@ class CudaBackend final : public Backend {
       f.rows = m.rows;
       f.cols = m.cols;
       f.row_blocks = static_cast<uint32_t>((m.rows + kFactorRowsPerBlock - 1) / kFactorRowsPerBlock);
-      const uint32_t col_blocks = factored ? static_cast<uint32_t>((m.cols + kBlockSize - 1) / kBlockSize) : 0u;
+      f.col_blocks = factored ? static_cast<uint32_t>((m.cols + kBlockSize - 1) / kBlockSize) : 0u;
+      const uint64_t col_blocks = uint64_t{f.col_blocks} * dispatch::factor_chunks(m.rows);
       if (fp.num_slots == 0) {
         fp.k_device = k;
         fp.words = words;
         fp.first_block[0] = 0;
       }
-      fp.first_block[fp.num_slots + 1] = fp.first_block[fp.num_slots] + f.row_blocks + col_blocks;
+      fp.first_block[fp.num_slots + 1] = fp.first_block[fp.num_slots] + f.row_blocks +
+                                         static_cast<uint32_t>(col_blocks);
       ++fp.num_slots;
     }
     return flush();

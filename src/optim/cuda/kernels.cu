@@ -610,22 +610,26 @@ __device__ __forceinline__ void factor_sums(const cuda::FactorParams& fp) {
     if (lane == 0) f.row_sums[r] = sum;
     return;
   }
-  const uint64_t c = uint64_t{local - f.row_blocks} * cuda::kBlockSize + threadIdx.x;
+  const uint32_t block = local - f.row_blocks;
+  const uint64_t chunk = block / f.col_blocks;
+  const uint64_t c = uint64_t{block % f.col_blocks} * cuda::kBlockSize + threadIdx.x;
   if (c >= f.cols) return;
+  const uint64_t r0 = chunk * dispatch::kFactorChunkRows;
+  const uint64_t r1 = r0 + dispatch::kFactorChunkRows < f.rows ? r0 + dispatch::kFactorChunkRows : f.rows;
   double acc[4] = {0.0, 0.0, 0.0, 0.0};
-  uint64_t r = 0;
-  for (; r + 4 <= f.rows; r += 4) {
+  uint64_t r = r0;
+  for (; r + 4 <= r1; r += 4) {
 #pragma unroll
     for (int q = 0; q < 4; ++q) {
       const double g = unscaled(k, core::load_as_f32<G>(f.grad, (r + q) * f.cols + c));
       acc[q] += g * g;
     }
   }
-  for (; r < f.rows; ++r) {
+  for (; r < r1; ++r) {
     const double g = unscaled(k, core::load_as_f32<G>(f.grad, r * f.cols + c));
     acc[0] += g * g;
   }
-  f.col_sums[c] = (acc[0] + acc[1]) + (acc[2] + acc[3]);
+  f.col_sums[chunk * f.cols + c] = (acc[0] + acc[1]) + (acc[2] + acc[3]);
 }
 
 }  // namespace
@@ -781,9 +785,12 @@ extern "C" __global__ void __launch_bounds__(luminav::cuda::kBlockSize)
   }
   __syncthreads();
   if (f.col_new == nullptr) return;
+  const uint64_t chunks = dispatch::factor_chunks(f.rows);
   for (uint64_t c = threadIdx.x; c < f.cols; c += kBlockSize) {
+    double col_sum = 0.0;
+    for (uint64_t q = 0; q < chunks; ++q) col_sum += f.col_sums[q * f.cols + c];  // chunk order
     const float col = core::factor_ema(k, f.old_factors[f.rows + c],
-                                       core::factor_mean(f.col_sums[c], static_cast<double>(f.rows)));
+                                       core::factor_mean(col_sum, static_cast<double>(f.rows)));
     f.col_new[c] = col;
     f.col_over_rho[c] = core::column_over_rho(col, rho);
   }

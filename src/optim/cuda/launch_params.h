@@ -112,7 +112,8 @@ static_assert(sizeof(PrepareParams) <= 4096, "kernel parameters must fit the 4 K
 
 // The factor kernels of an asynchronous step (Note [factors on the device]):
 // luminav_factor_sums_g* sums g^2 of every row (a warp per row) and every
-// column (a thread per column, rows in order), in double; luminav_factor_update
+// column (a thread per column and chunk of rows, rows in order), in double,
+// each chunk's column partials apart (dispatch::kFactorChunkRows); luminav_factor_update
 // (a block per tensor) forms the new factors, rho and col/rho.
 inline constexpr uint32_t kFactorRowsPerBlock = kBlockSize / 32;
 struct FactorSlot {
@@ -127,7 +128,7 @@ struct FactorSlot {
   core::TensorGlobals* globals;
   uint64_t rows, cols;
   uint32_t row_blocks;       // ceil(rows / kFactorRowsPerBlock)
-  uint32_t reserved;
+  uint32_t col_blocks;       // per chunk of rows: ceil(cols / kBlockSize) (factored), else 0
 };
 inline constexpr int kMaxFactorSlots = 36;
 struct FactorParams {

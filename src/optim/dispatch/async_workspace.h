@@ -40,13 +40,19 @@ struct FactorArrays {
   size_t bytes = 0;
 };
 
+// Column sums are formed in chunks of kFactorChunkRows rows (one partial per
+// chunk and column, added in chunk order), so that tall tensors spread over
+// the device.
+inline constexpr uint64_t kFactorChunkRows = 128;
+LUMINAV_HD uint64_t factor_chunks(uint64_t rows) { return (rows + kFactorChunkRows - 1) / kFactorChunkRows; }
+
 inline FactorArrays factor_arrays(const core::MomentLayout& l) {
   auto align = [](size_t n) { return (n + 15) & ~size_t{15}; };
   FactorArrays a;
   const bool factored = l.kind == core::SecondMoment::kFactored;
   a.row_sums = 0;
-  a.col_sums = align(a.row_sums + l.rows * sizeof(double));
-  a.row_new = align(a.col_sums + (factored ? l.cols * sizeof(double) : 0));
+  a.col_sums = align(a.row_sums + l.rows * sizeof(double));  // factor_chunks(rows) x C partials
+  a.row_new = align(a.col_sums + (factored ? factor_chunks(l.rows) * l.cols * sizeof(double) : 0));
   a.col_new = align(a.row_new + l.rows * sizeof(float));
   a.col_over_rho = align(a.col_new + (factored ? l.cols * sizeof(float) : 0));
   a.bytes = align(a.col_over_rho + (factored ? l.cols * sizeof(float) : 0));
