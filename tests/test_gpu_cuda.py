@@ -128,8 +128,9 @@ class State:
     def struct(self) -> Tensor:
         def ptr(a):
             return None if a is None else a.data_ptr()
+        # rows 0, td_factor 2: TD-CLM here is version 1's scalar s (the cuda kernels' TD-CLM).
         return Tensor(ptr(self.x), ptr(self.g), ptr(self.m), ptr(self.v), ptr(self.master), self.x.numel(),
-                      self.offset, self.seed, self.param_dtype, self.grad_dtype)
+                      self.offset, self.seed, self.param_dtype, self.grad_dtype, 0, 2)
 
     def numpy(self) -> dict:
         def f(a):
