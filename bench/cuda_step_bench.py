@@ -71,7 +71,7 @@ class LuminaSteps:
             self.bufs.append((x, g, m, v, mw))
             structs.append(t.Tensor(x.data_ptr(), g.data_ptr(), m.data_ptr(), v.data_ptr(),
                                     mw.data_ptr() if mw is not None else None, n, 0, len(structs),
-                                    param_dtype, param_dtype))
+                                    param_dtype, param_dtype, 0, 2))  # TD-CLM: v1's scalar s
         self.tensors = (t.Tensor * len(structs))(*structs)
         self.count = len(structs)
         self.options = t.Options(backend=b"cuda", device_type=1,

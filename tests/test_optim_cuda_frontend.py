@@ -14,7 +14,8 @@ pytestmark = pytest.mark.skipif(
     reason="needs a CUDA GPU and the cuda backend")
 
 
-@pytest.mark.parametrize("mode,extra", [("clm", {}), ("tdclm", dict(cautious=True, bound="tensor", bound_ratio=0.01))])
+@pytest.mark.parametrize("mode,extra", [("clm", {}), ("tdclm", dict(td_factor="tensor", cautious=True, bound="tensor",
+                                                                     bound_ratio=0.01))])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_cuda_parameters_step_like_cpu_parameters_on_the_current_stream(mode, extra, dtype):
     torch.manual_seed(0)

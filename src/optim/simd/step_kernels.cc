@@ -204,13 +204,14 @@ template <bool kGivenVhat, class K, class D>
 HWY_INLINE core::ElementMoments<hn::Vec<D>> element_moments(D d, const HighwayOps<D>& o, const K& k,
                                                             const TensorGlobals& gl, const Buffers& b,
                                                             size_t i, hn::Vec<D> g, hn::Vec<D> vhat) {
-  const auto m_old = hn::LoadU(d, b.m + i);
   if constexpr (kGivenVhat) {
-    return core::tdclm_moments_and_update(o, k, m_old, vhat, g);
+    return core::tdclm_moments_and_update(o, k, hn::LoadU(d, b.m + i), vhat, g);
   } else {
+    // v before m, as this loop has always read them (its instruction count
+    // is the CLM step's: bench/optim_simd_throughput.py, issue 14).
     (void)vhat;
     const auto v_old = b.v ? hn::LoadU(d, b.v + i) : hn::Zero(d);
-    return core::moments_and_update(o, k, gl, m_old, v_old, g);
+    return core::moments_and_update(o, k, gl, hn::LoadU(d, b.m + i), v_old, g);
   }
 }
 
