@@ -133,6 +133,15 @@ class _Plan:
     host_status: Any          # CPU: the status word (a NumPy view), filled synchronously
 
 
+def _checked_grad(p, name: str) -> torch.Tensor:
+    grad = p.grad
+    if grad.is_sparse or grad.layout != torch.strided:
+        raise ValueError(f"{name}: LuminaV does not support sparse gradients ({grad.layout})")
+    if grad.is_complex():
+        raise ValueError(f"{name}: complex gradients are not supported")
+    return grad
+
+
 def _local(tensor: torch.Tensor) -> torch.Tensor:
     return tensor.to_local() if _is_dtensor(tensor) else tensor
 
@@ -486,11 +495,7 @@ class LuminaV(Optimizer):
                     where["excluded"].append(p)
                     continue
                 name = self._cached_name(group, pi)
-                grad = p.grad
-                if grad.is_sparse or grad.layout != torch.strided:
-                    raise ValueError(f"{name}: LuminaV does not support sparse gradients ({grad.layout})")
-                if grad.is_complex():
-                    raise ValueError(f"{name}: complex gradients are not supported")
+                grad = _checked_grad(p, name)
                 if grad.device != p.device:
                     raise ValueError(f"{name}: the gradient is on {grad.device}, the parameter on {p.device}")
                 state = self.state.get(p)
@@ -603,11 +608,7 @@ class LuminaV(Optimizer):
                 if p.grad is None:
                     continue
                 name = self._cached_name(group, pi)
-                grad = p.grad
-                if grad.is_sparse or grad.layout != torch.strided:
-                    raise ValueError(f"{name}: LuminaV does not support sparse gradients ({grad.layout})")
-                if grad.is_complex():
-                    raise ValueError(f"{name}: complex gradients are not supported")
+                grad = _checked_grad(p, name)
                 state = self.state.get(p)
                 committed = bool(state)
                 if not committed:

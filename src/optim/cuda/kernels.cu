@@ -146,14 +146,21 @@ struct Tile {
   uint64_t end;
 };
 
-__device__ __forceinline__ Tile block_tile(const LaunchParams& lp) {
-  const uint32_t b = blockIdx.x;
-  uint32_t lo = 0, hi = lp.num_slots;  // largest j with first_tile[j] <= b
+// The slot of block b: the largest j < count with first[j] <= b (first is
+// the prefix sum of the slots' block counts).
+__device__ __forceinline__ uint32_t slot_of_block(const uint32_t* first, uint32_t count, uint32_t b) {
+  uint32_t lo = 0, hi = count;
   while (hi - lo > 1) {
     const uint32_t mid = (lo + hi) / 2;
-    if (lp.first_tile[mid] <= b) lo = mid;
+    if (first[mid] <= b) lo = mid;
     else hi = mid;
   }
+  return lo;
+}
+
+__device__ __forceinline__ Tile block_tile(const LaunchParams& lp) {
+  const uint32_t b = blockIdx.x;
+  const uint32_t lo = slot_of_block(lp.first_tile, lp.num_slots, b);
   Tile t;
   t.slot = &lp.slots[lo];
   t.slot_index = lo;
@@ -576,12 +583,7 @@ __device__ __forceinline__ void reduce_tile(const LaunchParams& lp) {
 
 __device__ __forceinline__ const cuda::FactorSlot* factor_slot_of(const cuda::FactorParams& fp, uint32_t* local) {
   const uint32_t b = blockIdx.x;
-  uint32_t lo = 0, hi = fp.num_slots;  // largest j with first_block[j] <= b
-  while (hi - lo > 1) {
-    const uint32_t mid = (lo + hi) / 2;
-    if (fp.first_block[mid] <= b) lo = mid;
-    else hi = mid;
-  }
+  const uint32_t lo = slot_of_block(fp.first_block, fp.num_slots, b);
   *local = b - fp.first_block[lo];
   return &fp.slots[lo];
 }
