@@ -12,7 +12,7 @@ import time
 OPTIMIZERS = {
     "AdamW": dict(kind="adamw"),
     "LuminaV CLM": dict(kind="luminav", mode="clm"),
-    "LuminaV TD-CLM": dict(kind="luminav", mode="tdclm"),
+    "LuminaV TD-CLM v2": dict(kind="luminav", mode="tdclm", td_factor="factored"),
 }
 LR = 2e-3
 WEIGHT_DECAY = 0.01
@@ -47,8 +47,16 @@ def make_optimizer(spec: dict, params, lr: float = LR):
     return LuminaV(params, lr=spec.get("lr", lr), weight_decay=WEIGHT_DECAY, **options)
 
 
+def state_bytes_per_parameter(opt, model) -> float:
+    """The moments' bytes (exp_avg, exp_avg_sq) over the parameter count, read off the state tensors."""
+    count = sum(p.numel() for p in model.parameters())
+    held = sum(state[k].numel() * state[k].element_size() for state in opt.state.values()
+               for k in ("exp_avg", "exp_avg_sq"))
+    return held / count
+
+
 def train(spec: dict, steps: int, seed: int, data=None, lr: float = LR):
-    """Trains one model; returns (training losses per step, held-out accuracy, seconds)."""
+    """Trains one model; returns (training losses per step, held-out accuracy, seconds, state bytes/param)."""
     import torch
     (x, y), (x_test, y_test) = data if data is not None else load_digits_split(seed)
     model = make_model(seed)
@@ -68,7 +76,7 @@ def train(spec: dict, steps: int, seed: int, data=None, lr: float = LR):
     seconds = time.perf_counter() - start
     with torch.no_grad():
         accuracy = float((model(x_test).argmax(1) == y_test).float().mean())
-    return losses, accuracy, seconds
+    return losses, accuracy, seconds, state_bytes_per_parameter(opt, model)
 
 
 def main(steps: int | None = None, seed: int = 0) -> int:
@@ -88,6 +96,7 @@ def main(steps: int | None = None, seed: int = 0) -> int:
         print(f"{s + 1:>4}  " + "".join(f"{v:>16.4f}" for v in row))
     print("held-out accuracy " + "".join(f"{results[n][1]:>16.3f}" for n in names))
     print("seconds           " + "".join(f"{results[n][2]:>16.2f}" for n in names))
+    print("state B/param     " + "".join(f"{results[n][3]:>16.3f}" for n in names))
     adamw, clm = results["AdamW"][0], results["LuminaV CLM"][0]
     gap = max(abs(a - b) for a, b in zip(adamw, clm))
     print(f"largest |CLM - AdamW| loss difference over {steps} steps: {gap:.2e} "
