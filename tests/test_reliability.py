@@ -188,13 +188,17 @@ def _long_line_gzip(path, line_bytes: int, before=(), after=(), newline=False, c
         f.write(z.flush())
 
 
+# The child's own peak: VmHWM of its address space. (getrusage's ru_maxrss would not do: Linux
+# carries the forking parent's high-water mark across exec into it, so a child of a pytest process
+# that has grown to a gigabyte reads a gigabyte.)
 _PEAK_RSS = textwrap.dedent("""
-    import json, resource, sys
+    import json, sys
     from luminamoon.data_pipeline import FusedPipeline
     config = json.loads(sys.argv[3])
     summary = FusedPipeline(**config).run([sys.argv[1]], sys.argv[2], resume=False)
-    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(json.dumps({"peak_mb": peak_mb, "summary": summary}))
+    with open("/proc/self/status") as status:
+        peak_kb = next(int(line.split()[1]) for line in status if line.startswith("VmHWM:"))
+    print(json.dumps({"peak_mb": peak_kb / 1024, "summary": summary}))
 """)
 
 
