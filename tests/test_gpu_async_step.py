@@ -96,12 +96,18 @@ def test_graph_replays_equal_eager_steps_bit_for_bit_with_a_tensor_lr(mode, extr
     assert all(torch.equal(a, b) for a, b in zip(graphed, eager))
 
 
-def test_a_nan_writes_nothing_and_raises_at_the_next_step():
+def stepped_once():
+    """Parameters and a LuminaV that has taken one clean step (state exists, the step is described)."""
     ps = params()
     opt = LuminaV(ps, lr=1e-3)
     for p, g in zip(ps, grads_for(0)):
         p.grad = g
     opt.step()
+    return ps, opt
+
+
+def test_a_nan_writes_nothing_and_raises_at_the_next_step():
+    ps, opt = stepped_once()
     before = snapshot(ps, opt)
     bad = grads_for(1)
     bad[4][123] = float("nan")
@@ -122,11 +128,7 @@ def test_a_nan_writes_nothing_and_raises_at_the_next_step():
 
 
 def test_steps_after_an_unseen_failure_write_nothing_and_sync_raises():
-    ps = params()
-    opt = LuminaV(ps, lr=1e-3)
-    for p, g in zip(ps, grads_for(0)):
-        p.grad = g
-    opt.step()
+    ps, opt = stepped_once()
     before = snapshot(ps, opt)
     later = [grads_for(step) for step in range(1, 5)]  # made first: a host-to-device copy waits
     later[0][0][0, 0] = float("inf")
