@@ -1,0 +1,131 @@
+"""The benchmarks' one timing harness: medians of wall and CPU time, the machine
+and its load, and the headline table every suite prints.
+
+Conventions (docs/benchmarks.md): the machines are shared and noisy, so a
+figure is a median over repeats, each comparison is timed side by side in the
+same run (ours and the anchor interleaved), and a result is reported as a
+ratio to that anchor or as a fraction of a floor measured in the same run.
+"""
+from __future__ import annotations
+
+import datetime
+import os
+import platform
+import statistics
+import subprocess
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+
+@dataclass
+class Timing:
+    """Medians over the repeats of one measured callable."""
+
+    wall_s: float           # seconds of wall time per call
+    cpu_s: float            # seconds of process CPU time (all threads) per call
+    samples: list[float] = field(default_factory=list)  # wall seconds per call, one per repeat
+    result: object = None   # what the last call returned
+
+    @property
+    def spread(self) -> float:
+        """(max - min) / median of the wall samples: how noisy the repeats were."""
+        if len(self.samples) < 2 or self.wall_s == 0:
+            return 0.0
+        return (max(self.samples) - min(self.samples)) / self.wall_s
+
+
+def measure(fn: Callable[[], object], repeats: int = 5, *, min_time: float = 0.0,
+            warmup: int = 1) -> Timing:
+    """Times `fn` `repeats` times after `warmup` calls.
+
+    With `min_time`, each repeat calls `fn` as often as fits in about that many
+    seconds (judged from one call) and reports the mean per call: short calls
+    are then not dominated by the timer.
+    """
+    result = None
+    for _ in range(warmup):
+        result = fn()
+    calls = 1
+    if min_time > 0:
+        start = time.perf_counter()
+        result = fn()
+        calls = max(1, int(min_time / max(time.perf_counter() - start, 1e-7)))
+    walls, cpus = [], []
+    for _ in range(repeats):
+        c0, w0 = time.process_time(), time.perf_counter()
+        for _ in range(calls):
+            result = fn()
+        walls.append((time.perf_counter() - w0) / calls)
+        cpus.append((time.process_time() - c0) / calls)
+    return Timing(statistics.median(walls), statistics.median(cpus), walls, result)
+
+
+def measure_side_by_side(fns: dict[str, Callable[[], object]], rounds: int = 5, *,
+                         min_time: float = 0.0) -> dict[str, Timing]:
+    """Times every callable of `fns` in each round, in turn, so that a change of
+    the machine's load during the run affects all of them alike; medians over rounds."""
+    per_round: dict[str, list[Timing]] = {name: [] for name in fns}
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            per_round[name].append(measure(fn, 1, min_time=min_time, warmup=1 if not per_round[name] else 0))
+    out = {}
+    for name, timings in per_round.items():
+        walls = [t.wall_s for t in timings]
+        out[name] = Timing(statistics.median(walls), statistics.median(t.cpu_s for t in timings), walls,
+                           timings[-1].result)
+    return out
+
+
+def cpu_model() -> str:
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def gpu_model() -> str | None:
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=20)
+        return out.stdout.strip().splitlines()[0] if out.returncode == 0 and out.stdout.strip() else None
+    except (OSError, subprocess.SubprocessError, IndexError):
+        return None
+
+
+def machine() -> str:
+    """One line: CPU (and GPU), cores, load averages and the UTC time."""
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    gpu = gpu_model()
+    now = datetime.datetime.now(datetime.timezone.utc)
+    return (f"{cpu_model()}, {os.cpu_count()} cores" + (f", {gpu}" if gpu else "")
+            + f"; load {load}; {now:%Y-%m-%d %H:%M} UTC")
+
+
+@dataclass
+class Row:
+    """One line of the headline table."""
+
+    what: str           # what is measured, with its size
+    ours: str           # our figure, with its unit
+    anchor: str         # the anchor's name and figure ("" where the row is against a floor)
+    ratio: str          # ours / anchor (or % of the floor), as the row defines it
+    target: str = ""    # the issue's target, and whether it is met
+
+
+def table(rows: list[Row], title: str) -> str:
+    """The headline table as Markdown, with the machine line under its title."""
+    lines = [f"## {title}", "", f"machine: {machine()}", "",
+             "| what | ours | anchor | ratio | target |", "|---|---|---|---|---|"]
+    lines += [f"| {r.what} | {r.ours} | {r.anchor} | {r.ratio} | {r.target} |" for r in rows]
+    return "\n".join(lines)
+
+
+def target_note(value: float, target: float, *, higher_is_better: bool) -> str:
+    """'met' or 'missed' against a target, with the target written out."""
+    met = value >= target if higher_is_better else value <= target
+    sign = ">=" if higher_is_better else "<="
+    return f"{sign} {target:g}: {'met' if met else 'missed'}"
