@@ -12,14 +12,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
-import statistics
-import subprocess
-import time
+import sys
 
 import numpy as np
 
 from luminamoon import data
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import machine, measure  # noqa: E402
 
 WORDS = ("the of and to in is that with for have be on as it was by this are from at an or which one all "
          "river model data system people water history music garden winter language market science city "
@@ -60,16 +60,6 @@ def make_corpus(target_bytes: int, seed: int = 6) -> list[bytes]:
     return docs
 
 
-def timed(fn, repeats):
-    walls, cpus, out = [], [], None
-    for _ in range(repeats):
-        c0, w0 = time.process_time(), time.perf_counter()
-        out = fn()
-        walls.append(time.perf_counter() - w0)
-        cpus.append(time.process_time() - c0)
-    return statistics.median(walls), statistics.median(cpus), out
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--mb", type=float, default=100)
@@ -92,32 +82,33 @@ def main() -> None:
         print(f"wrote {args.dump}.bytes / .offsets ({len(docs)} documents, {mb:.1f} MB)")
         return
 
-    def row(name, wall, cpu, nbytes_=nbytes, ndocs=len(docs)):
-        rows.append({"case": name, "wall_s": wall, "cpu_s": cpu, "MB/s (cpu)": nbytes_ / 1e6 / cpu,
-                     "MB/s (wall)": nbytes_ / 1e6 / wall, "docs/s (cpu)": ndocs / cpu})
+    def row(name, t, nbytes_=nbytes, ndocs=len(docs)):
+        rows.append({"case": name, "wall_s": t.wall_s, "cpu_s": t.cpu_s, "MB/s (cpu)": nbytes_ / 1e6 / t.cpu_s,
+                     "MB/s (wall)": nbytes_ / 1e6 / t.wall_s, "docs/s (cpu)": ndocs / t.cpu_s})
 
     print(f"corpus: {len(docs)} documents, {mb:.1f} MB")
     data.set_num_threads(1)  # per core
     src, _ = tensor.to_numpy()
     dst = np.empty_like(src)
-    w, c, _ = timed(lambda: np.copyto(dst, src), args.repeats)
-    row("memory floor: copy of the corpus (numpy copyto)", w, c)
-    w, c, cleaned = timed(lambda: data.clean_batch(tensor), args.repeats)
-    row("TextCleaner (clean_batch), 1 thread", w, c)
-    w, c, _ = timed(lambda: data.filter_quality(cleaned), args.repeats)
-    row("QualityFilter (filter_quality), 1 thread", w, c)
-    w, c, _ = timed(lambda: data.mask_pii(cleaned), args.repeats)
-    row("PIIMasker (mask_pii), 1 thread", w, c)
+    t = measure(lambda: np.copyto(dst, src), args.repeats, warmup=0)
+    row("memory floor: copy of the corpus (numpy copyto)", t)
+    t = measure(lambda: data.clean_batch(tensor), args.repeats, warmup=0)
+    cleaned = t.result
+    row("TextCleaner (clean_batch), 1 thread", t)
+    t = measure(lambda: data.filter_quality(cleaned), args.repeats, warmup=0)
+    row("QualityFilter (filter_quality), 1 thread", t)
+    t = measure(lambda: data.mask_pii(cleaned), args.repeats, warmup=0)
+    row("PIIMasker (mask_pii), 1 thread", t)
 
     def chain():
         cl = data.clean_batch(tensor)
         q = data.filter_quality(cl)
         return data.mask_pii(cl)
-    w, c, _ = timed(chain, args.repeats)
-    row("clean + quality + PII, 1 thread", w, c)
+    t = measure(chain, args.repeats, warmup=0)
+    row("clean + quality + PII, 1 thread", t)
     data.set_num_threads(0)
-    w, c, _ = timed(chain, args.repeats)
-    row(f"clean + quality + PII, {data.get_num_threads()} threads", w, c)
+    t = measure(chain, args.repeats, warmup=0)
+    row(f"clean + quality + PII, {data.get_num_threads()} threads", t)
 
     # Side by side with datatrove on the same documents (one thread each).
     anchor = docs[: args.anchor_docs]
@@ -139,22 +130,19 @@ def main() -> None:
                 gq.filter(doc)
                 pii.format(t)
         gq.filter(Document(text=texts[0], id="warm"))  # load the tokenizer outside the timing
-        w, c, _ = timed(datatrove_run, max(1, args.repeats // 2))
-        row("datatrove: GopherRepetition + GopherQuality + PIIFormatter (anchor)", w, c, abytes, len(anchor))
+        t = measure(datatrove_run, max(1, args.repeats // 2), warmup=0)
+        row("datatrove: GopherRepetition + GopherQuality + PIIFormatter (anchor)", t, abytes, len(anchor))
         data.set_num_threads(1)
         sub = data.StringTensor(anchor)
 
         def ours():
             q = data.filter_quality(sub)
             return data.mask_pii(sub)
-        w, c, _ = timed(ours, args.repeats)
-        row("luminamoon: filter_quality + mask_pii, same documents, 1 thread", w, c, abytes, len(anchor))
+        t = measure(ours, args.repeats, warmup=0)
+        row("luminamoon: filter_quality + mask_pii, same documents, 1 thread", t, abytes, len(anchor))
         data.set_num_threads(0)
 
-    cpu = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
-    model = next((l.split(":", 1)[1].strip() for l in cpu.splitlines() if l.startswith("Model name")), "?")
-    print(f"machine: {model}, {platform.system()} {platform.release()}, {time.strftime('%Y-%m-%d %H:%M')}, "
-          f"load average {load_start:.2f} at the start, {os.getloadavg()[0]:.2f} at the end")
+    print(f"machine: {machine()}; load average {load_start:.2f} at the start")
     print("| case | MB/s (CPU) | MB/s (wall) | docs/s (CPU) |\n| --- | --- | --- | --- |")
     for r in rows:
         print(f"| {r['case']} | {r['MB/s (cpu)']:.3g} | {r['MB/s (wall)']:.3g} | {r['docs/s (cpu)']:.3g} |")

@@ -21,7 +21,6 @@ import argparse
 import json
 import os
 import platform
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -34,18 +33,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import dedup_corpus  # noqa: E402
 
 import luminamoon.data as data  # noqa: E402
+from harness import measure  # noqa: E402
 
 
-def median_time(fn, reps: int) -> tuple[float, float]:
-    """Medians of wall seconds and of process CPU seconds (all threads) over reps runs.
-    The machine is shared: CPU seconds are what "per core" figures divide by."""
-    walls, cpus = [], []
-    for _ in range(reps):
-        c0, t0 = time.process_time(), time.perf_counter()
-        fn()
-        walls.append(time.perf_counter() - t0)
-        cpus.append(time.process_time() - c0)
-    return statistics.median(walls), statistics.median(cpus)
+def wall_and_cpu(fn, reps: int) -> tuple[float, float]:
+    """Medians of wall and process CPU seconds (all threads): the machine is shared,
+    so CPU seconds are what the per-core figures divide by."""
+    return measure(fn, reps, warmup=0).wall_and_cpu
 
 
 def batches(seq, size):
@@ -140,7 +134,7 @@ def main() -> None:
     print(f"corpus: {len(docs)} documents, {total_bytes / 1e6:.1f} MB, {counts}, "
           f"generated in {time.perf_counter() - t0:.1f} s", flush=True)
     tensors = [data.StringTensor(b) for b in batches(docs, args.batch)]
-    conv = median_time(lambda: [data.StringTensor(b) for b in batches(docs, args.batch)], args.reps)
+    conv = wall_and_cpu(lambda: [data.StringTensor(b) for b in batches(docs, args.batch)], args.reps)
     results: dict = {"documents": len(docs), "bytes": total_bytes, "counts": counts,
                      "machine": platform.processor() or platform.machine(), "reps": args.reps,
                      "list_to_StringTensor_s": conv}
@@ -167,16 +161,16 @@ def main() -> None:
         return kept
 
     exact = {}
-    exact["luminamoon_1_thread"] = median_time(lambda: lm_exact(1), args.reps)
-    exact["luminamoon_2_threads"] = median_time(lambda: lm_exact(2), args.reps)
+    exact["luminamoon_1_thread"] = wall_and_cpu(lambda: lm_exact(1), args.reps)
+    exact["luminamoon_2_threads"] = wall_and_cpu(lambda: lm_exact(2), args.reps)
     with tempfile.TemporaryDirectory() as tmp:
         def with_wal():
             path = os.path.join(tmp, "b.dedup")
             if os.path.exists(path):
                 os.remove(path)
             lm_exact(1, path)
-        exact["luminamoon_wal_fdatasync_per_batch"] = median_time(with_wal, args.reps)
-    exact["python_set_xxhash"] = median_time(py_exact, args.reps)
+        exact["luminamoon_wal_fdatasync_per_batch"] = wall_and_cpu(with_wal, args.reps)
+    exact["python_set_xxhash"] = wall_and_cpu(py_exact, args.reps)
     kept_lm, kept_py = lm_exact(1), py_exact()
     assert kept_lm == kept_py, (kept_lm, kept_py)
     results["exact_kept"] = kept_lm
@@ -201,9 +195,9 @@ def main() -> None:
         return len(seen)
 
     assert lm_short(1) == py_short()
-    short_res = {"luminamoon_1_thread": median_time(lambda: lm_short(1), args.reps),
-                 "luminamoon_2_threads": median_time(lambda: lm_short(2), args.reps),
-                 "python_set_xxhash": median_time(py_short, args.reps)}
+    short_res = {"luminamoon_1_thread": wall_and_cpu(lambda: lm_short(1), args.reps),
+                 "luminamoon_2_threads": wall_and_cpu(lambda: lm_short(2), args.reps),
+                 "python_set_xxhash": wall_and_cpu(py_short, args.reps)}
     results["exact_short_docs"] = {"documents": len(short), "bytes": sum(map(len, short)),
                                    "seconds": short_res}
     for name, (w, c) in short_res.items():
@@ -217,9 +211,9 @@ def main() -> None:
     # --- MinHash signatures ----------------------------------------------------
     lsh = data.MinHashLSH(num_perm=64, bands=8, rows=8, ngram=5)
     sig = {}
-    sig["luminamoon_1_thread_full"] = median_time(
+    sig["luminamoon_1_thread_full"] = wall_and_cpu(
         lambda: [lsh.signatures(t, num_threads=1) for t in tensors], args.reps)
-    sig["luminamoon_2_threads_full"] = median_time(
+    sig["luminamoon_2_threads_full"] = wall_and_cpu(
         lambda: [lsh.signatures(t, num_threads=2) for t in tensors], args.reps)
     near = data.MinHashLSH(num_threads=1)
     c0, t0 = time.process_time(), time.perf_counter()
@@ -236,10 +230,10 @@ def main() -> None:
         size += len(t)
     sub_tensor = data.StringTensor(subset)
     anchors = {}
-    anchors["luminamoon_1_thread"] = median_time(lambda: lsh.signatures(sub_tensor, num_threads=1), args.reps)
-    anchors["datasketch"] = median_time(lambda: datasketch_signatures(subset, 64), args.reps)
+    anchors["luminamoon_1_thread"] = wall_and_cpu(lambda: lsh.signatures(sub_tensor, num_threads=1), args.reps)
+    anchors["datasketch"] = wall_and_cpu(lambda: datasketch_signatures(subset, 64), args.reps)
     with tempfile.TemporaryDirectory() as tmp:
-        anchors["datatrove_signature_stage"] = median_time(
+        anchors["datatrove_signature_stage"] = wall_and_cpu(
             lambda: datatrove_signature_stage(subset, tmp), args.reps)
     results["signature_seconds_full"] = sig
     results["anchor_subset"] = {"documents": len(subset), "bytes": size}

@@ -3,7 +3,7 @@
 # machine (its Python differs), the GPU test suites, then the training-loop
 # benchmark. From the repository root, with the Debian simdjson/OpenSSL files
 # the GPU image lacks unpacked under .gpu_bundle/prefix:
-#   bench/gpu_suite.sh [build] [tests] [loop] [kernels]
+#   bench/gpu_suite.sh [build] [tests] [profile] [loop] [quality] [kernels] [headline]
 # Logs and JSON go to $OUT (or ./gpu_out).
 set -u
 phases=${*:-build tests loop}
@@ -41,5 +41,7 @@ for phase in $phases; do
     kernels)
       lib=$(find $site -name 'libluminav.so*' | head -1)
       PYTHONPATH=$site LUMINAV_LIBRARY=$lib timeout 200 python3 bench/cuda_step_bench.py --out "$out/kernels.json" 2>&1 | tee "$out/kernels.log" | tail -20 ;;
+    headline)  # the GPU rows of make bench's table (bench/run_all.py --gpu)
+      PYTHONPATH=$site:bench timeout 300 python3 bench/run_all.py --gpu --json "$out/headline.json" 2>&1 | tee "$out/headline.log" | tail -12 ;;
   esac
 done

@@ -28,6 +28,10 @@ class Timing:
     result: object = None   # what the last call returned
 
     @property
+    def wall_and_cpu(self) -> tuple[float, float]:
+        return self.wall_s, self.cpu_s
+
+    @property
     def spread(self) -> float:
         """(max - min) / median of the wall samples: how noisy the repeats were."""
         if len(self.samples) < 2 or self.wall_s == 0:
@@ -35,46 +39,62 @@ class Timing:
         return (max(self.samples) - min(self.samples)) / self.wall_s
 
 
+def calls_per_repeat(fn: Callable[[], object], min_time: float) -> int:
+    """How often to call `fn` so that one repeat lasts about `min_time` seconds (judged from one call)."""
+    if min_time <= 0:
+        return 1
+    start = time.perf_counter()
+    fn()
+    return max(1, int(min_time / max(time.perf_counter() - start, 1e-7)))
+
+
+def _timed_calls(fn: Callable[[], object], calls: int) -> tuple[float, float, object]:
+    """(wall, CPU) seconds per call over `calls` back-to-back calls, and the last result."""
+    result = None
+    c0, w0 = time.process_time(), time.perf_counter()
+    for _ in range(calls):
+        result = fn()
+    return (time.perf_counter() - w0) / calls, (time.process_time() - c0) / calls, result
+
+
 def measure(fn: Callable[[], object], repeats: int = 5, *, min_time: float = 0.0,
             warmup: int = 1) -> Timing:
     """Times `fn` `repeats` times after `warmup` calls.
 
     With `min_time`, each repeat calls `fn` as often as fits in about that many
-    seconds (judged from one call) and reports the mean per call: short calls
-    are then not dominated by the timer.
+    seconds and reports the mean per call: short calls are then not dominated
+    by the timer.
     """
-    result = None
     for _ in range(warmup):
-        result = fn()
-    calls = 1
-    if min_time > 0:
-        start = time.perf_counter()
-        result = fn()
-        calls = max(1, int(min_time / max(time.perf_counter() - start, 1e-7)))
-    walls, cpus = [], []
+        fn()
+    calls = calls_per_repeat(fn, min_time)
+    walls, cpus, result = [], [], None
     for _ in range(repeats):
-        c0, w0 = time.process_time(), time.perf_counter()
-        for _ in range(calls):
-            result = fn()
-        walls.append((time.perf_counter() - w0) / calls)
-        cpus.append((time.process_time() - c0) / calls)
+        wall, cpu, result = _timed_calls(fn, calls)
+        walls.append(wall)
+        cpus.append(cpu)
     return Timing(statistics.median(walls), statistics.median(cpus), walls, result)
 
 
 def measure_side_by_side(fns: dict[str, Callable[[], object]], rounds: int = 5, *,
-                         min_time: float = 0.0) -> dict[str, Timing]:
-    """Times every callable of `fns` in each round, in turn, so that a change of
-    the machine's load during the run affects all of them alike; medians over rounds."""
-    per_round: dict[str, list[Timing]] = {name: [] for name in fns}
+                         min_time: float = 0.0, warmup: int = 1) -> dict[str, Timing]:
+    """Round-robin: every round times each callable of `fns` once, so that a change
+    of the machine's load during the run hits all of them alike; medians over rounds."""
+    calls = {}
+    for name, fn in fns.items():
+        for _ in range(warmup):
+            fn()
+        calls[name] = calls_per_repeat(fn, min_time)
+    walls: dict[str, list[float]] = {name: [] for name in fns}
+    cpus: dict[str, list[float]] = {name: [] for name in fns}
+    results: dict[str, object] = {}
     for _ in range(rounds):
         for name, fn in fns.items():
-            per_round[name].append(measure(fn, 1, min_time=min_time, warmup=1 if not per_round[name] else 0))
-    out = {}
-    for name, timings in per_round.items():
-        walls = [t.wall_s for t in timings]
-        out[name] = Timing(statistics.median(walls), statistics.median(t.cpu_s for t in timings), walls,
-                           timings[-1].result)
-    return out
+            wall, cpu, results[name] = _timed_calls(fn, calls[name])
+            walls[name].append(wall)
+            cpus[name].append(cpu)
+    return {name: Timing(statistics.median(walls[name]), statistics.median(cpus[name]), walls[name],
+                         results[name]) for name in fns}
 
 
 def cpu_model() -> str:

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -26,15 +25,11 @@ import dedup_reference as ref  # noqa: E402
 import real_text_corpus  # noqa: E402
 
 import luminamoon.data as data  # noqa: E402
+from harness import measure  # noqa: E402
 
 
-def cpu_seconds(fn, reps: int) -> float:
-    times = []
-    for _ in range(reps):
-        c0 = time.process_time()
-        fn()
-        times.append(time.process_time() - c0)
-    return statistics.median(times)
+def cpu_seconds_of(fn, reps: int) -> float:
+    return measure(fn, reps, warmup=0).cpu_s
 
 
 def main() -> int:
@@ -58,7 +53,7 @@ def main() -> int:
     for scheme in ("oph", "kperm"):
         lsh = data.MinHashLSH(scheme=scheme, num_threads=1)
         lsh.signatures(tensor, num_threads=1)  # warm up
-        row(f"luminamoon {scheme}", cpu_seconds(lambda: lsh.signatures(tensor, num_threads=1), a.reps),
+        row(f"luminamoon {scheme}", cpu_seconds_of(lambda: lsh.signatures(tensor, num_threads=1), a.reps),
             note="from text: normalize, shingle, hash, sign")
 
     t0 = time.perf_counter()
@@ -68,16 +63,16 @@ def main() -> int:
     import numpy as np
     import rensa
 
-    row("rensa RMinHash", cpu_seconds(lambda: rensa.RMinHash.digest_matrix_from_token_sets(shingles, 64, 1), a.reps),
+    row("rensa RMinHash", cpu_seconds_of(lambda: rensa.RMinHash.digest_matrix_from_token_sets(shingles, 64, 1), a.reps),
         note="from prebuilt shingles (digest_matrix_from_token_sets)")
-    row("rensa CMinHash", cpu_seconds(lambda: rensa.CMinHash.digests64_from_token_sets(shingles, 64, 1), a.reps),
+    row("rensa CMinHash", cpu_seconds_of(lambda: rensa.CMinHash.digests64_from_token_sets(shingles, 64, 1), a.reps),
         note="from prebuilt shingles (digests64_from_token_sets)")
     hashes = [rensa.RMinHash.hash_token_sets([s])[0] for s in shingles[:1]]  # API check
     flat_sets = rensa.RMinHash.hash_token_sets(shingles)
     flat = np.concatenate([np.asarray(h, dtype=np.uint64) for h in flat_sets])
     offsets = np.cumsum([0] + [len(h) for h in flat_sets]).astype(np.uint64)
     row("rensa RMinHash, hashes given",
-        cpu_seconds(lambda: rensa.RMinHash.digest_matrix_from_flat_token_hashes(flat, offsets, 64, 1), a.reps),
+        cpu_seconds_of(lambda: rensa.RMinHash.digest_matrix_from_flat_token_hashes(flat, offsets, 64, 1), a.reps),
         note="from prebuilt shingle hashes (digest_matrix_from_flat_token_hashes)")
     del hashes
 
@@ -91,7 +86,7 @@ def main() -> int:
             m = MinHash(num_perm=64, seed=1)
             m.update_batch(shs)
 
-    row("datasketch", cpu_seconds(datasketch_run, 1), sub_mb,
+    row("datasketch", cpu_seconds_of(datasketch_run, 1), sub_mb,
         note=f"update_batch on prebuilt shingles, first {a.datasketch_docs} documents")
     print("\n| engine | MB/s per core | input |\n| --- | ---: | --- |")
     for r in results["rows"]:

@@ -15,22 +15,12 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import time
 
 import torch
 
 from luminamoon import _native
+from harness import measure
 from optim_simd_throughput import torch_checked_step  # the same anchor in both benches
-
-
-def timed(f, reps=5) -> float:
-    f()
-    out = []
-    for _ in range(reps):
-        start = time.perf_counter()
-        f()
-        out.append(time.perf_counter() - start)
-    return statistics.median(out)
 
 
 def ok(result) -> None:
@@ -132,7 +122,7 @@ def main() -> int:
         samples = {k: [] for k in run}
         for _ in range(args.rounds):
             for k, f in run.items():
-                samples[k].append(timed(f))
+                samples[k].append(measure(f, 5).wall_s)
         results[threads] = {k: statistics.median(v) for k, v in samples.items()}
     for k in run:
         print(f"| {k} | " + " | ".join(f"{results[t][k] * 1e3:.3g}" for t in args.threads) + " |")

@@ -34,16 +34,18 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
-import platform
+import os
 import statistics
-import subprocess
 import sys
-import time
 
 import numpy as np
 import torch
 
 from luminamoon import _native
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402
+from harness import measure, measure_side_by_side  # noqa: E402
 
 BYTES_PER_ELEMENT = {
     "clm_f32": 32,
@@ -64,37 +66,6 @@ def factored_rows(n: int) -> int:
     return 1 << (n.bit_length() - 1) // 2
 
 
-def calls_for(run_once, min_time: float) -> int:
-    """Warms up, then how many back-to-back calls last about `min_time` seconds."""
-    run_once()
-    start = time.perf_counter()
-    run_once()
-    return max(1, int(min_time / max(time.perf_counter() - start, 1e-7)))
-
-
-def seconds_per_call(run_once, calls: int) -> float:
-    start = time.perf_counter()
-    for _ in range(calls):
-        run_once()
-    return (time.perf_counter() - start) / calls
-
-
-def timed(run_once, min_time: float, repeats: int) -> float:
-    """Median over `repeats` of the mean seconds per call of `run_once`."""
-    run_once()  # warm-up (first touch, dispatch, thread start)
-    start = time.perf_counter()
-    run_once()
-    single = max(time.perf_counter() - start, 1e-7)
-    calls = max(1, int(min_time / single))
-    samples = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        for _ in range(calls):
-            run_once()
-        samples.append((time.perf_counter() - start) / calls)
-    return statistics.median(samples)
-
-
 def copy_bandwidth(repeats: int) -> dict:
     """Bytes read + written per second: copies of a 512 MiB buffer (STREAM copy,
     torch's threads and NumPy's single-threaded memcpy) and an in-place update of
@@ -102,11 +73,11 @@ def copy_bandwidth(repeats: int) -> dict:
     n = 1 << 27  # float32 elements: 512 MiB per buffer
     src = torch.randn(n)
     dst = torch.empty(n)
-    torch_s = timed(lambda: dst.copy_(src), 0.5, repeats)
+    torch_s = measure(lambda: dst.copy_(src), repeats, min_time=0.5).wall_s
     a = src.numpy()
     b = dst.numpy()
-    numpy_s = timed(lambda: np.copyto(b, a), 0.5, repeats)
-    inplace_s = timed(lambda: src.mul_(1.0), 0.5, repeats)
+    numpy_s = measure(lambda: np.copyto(b, a), repeats, min_time=0.5).wall_s
+    inplace_s = measure(lambda: src.mul_(1.0), repeats, min_time=0.5).wall_s
     moved = 2 * 4 * n
     return {"torch_copy_GBps": moved / torch_s / 1e9, "numpy_memcpy_GBps": moved / numpy_s / 1e9,
             "torch_inplace_GBps": moved / inplace_s / 1e9}
@@ -206,11 +177,7 @@ def multi_tensor(repeats: int, min_time: float) -> dict:
         opt = torch.optim.AdamW(params, lr=1e-3, **kwargs)
         keep.append(opt)
         runs[f"torch_{mode}"] = opt.step
-    calls = {k: calls_for(f, min_time) for k, f in runs.items()}
-    samples = {k: [] for k in runs}
-    for _ in range(repeats):
-        for k, f in runs.items():
-            samples[k].append(seconds_per_call(f, calls[k]))
+    samples = {k: t.samples for k, t in measure_side_by_side(runs, repeats, min_time=min_time).items()}
     total = sum(shapes)
     out = {"tensors": len(shapes), "elements": total}
     out.update({k: total / statistics.median(v) for k, v in samples.items()})
@@ -248,13 +215,7 @@ def torch_checked_step(opt: torch.optim.Optimizer, grads: list[torch.Tensor]):
 
 
 def machine() -> str:
-    try:
-        out = subprocess.run(["lscpu"], capture_output=True, text=True, check=True).stdout
-        model = next(line.split(":", 1)[1].strip() for line in out.splitlines()
-                     if line.startswith("Model name"))
-    except Exception:  # noqa: BLE001 - informational only
-        model = platform.processor()
-    return f"{model}, {torch.get_num_threads()} threads"
+    return f"{harness.machine()}, {torch.get_num_threads()} torch threads"
 
 
 def report(rows: list[dict], bw: dict, variants: list[str], spread: dict | None = None) -> None:
@@ -374,13 +335,10 @@ def main() -> int:
         for mode, opt in anchors.items():
             runs[f"torch_{mode}"] = opt.step
         runs["torch_fused_checked"] = torch_checked_step(anchors["fused"], [buffers.g32])
-        # Round-robin: every repeat times each case once, so a change in the
-        # machine's load hits all of them alike; the medians are compared.
-        samples = {k: [] for k in runs}
-        calls = {k: calls_for(f, args.min_time) for k, f in runs.items()}
-        for _ in range(args.repeats):
-            for k, f in runs.items():
-                samples[k].append(seconds_per_call(f, calls[k]))
+        # Round-robin (harness.measure_side_by_side): a change in the machine's
+        # load hits every case alike; the medians are compared.
+        samples = {k: t.samples for k, t in
+                   measure_side_by_side(runs, args.repeats, min_time=args.min_time).items()}
         row = {"log2_n": e, "n": n}
         row.update({k: n / statistics.median(v) for k, v in samples.items()})
         runs["simd_clm_f32" if "clm_f32" in variants else next(iter(runs))]()
