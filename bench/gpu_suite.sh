@@ -37,7 +37,7 @@ for phase in $phases; do
     loop)
       PYTHONPATH=$site timeout 400 python3 bench/optim_training_loop.py --json "$out/loop.json" 2>&1 | tee "$out/loop.log" | tail -20 ;;
     quality)
-      PYTHONPATH=$site:bench timeout 330 python3 bench/optim_llama_quality.py --steps ${QUALITY_STEPS:-400} --json "$out/quality.json" 2>&1 | tee "$out/quality.log" | tail -12 ;;
+      PYTHONPATH=$site:bench timeout 420 python3 bench/optim_llama_quality.py --steps ${QUALITY_STEPS:-400} ${QUALITY_ARGS:-} --json "$out/quality.json" 2>&1 | tee "$out/quality.log" | tail -12 ;;
     kernels)
       lib=$(find $site -name 'libluminav.so*' | head -1)
       PYTHONPATH=$site LUMINAV_LIBRARY=$lib timeout 200 python3 bench/cuda_step_bench.py --out "$out/kernels.json" 2>&1 | tee "$out/kernels.log" | tail -20 ;;

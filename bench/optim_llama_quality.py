@@ -19,6 +19,7 @@ import torch
 
 from luminamoon.optim import LuminaV
 from optim_training_loop import llama
+from tdclm_torch_reference import TDCLMReference
 
 VOCAB, SEQ, BATCH = 8192, 512, 16
 
@@ -53,6 +54,8 @@ def make(kind, model, lr):
         return LuminaV(model.parameters(), **kw)
     if kind == "luminav_tdclm":
         return LuminaV(model.parameters(), mode="tdclm", td_factor="factored", **kw)
+    if kind == "reference_tdclm":  # the spec's formulas in plain torch (bench/tdclm_torch_reference.py)
+        return TDCLMReference(model.parameters(), **kw)
     raise ValueError(kind)
 
 
@@ -60,9 +63,40 @@ def state_bytes_per_param(opt, model):
     n = sum(p.numel() for p in model.parameters())
     total = 0
     for state in opt.state.values():
-        for key in ("exp_avg", "exp_avg_sq"):
-            total += state[key].numel() * state[key].element_size()
+        for key in ("exp_avg", "exp_avg_sq", "row", "col"):
+            if isinstance(state.get(key), torch.Tensor):
+                total += state[key].numel() * state[key].element_size()
     return total / n
+
+
+def agreement(kind, anchor, steps, lr):
+    """Two copies of one model trained on the same batches by `kind` and by `anchor`:
+    the largest relative difference of a parameter tensor after `steps` steps (and its name).
+    CLM against AdamW is the control: what bf16 autocast alone leaves between two correct
+    implementations of one update."""
+    cfg = dict(hidden=768, layers=12, heads=12, mlp=2048, vocab=VOCAB, seq=SEQ)
+    models, opts = [], []
+    for k in (kind, anchor):
+        torch.manual_seed(0)
+        models.append(llama("cuda", **cfg))
+        opts.append(make(k, models[-1], lr))
+    successors, weights, _ = chain(123)
+    gen = torch.Generator(device="cuda").manual_seed(7)
+    for _ in range(steps):
+        tokens = batch(successors, weights, gen)
+        for model, opt in zip(models, opts):
+            opt.zero_grad(set_to_none=True)
+            loss_of(model, tokens).backward()
+            opt.step()
+    torch.manual_seed(0)
+    start = llama("cuda", **cfg)  # the common initial weights
+    worst = (0.0, "")
+    with torch.no_grad():
+        for (name, a), b, a0 in zip(models[0].named_parameters(), models[1].parameters(), start.parameters()):
+            # relative to how far the anchor moved the tensor: 1.0 would mean unrelated updates
+            diff = float((a - b).norm() / (b - a0).norm().clamp_min(1e-30))
+            worst = max(worst, (diff, name))
+    return {"max_relative_difference_of_the_update": worst[0], "tensor": worst[1], "steps": steps}
 
 
 def run(kind, seed, steps, lr, data_seed):
@@ -104,9 +138,16 @@ def main():
     ap.add_argument("--seeds", type=int, nargs="*", default=[0])
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--kinds", nargs="*", default=["adamw_fused", "luminav_clm", "luminav_tdclm"])
+    ap.add_argument("--agreement-steps", type=int, default=0,
+                    help="first compare luminav_tdclm with reference_tdclm (and, as the control, "
+                         "luminav_clm with adamw_fused) over this many steps")
     ap.add_argument("--json")
     args = ap.parse_args()
     out = {"steps": args.steps, "lr": args.lr, "machine": torch.cuda.get_device_name(), "runs": {}}
+    if args.agreement_steps:
+        out["agreement"] = {f"{k}~{a}": agreement(k, a, args.agreement_steps, args.lr)
+                            for k, a in (("luminav_clm", "adamw_fused"), ("luminav_tdclm", "reference_tdclm"))}
+        print(json.dumps(out["agreement"], indent=1), flush=True)
     for seed in args.seeds:
         for kind in args.kinds:
             t0 = time.time()
