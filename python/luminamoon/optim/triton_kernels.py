@@ -305,21 +305,23 @@ def reduce_kernel(g_ptr, m_ptr, v_ptr, x_ptr, partials_ptr, k_ptr, words_ptr, gl
     """One program's partials (cuda reduce_element): nonfinite count and sum g^2 (GRAD_SUMS); K,
     sum (lr*u*phi)^2 and sum x^2 (UPDATE_SUMS, u recomputed from the old state as pass 2 will).
 
-    x_ptr is the master (XDTYPE 0) or the parameter. Partials are fp64, program-major.
+    x_ptr is the master (XDTYPE 0) or the parameter. Partials are fp64, field-major
+    (partials[field * programs + program]).
     """
     pid = tl.program_id(0)
     offs = pid.to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     mask = (offs < n) & step_open(words_ptr)
     g = scaled_gradient(k_ptr, load_f32(g_ptr, offs, mask, GDTYPE), SCALED)
-    base = partials_ptr + pid.to(tl.int64) * 5
+    base = partials_ptr + pid.to(tl.int64)
+    stride = tl.num_programs(0).to(tl.int64)  # field-major: finalize reads each field coalesced
     if GRAD_SUMS:
         bad = ((g.to(tl.uint32, bitcast=True) & 0x7F800000) == 0x7F800000) & mask
         g64 = g.to(tl.float64)
-        tl.store(base + 0, tl.sum(bad.to(tl.float64), axis=0))
-        tl.store(base + 2, tl.sum(g64 * g64, axis=0))
+        tl.store(base, tl.sum(bad.to(tl.float64), axis=0))
+        tl.store(base + 2 * stride, tl.sum(g64 * g64, axis=0))
     else:
-        tl.store(base + 0, 0.0)
-        tl.store(base + 2, 0.0)
+        tl.store(base, 0.0)
+        tl.store(base + 2 * stride, 0.0)
     if UPDATE_SUMS:
         m_old = tl.load(m_ptr + offs, mask=mask, other=0.0)
         second = second_of(v_ptr, gl_ptr, row_ptr, col_over_rho_ptr, offs, mask, cols, KIND)
@@ -330,13 +332,13 @@ def reduce_kernel(g_ptr, m_ptr, v_ptr, x_ptr, partials_ptr, k_ptr, words_ptr, gl
         # core::unscaled_step: lr * u * phi
         d = (tl.load(k_ptr + 0) * tl.where(agree, u, 0.0)).to(tl.float64)
         x64 = x.to(tl.float64)
-        tl.store(base + 1, tl.sum(agree.to(tl.float64), axis=0))
-        tl.store(base + 3, tl.sum(tl.where(mask, d * d, 0.0), axis=0))
-        tl.store(base + 4, tl.sum(x64 * x64, axis=0))
+        tl.store(base + 1 * stride, tl.sum(agree.to(tl.float64), axis=0))
+        tl.store(base + 3 * stride, tl.sum(tl.where(mask, d * d, 0.0), axis=0))
+        tl.store(base + 4 * stride, tl.sum(x64 * x64, axis=0))
     else:
-        tl.store(base + 1, 0.0)
-        tl.store(base + 3, 0.0)
-        tl.store(base + 4, 0.0)
+        tl.store(base + 1 * stride, 0.0)
+        tl.store(base + 3 * stride, 0.0)
+        tl.store(base + 4 * stride, 0.0)
 
 
 @triton.jit(do_not_specialize=["rows", "cols"])
@@ -359,12 +361,13 @@ def row_sums_kernel(g_ptr, row_sums_ptr, partials_ptr, k_ptr, words_ptr, rows, c
         acc += g64 * g64
     sums = tl.sum(acc, axis=1)
     tl.store(row_sums_ptr + r, sums, mask=r < rows)
-    base = partials_ptr + pid.to(tl.int64) * 5
-    tl.store(base + 0, tl.sum(tl.sum(bad, axis=1), axis=0))
-    tl.store(base + 1, 0.0)
-    tl.store(base + 2, tl.sum(sums, axis=0))
-    tl.store(base + 3, 0.0)
-    tl.store(base + 4, 0.0)
+    base = partials_ptr + pid.to(tl.int64)
+    stride = tl.num_programs(0).to(tl.int64)  # field-major: finalize reads each field coalesced
+    tl.store(base, tl.sum(tl.sum(bad, axis=1), axis=0))
+    tl.store(base + 1 * stride, 0.0)
+    tl.store(base + 2 * stride, tl.sum(sums, axis=0))
+    tl.store(base + 3 * stride, 0.0)
+    tl.store(base + 4 * stride, 0.0)
 
 
 @triton.jit(do_not_specialize=["rows", "cols"])
@@ -409,12 +412,13 @@ def finalize_kernel(partials_ptr, num_partials, gl_ptr, words_ptr, k_ptr, exp_av
         for p0 in range(0, num_partials, BLOCK):
             p = p0 + lanes
             mask = p < num_partials
-            base = partials_ptr + p.to(tl.int64) * 5
-            acc_bad += tl.load(base + 0, mask=mask, other=0.0)
-            acc_agree += tl.load(base + 1, mask=mask, other=0.0)
-            acc_g += tl.load(base + 2, mask=mask, other=0.0)
-            acc_u += tl.load(base + 3, mask=mask, other=0.0)
-            acc_x += tl.load(base + 4, mask=mask, other=0.0)
+            base = partials_ptr + p.to(tl.int64)
+            stride = num_partials.to(tl.int64)
+            acc_bad += tl.load(base, mask=mask, other=0.0)
+            acc_agree += tl.load(base + stride, mask=mask, other=0.0)
+            acc_g += tl.load(base + 2 * stride, mask=mask, other=0.0)
+            acc_u += tl.load(base + 3 * stride, mask=mask, other=0.0)
+            acc_x += tl.load(base + 4 * stride, mask=mask, other=0.0)
         n64 = n.to(tl.float64)
         if ROUND_GRAD:
             if CHECK_FINITE:

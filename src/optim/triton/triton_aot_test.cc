@@ -90,12 +90,12 @@ TEST(TritonAot, BuiltManifestsAndImagesPassTheChecks) {
 }
 
 TEST(TritonAot, WrongScratchPointerCountIsRefused) {
-  const std::string json = R"({"platform": "cuda", "triton_version": "3.6.0",
+  const std::string json = R"json({"platform": "cuda", "triton_version": "3.6.0",
     "artifacts": [{"arch": "sm_90", "kind": "cubin", "file": "k.sm_90.cubin", "size": 1,
                    "sha256": "0000000000000000000000000000000000000000000000000000000000000000",
                    "kernel": "k", "symbol": "k"}],
     "kernels": [{"name": "k", "signature": "(x:*fp32)", "num_trailing_scratch_ptrs": 1,
-                 "block_size": 256, "shared_mem_bytes": 0}]})";
+                 "block_size": 256, "shared_mem_bytes": 0}]})json";
   cuda::KernelManifest m;
   std::string why;
   ASSERT_TRUE(cuda::parse_kernel_manifest(json, &m, &why)) << why;
