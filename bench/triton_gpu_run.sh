@@ -42,10 +42,10 @@ for phase in $phases; do
       PYTHONPATH=$site timeout 300 python3 -m pytest -q -p no:cacheprovider -o addopts= tests/optim/test_gpu_triton.py \
         -rs 2>&1 | tee "$out/pytest.log" | tail -15 ;;
     bench)
-      PYTHONPATH=$site timeout 240 python3 bench/triton_step_bench.py --out "$out/bench.json" 2>&1 | tee "$out/bench.log" | tail -20 ;;
+      PYTHONPATH=$site timeout 200 python3 bench/triton_step_bench.py --reps 7 --out "$out/bench.json" 2>&1 | tee "$out/bench.log" | tail -20 ;;
     loop)
       PYTHONPATH=$site timeout 240 python3 bench/optim_training_loop.py --kinds torch_fused luminav luminav_triton \
-        luminav_tdclm luminav_tdclm_triton --reps 10 --steps 5 --json "$out/loop.json" 2>&1 | tee "$out/loop.log" | tail -12 ;;
+        --reps 5 --steps 3 --json "$out/loop.json" 2>&1 | tee "$out/loop.log" | tail -12 ;;
   esac
   echo "phase $phase: $(( $(date +%s) - t0 )) s" | tee -a "$out/build.log"
 done
