@@ -8,7 +8,7 @@
 #   bash bench/triton_gpu_run.sh [build] [aot] [tests] [bench] [loop]
 # At most 8 files come back from $OUT.
 set -u
-phases=${*:-build aot tests bench loop}
+phases=${*:-build aot tests bench sweep loop}
 out=${OUT:-$PWD/gpu_out}
 mkdir -p "$out"
 export PYTHONUNBUFFERED=1
@@ -43,6 +43,12 @@ for phase in $phases; do
         -rs 2>&1 | tee "$out/pytest.log" | tail -15 ;;
     bench)
       PYTHONPATH=$site timeout 200 python3 bench/triton_step_bench.py --reps 7 --out "$out/bench.json" 2>&1 | tee "$out/bench.log" | tail -20 ;;
+    sweep)  # the apply kernel's block and warps (LUMINAV_TRITON_APPLY_BLOCK / _NUM_WARPS), CLM fp32 2^28
+      for cfg in 1024:4 2048:4 4096:8 4096:16 8192:16; do
+        LUMINAV_TRITON_APPLY_BLOCK=${cfg%:*} LUMINAV_TRITON_NUM_WARPS=${cfg#*:} PYTHONPATH=$site timeout 60 \
+          python3 bench/triton_step_bench.py --cases clm_f32 --kinds luminav_triton --skip-compile --reps 7 2>&1 \
+          | sed "s/^/block=${cfg%:*} warps=${cfg#*:} /" | tee -a "$out/sweep.log" | tail -1
+      done ;;
     loop)
       PYTHONPATH=$site timeout 240 python3 bench/optim_training_loop.py --kinds torch_fused luminav luminav_triton \
         --reps 5 --steps 3 --json "$out/loop.json" 2>&1 | tee "$out/loop.log" | tail -12 ;;

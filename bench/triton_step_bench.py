@@ -122,13 +122,15 @@ def main():
     ap.add_argument("--kinds", nargs="*", default=["luminav_nvcc", "luminav_triton", "torch_fused_adamw"])
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--reps", type=int, default=10)
+    ap.add_argument("--skip-compile", action="store_true", help="skip the first-step compile timing")
     ap.add_argument("--out")
     args = ap.parse_args()
     t0 = time.time()
     result = {"machine": torch.cuda.get_device_name(), "torch": torch.__version__,
               "triton": __import__("triton").__version__, "copy_gbs": copy_gbs(1 << 28), "cases": {}}
     print(f"device copy {result['copy_gbs']:.0f} GB/s", flush=True)
-    result["compile"] = compile_times()
+    if not args.skip_compile:
+        result["compile"] = compile_times()
     for name in args.cases:
         result["cases"][name] = run_case(name, args.kinds, args.warmup, args.reps)
     result["wall_s"] = time.time() - t0

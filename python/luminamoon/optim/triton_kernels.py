@@ -89,9 +89,9 @@ def rounding_bits(seed, step, index):
 def load_f32(ptr, offs, mask, DTYPE: tl.constexpr):
     """A parameter or gradient as fp32 (16-bit data through its int16 view; exact)."""
     if DTYPE == 0:
-        return tl.load(ptr + offs, mask=mask, other=0.0)
+        return tl.load(ptr + offs, mask=mask, other=0.0, eviction_policy="evict_first")
     else:
-        h = tl.load(ptr + offs, mask=mask, other=0)
+        h = tl.load(ptr + offs, mask=mask, other=0, eviction_policy="evict_first")
         if DTYPE == 1:
             # core::bf16_to_f32: the upper half of an fp32
             bits = h.to(tl.uint16, bitcast=True).to(tl.uint32) << 16
@@ -147,7 +147,7 @@ def f32_to_f16_stochastic(x, r):
 def store_param(ptr, offs, x, mask, seed, step, index_offset, DTYPE: tl.constexpr, SR: tl.constexpr):
     """core::store_param: fp32 as is; 16-bit by the spec's stochastic rounding or RNE."""
     if DTYPE == 0:
-        tl.store(ptr + offs, x, mask=mask)
+        tl.store(ptr + offs, x, mask=mask, cache_modifier=".cs")
     else:
         if SR:
             r = rounding_bits(seed, step, index_offset + offs.to(tl.uint64))
@@ -160,7 +160,7 @@ def store_param(ptr, offs, x, mask, seed, step, index_offset, DTYPE: tl.constexp
                 bits = f32_to_bf16_rne(x)
             else:
                 bits = x.to(tl.float16).to(tl.uint16, bitcast=True).to(tl.uint32)
-        tl.store(ptr + offs, bits.to(tl.uint16).to(tl.int16, bitcast=True), mask=mask)
+        tl.store(ptr + offs, bits.to(tl.uint16).to(tl.int16, bitcast=True), mask=mask, cache_modifier=".cs")
 
 
 # ---- the element math (core/update_math.h) --------------------------------------------------------
@@ -227,7 +227,7 @@ def scaled_gradient(k_ptr, g, SCALED: tl.constexpr):
 def second_of(v_ptr, gl_ptr, row_ptr, col_over_rho_ptr, offs, mask, cols, KIND: tl.constexpr):
     """The element's second moment as pass 2 reads it: v_i, s, row_r(i) or row_r * col_c / rho."""
     if KIND == 0:
-        return tl.load(v_ptr + offs, mask=mask, other=0.0)
+        return tl.load(v_ptr + offs, mask=mask, other=0.0, eviction_policy="evict_first")
     elif KIND == 1:
         return tl.load(gl_ptr + 0)
     else:
@@ -296,17 +296,19 @@ def prepare_kernel(k_ptr, step_out_ptr, hp64_ptr, counter_ptr, lr_ptr, grad_scal
 # ---- pass 1 -------------------------------------------------------------------------------------
 
 
-@triton.jit(do_not_specialize=["cols"])
+@triton.jit(do_not_specialize=["cols", "position"])
 def reduce_kernel(g_ptr, m_ptr, v_ptr, x_ptr, partials_ptr, k_ptr, words_ptr, gl_ptr, row_ptr,
-                  col_over_rho_ptr, n, cols, beta1, one_minus_beta1, beta2, one_minus_beta2, eps, lam,
+                  col_over_rho_ptr, n, cols, position, beta1, one_minus_beta1, beta2, one_minus_beta2, eps, lam,
                   one_minus_lam, tau, GDTYPE: tl.constexpr, XDTYPE: tl.constexpr, GRAD_SUMS: tl.constexpr,
                   UPDATE_SUMS: tl.constexpr, KIND: tl.constexpr, HAS_LAM: tl.constexpr,
-                  HAS_TAU: tl.constexpr, SCALED: tl.constexpr, BLOCK: tl.constexpr):
+                  HAS_TAU: tl.constexpr, SCALED: tl.constexpr, VERDICT: tl.constexpr, BLOCK: tl.constexpr):
     """One program's partials (cuda reduce_element): nonfinite count and sum g^2 (GRAD_SUMS); K,
     sum (lr*u*phi)^2 and sum x^2 (UPDATE_SUMS, u recomputed from the old state as pass 2 will).
 
     x_ptr is the master (XDTYPE 0) or the parameter. Partials are fp64, field-major
-    (partials[field * programs + program]).
+    (partials[field * programs + program]). VERDICT (a CLM tensor with nothing else to reduce):
+    a program that finds a non-finite gradient marks the step itself (the smallest position
+    wins, whatever the order), and the finalize launch is skipped.
     """
     pid = tl.program_id(0)
     offs = pid.to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
@@ -317,13 +319,17 @@ def reduce_kernel(g_ptr, m_ptr, v_ptr, x_ptr, partials_ptr, k_ptr, words_ptr, gl
     if GRAD_SUMS:
         bad = ((g.to(tl.uint32, bitcast=True) & 0x7F800000) == 0x7F800000) & mask
         g64 = g.to(tl.float64)
-        tl.store(base, tl.sum(bad.to(tl.float64), axis=0))
+        bad_count = tl.sum(bad.to(tl.float64), axis=0)
+        tl.store(base, bad_count)
+        if VERDICT:
+            if bad_count > 0.0:
+                tl.atomic_min(words_ptr + 1, position)
         tl.store(base + 2 * stride, tl.sum(g64 * g64, axis=0))
     else:
         tl.store(base, 0.0)
         tl.store(base + 2 * stride, 0.0)
     if UPDATE_SUMS:
-        m_old = tl.load(m_ptr + offs, mask=mask, other=0.0)
+        m_old = tl.load(m_ptr + offs, mask=mask, other=0.0, eviction_policy="evict_first")
         second = second_of(v_ptr, gl_ptr, row_ptr, col_over_rho_ptr, offs, mask, cols, KIND)
         x = load_f32(x_ptr, offs, mask, XDTYPE)
         m, v, u = element_update(k_ptr, g, m_old, second, beta1, one_minus_beta1, beta2, one_minus_beta2,
@@ -499,10 +505,10 @@ def apply_kernel(p_ptr, g_ptr, m_ptr, v_ptr, master_ptr, k_ptr, step_ptr, words_
             qm = (q < factors) & open_
             tl.store(v_ptr + q, tl.load(new_ptr + q, mask=qm, other=0.0), mask=qm)
     g = scaled_gradient(k_ptr, load_f32(g_ptr, offs, mask, GDTYPE), SCALED)
-    m_old = tl.load(m_ptr + offs, mask=mask, other=0.0)
+    m_old = tl.load(m_ptr + offs, mask=mask, other=0.0, eviction_policy="evict_first")
     second = second_of(v_ptr, gl_ptr, new_ptr, new_ptr + rows + cols, offs, mask, cols, KIND)
     if MASTER:
-        x = tl.load(master_ptr + offs, mask=mask, other=0.0)
+        x = tl.load(master_ptr + offs, mask=mask, other=0.0, eviction_policy="evict_first")
     else:
         x = load_f32(p_ptr, offs, mask, PDTYPE)
     m, v, u = element_update(k_ptr, g, m_old, second, beta1, one_minus_beta1, beta2, one_minus_beta2, eps,
@@ -518,11 +524,11 @@ def apply_kernel(p_ptr, g_ptr, m_ptr, v_ptr, master_ptr, k_ptr, step_ptr, words_
         b = bound_ratio * tl.sqrt_rn(x * x + 1e-4)
         d = tl.minimum(tl.maximum(d, -b), b)
     x = x * tl.load(k_ptr + 1) - d
-    tl.store(m_ptr + offs, m, mask=mask)
+    tl.store(m_ptr + offs, m, mask=mask, cache_modifier=".cs")
     if KIND == 0:
-        tl.store(v_ptr + offs, v, mask=mask)
+        tl.store(v_ptr + offs, v, mask=mask, cache_modifier=".cs")
     if MASTER:
-        tl.store(master_ptr + offs, x, mask=mask)
+        tl.store(master_ptr + offs, x, mask=mask, cache_modifier=".cs")
     store_param(p_ptr, offs, x, mask, seed.to(tl.uint64), tl.load(step_ptr).to(tl.uint64),
                 index_offset.to(tl.uint64), PDTYPE, SR)
 

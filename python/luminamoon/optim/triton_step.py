@@ -25,12 +25,17 @@ from . import triton_kernels as tk
 
 # Elements per program of the element-wise kernels and per finalize lane
 # (Note [Triton block sizes] in docs/benchmarks.md, issue 18).
-APPLY_BLOCK = 2048
+# LUMINAV_TRITON_APPLY_BLOCK / LUMINAV_TRITON_NUM_WARPS override the first and the last (tuning runs).
+APPLY_BLOCK = int(os.environ.get("LUMINAV_TRITON_APPLY_BLOCK", 2048))
 REDUCE_BLOCK = 4096
 FINALIZE_BLOCK = 1024
 FACTOR_TILE = 4096        # elements of a row/column-sum program's tile
 FACTOR_CHUNK_ROWS = 256   # rows per column-sum program (their partials are added in chunk order)
-NUM_WARPS = 8
+NUM_WARPS = int(os.environ.get("LUMINAV_TRITON_NUM_WARPS", 8))
+# Note [no contraction]: the nvcc kernels are built with -fmad=false and the host code with
+# -ffp-contract=off, so a*b+c rounds twice everywhere; Triton would fuse it into an FMA and the
+# fp32 values (hence the stochastic rounding bits) would differ from the other backends'.
+FP_OPTIONS = {} if os.environ.get("TRITON_INTERPRET") == "1" else {"enable_fp_fusion": False}
 
 _DTYPES = {torch.float32: tk.F32, torch.bfloat16: tk.BF16, torch.float16: tk.F16}
 
@@ -220,7 +225,7 @@ class TritonStepPlan:
                 g.hp64[3].fill_(g.lr_cached)
             tk.prepare_kernel[(1,)](g.k, g.step, g.hp64, g.counter, lr_ptr, grad_scale if scaled else dummy,
                                     found_inf if found_inf is not None else dummy, status, words, LR=lr_mode,
-                                    SCALED=scaled, FOUND_INF=found_inf is not None, RESET=gi == 0)
+                                    SCALED=scaled, FOUND_INF=found_inf is not None, RESET=gi == 0, **FP_OPTIONS)
         per_tensor = []
         it = iter(grads)
         for g in self.groups:
@@ -235,9 +240,9 @@ class TritonStepPlan:
         for g, t, grad in work:
             self._apply(g, t, grad, scaled)
         tk.commit_kernel[(1,)](status, words, found_inf if found_inf is not None else dummy,
-                               FOUND_INF=found_inf is not None, SKIP_NONFINITE=bool(skip_nonfinite))
+                               FOUND_INF=found_inf is not None, SKIP_NONFINITE=bool(skip_nonfinite), **FP_OPTIONS)
         for g in self.groups:
-            tk.advance_kernel[(1,)](status, g.counter)
+            tk.advance_kernel[(1,)](status, g.counter, **FP_OPTIONS)
         if self.host_status is not None:
             self.host_status.copy_(status, non_blocking=True)
 
@@ -255,12 +260,10 @@ class TritonStepPlan:
         element = t.kind == tk.ELEMENT
         grad_round = rnd == 0
         update_round = o.needs_update_sums() and (rnd == 1 or element)
-        if element and not o.check_finite and not update_round:
-            tk.finalize_kernel[(1,)](s["partials"], 0, s["gl"], self.words, g.k, s["new"], s["new"], s["new"],
-                                     s["new"], n, t.rows, t.cols, 1, t.position, o.beta2,
-                                     1.0 - o.beta2, o.bound_ratio, ROUND_GRAD=True, ROUND_UPDATE=False, CHECK_FINITE=False,
-                                     KIND=tk.ELEMENT, CAUTIOUS=False, BOUND_TENSOR=False, BLOCK=FINALIZE_BLOCK)
-            return
+        if element and not update_round and not o.check_finite:
+            return  # nothing to reduce; pass 2 reads no globals
+        # A CLM tensor with only the finite check: the reduce programs mark the step (VERDICT).
+        verdict_only = element and not update_round
         gk = _kernel_view(grad)
         gdtype = _DTYPES[grad.dtype]
         exp_avg_sq = t.state["exp_avg_sq"]
@@ -270,27 +273,29 @@ class TritonStepPlan:
             num_partials = triton_cdiv(t.rows, block_r)
             tk.row_sums_kernel[(num_partials,)](gk, s["row_sums"], s["partials"], g.k, self.words, t.rows, t.cols,
                                                 GDTYPE=gdtype, SCALED=scaled, BLOCK_R=block_r, BLOCK_C=block_c,
-                                                num_warps=NUM_WARPS)
+                                                num_warps=NUM_WARPS, **FP_OPTIONS)
             if t.kind == tk.FACTORED:
                 cr, cc = s["col_tile"]
                 tk.col_sums_kernel[(triton_cdiv(t.cols, cc), s["chunks"])](
                     gk, s["col_sums"], g.k, self.words, t.rows, t.cols, GDTYPE=gdtype, SCALED=scaled,
-                    CHUNK_ROWS=FACTOR_CHUNK_ROWS, BLOCK_R=cr, BLOCK_C=cc, num_warps=NUM_WARPS)
+                    CHUNK_ROWS=FACTOR_CHUNK_ROWS, BLOCK_R=cr, BLOCK_C=cc, num_warps=NUM_WARPS, **FP_OPTIONS)
         else:
             x, xdtype = self._x_of(t)
             new = s["new"]
             tk.reduce_kernel[(num_partials,)](
                 gk, t.state["exp_avg"], exp_avg_sq, x, s["partials"], g.k, self.words, s["gl"], new,
-                new[t.rows + t.cols:] if t.kind == tk.FACTORED else new, n, t.cols, **o.fp32_args(),
+                new[t.rows + t.cols:] if t.kind == tk.FACTORED else new, n, t.cols, t.position, **o.fp32_args(),
                 GDTYPE=gdtype, XDTYPE=xdtype, GRAD_SUMS=grad_round and (o.check_finite or t.kind == tk.TENSOR),
                 UPDATE_SUMS=update_round, KIND=t.kind, HAS_LAM=o.lam != 0.0, HAS_TAU=o.tau > 0.0,
-                SCALED=scaled, BLOCK=REDUCE_BLOCK, num_warps=NUM_WARPS)
+                SCALED=scaled, VERDICT=verdict_only, BLOCK=REDUCE_BLOCK, num_warps=NUM_WARPS, **FP_OPTIONS)
+            if verdict_only:
+                return
         tk.finalize_kernel[(1,)](
             s["partials"], num_partials, s["gl"], self.words, g.k, exp_avg_sq, s.get("row_sums", s["new"]),
             s.get("col_sums", s["new"]), s["new"], n, t.rows, t.cols, s.get("chunks", 1), t.position, o.beta2, 1.0 - o.beta2,
             o.bound_ratio, ROUND_GRAD=grad_round, ROUND_UPDATE=update_round, CHECK_FINITE=grad_round and o.check_finite,
             KIND=t.kind if grad_round else tk.ELEMENT, CAUTIOUS=o.cautious, BOUND_TENSOR=o.bound_mode == 1,
-            BLOCK=FINALIZE_BLOCK)
+            BLOCK=FINALIZE_BLOCK, **FP_OPTIONS)
 
     def _apply(self, g: GroupStep, t: TensorStep, grad: torch.Tensor, scaled: bool) -> None:
         o = g.options
@@ -303,7 +308,7 @@ class TritonStepPlan:
             g.k, g.step, self.words, s["gl"], s["new"], n, t.rows, t.cols, t.seed, t.index_offset, **o.fp32_args(), bound_ratio=o.bound_ratio,
             PDTYPE=_DTYPES[t.param.dtype], GDTYPE=_DTYPES[grad.dtype], KIND=t.kind, MASTER=master is not None,
             SR=o.stochastic_rounding and t.param.dtype != torch.float32, HAS_LAM=o.lam != 0.0, HAS_TAU=o.tau > 0.0,
-            CAUTIOUS=o.cautious, BOUND=o.bound_mode, SCALED=scaled, BLOCK=APPLY_BLOCK, num_warps=NUM_WARPS)
+            CAUTIOUS=o.cautious, BOUND=o.bound_mode, SCALED=scaled, BLOCK=APPLY_BLOCK, num_warps=NUM_WARPS, **FP_OPTIONS)
 
 
 def triton_cdiv(a: int, b: int) -> int:

@@ -49,9 +49,11 @@ VARIANTS = {
     "luminav_triton_prepare": ("prepare_kernel", dict(LR=0, SCALED=False, FOUND_INF=False, RESET=True), 0),
     "luminav_triton_reduce_gf32": ("reduce_kernel", dict(GDTYPE=0, XDTYPE=0, GRAD_SUMS=True, UPDATE_SUMS=False,
                                                           KIND=0, HAS_LAM=False, HAS_TAU=False, SCALED=False,
+                                                          VERDICT=False,
                                                           BLOCK=REDUCE_BLOCK), REDUCE_BLOCK),
     "luminav_triton_reduce_gbf16": ("reduce_kernel", dict(GDTYPE=1, XDTYPE=0, GRAD_SUMS=True, UPDATE_SUMS=False,
                                                            KIND=0, HAS_LAM=False, HAS_TAU=False, SCALED=False,
+                                                           VERDICT=False,
                                                            BLOCK=REDUCE_BLOCK), REDUCE_BLOCK),
     "luminav_triton_finalize": ("finalize_kernel", dict(ROUND_GRAD=True, ROUND_UPDATE=False, CHECK_FINITE=True,
                                                         KIND=0, CAUTIOUS=False, BOUND_TENSOR=False,
@@ -138,7 +140,7 @@ def build(out: Path, targets: list[str], kernel_names: list[str]) -> dict:
         for arch in targets:
             t0 = time.perf_counter()
             compiled = triton.compile(ASTSource(fn, sig, constexprs=constexprs), target=target_of(arch),
-                                      options=dict(num_warps=NUM_WARPS))
+                                      options=dict(num_warps=NUM_WARPS, enable_fp_fusion=False))
             timings[f"{variant}@{arch}"] = round(time.perf_counter() - t0, 3)
             md = compiled.metadata
             scratch = int(getattr(md, "global_scratch_size", 0)) + int(getattr(md, "profile_scratch_size", 0))

@@ -211,7 +211,7 @@ struct ClmStep {
   bool launch(const CudaKernels& kernels, std::string* why) {
     num_partials = (n + kReduceBlock - 1) / kReduceBlock;
     void* prepare[] = {&k, &step, &hp64, &counter, &scratch, &scratch, &scratch, &status, &words};
-    void* reduce[] = {&g, &m, &v, &x, &partials, &k, &words, &gl, &scratch, &scratch, &n, &one,
+    void* reduce[] = {&g, &m, &v, &x, &partials, &k, &words, &gl, &scratch, &scratch, &n, &one, &position,
                       &b1, &omb1, &b2, &omb2, &eps, &lam, &oml, &tau};
     void* finalize[] = {&partials, &num_partials, &gl, &words, &k, &v, &scratch, &scratch, &scratch,
                         &n, &n, &one, &one, &position, &b2, &omb2, &ratio};
