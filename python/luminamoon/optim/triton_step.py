@@ -23,15 +23,18 @@ import torch
 
 from . import triton_kernels as tk
 
-# Elements per program of the element-wise kernels and per finalize lane
-# (Note [Triton block sizes] in docs/benchmarks.md, issue 18).
-# LUMINAV_TRITON_APPLY_BLOCK / LUMINAV_TRITON_NUM_WARPS override the first and the last (tuning runs).
-APPLY_BLOCK = int(os.environ.get("LUMINAV_TRITON_APPLY_BLOCK", 2048))
+# Elements per program of the element-wise kernels and per finalize lane. Note [Triton block
+# sizes]: the apply kernel at 1024 elements and 4 warps per program ran the CLM fp32 step at
+# N = 2^28 in 2.22 ms on the H200 (92% of the device copy), against 2.29-2.47 ms for 2048-8192
+# elements with 4-16 warps (docs/benchmarks.md, issue 18; docs/runs/issue18_run2/sweep.log).
+# LUMINAV_TRITON_APPLY_BLOCK / LUMINAV_TRITON_NUM_WARPS override them (tuning runs).
+APPLY_BLOCK = int(os.environ.get("LUMINAV_TRITON_APPLY_BLOCK", 1024))
 REDUCE_BLOCK = 4096
 FINALIZE_BLOCK = 1024
 FACTOR_TILE = 4096        # elements of a row/column-sum program's tile
 FACTOR_CHUNK_ROWS = 256   # rows per column-sum program (their partials are added in chunk order)
-NUM_WARPS = int(os.environ.get("LUMINAV_TRITON_NUM_WARPS", 8))
+NUM_WARPS = int(os.environ.get("LUMINAV_TRITON_NUM_WARPS", 4))  # apply and reduce (tuned together)
+FACTOR_WARPS = 8  # the row and column sums of TD-CLM (as measured)
 # Note [no contraction]: the nvcc kernels are built with -fmad=false and the host code with
 # -ffp-contract=off, so a*b+c rounds twice everywhere; Triton would fuse it into an FMA and the
 # fp32 values (hence the stochastic rounding bits) would differ from the other backends'.
@@ -273,12 +276,12 @@ class TritonStepPlan:
             num_partials = triton_cdiv(t.rows, block_r)
             tk.row_sums_kernel[(num_partials,)](gk, s["row_sums"], s["partials"], g.k, self.words, t.rows, t.cols,
                                                 GDTYPE=gdtype, SCALED=scaled, BLOCK_R=block_r, BLOCK_C=block_c,
-                                                num_warps=NUM_WARPS, **FP_OPTIONS)
+                                                num_warps=FACTOR_WARPS, **FP_OPTIONS)
             if t.kind == tk.FACTORED:
                 cr, cc = s["col_tile"]
                 tk.col_sums_kernel[(triton_cdiv(t.cols, cc), s["chunks"])](
                     gk, s["col_sums"], g.k, self.words, t.rows, t.cols, GDTYPE=gdtype, SCALED=scaled,
-                    CHUNK_ROWS=FACTOR_CHUNK_ROWS, BLOCK_R=cr, BLOCK_C=cc, num_warps=NUM_WARPS, **FP_OPTIONS)
+                    CHUNK_ROWS=FACTOR_CHUNK_ROWS, BLOCK_R=cr, BLOCK_C=cc, num_warps=FACTOR_WARPS, **FP_OPTIONS)
         else:
             x, xdtype = self._x_of(t)
             new = s["new"]
