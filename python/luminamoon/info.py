@@ -49,8 +49,9 @@ def _triton_backends() -> list[dict]:
         out.append({"name": "triton", "available": False,
                     "why_not": "the triton package is not installed (pip install triton)"})
     else:
-        out.append({"name": "triton", "available": True,
-                    "why_not": "", "target": "JIT, LuminaV(backend='triton') on a CUDA/ROCm/XPU torch device"})
+        out.append({"name": "triton", "available": True, "why_not": "",
+                    "target": "JIT: LuminaV(backend='triton') on a CUDA or ROCm torch device; on the CPU only "
+                              "under TRITON_INTERPRET=1"})
     kernels = Path(c_library_path()).parent / "luminav_triton_kernels"
     for platform_name in ("cuda", "rocm"):
         manifest = kernels / platform_name / "manifest.json"
@@ -62,12 +63,11 @@ def _triton_backends() -> list[dict]:
                         "why_not": f"built without Triton AOT kernels (no {manifest})"})
             continue
         archs = sorted({a["arch"] for a in m["artifacts"]})
-        note = (f"Triton {m['triton_version']} kernels for {', '.join(archs)}; loaded and launched from C++ "
-                "(src/optim/triton), not yet behind luminav_step")
+        note = (f"Triton {m['triton_version']} kernels built for {', '.join(archs)}; the C++ loader "
+                "(src/optim/triton) launches them, but luminav_step / LUMINAV_FORCE_BACKEND cannot pick them yet")
         if platform_name == "rocm":
             note += "; no AMD GPU is reachable from this project's machines: the HIP launch has never run"
-        out.append({"name": name, "available": platform_name == "cuda", "why_not": "" if platform_name == "cuda"
-                    else note, "target": note})
+        out.append({"name": name, "available": False, "why_not": note})
     return out
 
 
