@@ -52,6 +52,9 @@ def make_optimizer(kind, model):
         return LuminaV(model.parameters(), lr=6e-4, betas=(0.9, 0.95), weight_decay=0.1)
     if kind == "luminav_tdclm":  # TD-CLM v2 (factored) on every tensor
         return LuminaV(model.parameters(), lr=6e-4, betas=(0.9, 0.95), weight_decay=0.1, mode="tdclm")
+    if kind in ("luminav_triton", "luminav_tdclm_triton"):  # issue 18: the Triton JIT kernels
+        return LuminaV(model.parameters(), lr=6e-4, betas=(0.9, 0.95), weight_decay=0.1,
+                       mode="tdclm" if kind == "luminav_tdclm_triton" else "clm", backend="triton")
     if kind == "luminav_two_groups":
         head = [p for n, p in model.named_parameters() if n.startswith("lm_head")]
         body = [p for n, p in model.named_parameters() if not n.startswith("lm_head")]
@@ -185,7 +188,8 @@ def run_gpu(args):
         row["whole_b16_ms"] = whole_step_ms(loop16, args.steps)
         loop2 = Loop(model, opt, 2, cfg["seq"], cfg["vocab"], "cuda")
         row["whole_b2_ms"] = whole_step_ms(loop2, args.steps)
-        if kind in ("torch_fused_capturable", "luminav", "luminav_tdclm", "luminav_two_groups"):
+        if kind in ("torch_fused_capturable", "luminav", "luminav_tdclm", "luminav_two_groups", "luminav_triton",
+                    "luminav_tdclm_triton"):
             try:
                 opt.zero_grad(set_to_none=False)
                 loop16.forward_backward()

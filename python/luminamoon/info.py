@@ -40,6 +40,37 @@ def _version_of(module: str) -> str:
         return "not installed"
 
 
+def _triton_backends() -> list[dict]:
+    """backend="triton" (the JIT kernels through torch) and the Triton AOT kernels built with the library."""
+    import importlib.util
+    import json
+    out = []
+    if importlib.util.find_spec("triton") is None:
+        out.append({"name": "triton", "available": False,
+                    "why_not": "the triton package is not installed (pip install triton)"})
+    else:
+        out.append({"name": "triton", "available": True, "why_not": "",
+                    "target": "JIT: LuminaV(backend='triton') on a CUDA or ROCm torch device; on the CPU only "
+                              "under TRITON_INTERPRET=1"})
+    kernels = Path(c_library_path()).parent / "luminav_triton_kernels"
+    for platform_name in ("cuda", "rocm"):
+        manifest = kernels / platform_name / "manifest.json"
+        name = "triton-aot" if platform_name == "cuda" else "triton-aot-rocm"
+        try:
+            m = json.loads(manifest.read_text())
+        except (OSError, ValueError):
+            out.append({"name": name, "available": False,
+                        "why_not": f"built without Triton AOT kernels (no {manifest})"})
+            continue
+        archs = sorted({a["arch"] for a in m["artifacts"]})
+        note = (f"Triton {m['triton_version']} kernels built for {', '.join(archs)}; the C++ loader "
+                "(src/optim/triton) launches them, but luminav_step / LUMINAV_FORCE_BACKEND cannot pick them yet")
+        if platform_name == "rocm":
+            note += "; no AMD GPU is reachable from this project's machines: the HIP launch has never run"
+        out.append({"name": name, "available": False, "why_not": note})
+    return out
+
+
 def collect() -> dict:
     """Everything `luminamoon info` prints, as data."""
     from . import _native
@@ -49,6 +80,7 @@ def collect() -> dict:
         if name == "simd" and available:
             entry["target"] = _simd_target()
         backends.append(entry)
+    backends.extend(_triton_backends())
     return {
         "cpu": {"model": _cpu_model(), "machine": platform.machine(), "features": _native.cpu_features().split(","),
                 "luminav_threads": _native.get_num_threads()},
@@ -69,7 +101,8 @@ def main() -> int:
     print("Backends")
     for b in info["backends"]:
         if b["available"]:
-            target = f" (Highway target {b['target']})" if b.get("target") else ""
+            target = b.get("target") or ""
+            target = f" (Highway target {target})" if b["name"] == "simd" and target else f" ({target})" if target else ""
             print(f"  {b['name']:<8} available{target}")
         else:
             print(f"  {b['name']:<8} unavailable: {b['why_not']}")

@@ -446,6 +446,12 @@ class LuminaV(Optimizer):
         """One native call per device; False when a description is stale."""
         self.last_native_calls = len(plans)
         for plan in plans:
+            if not isinstance(plan.native, _native.StepPlan):  # backend="triton" (Note [device-resident Triton step])
+                if not plan.native.step(grad_scale, found_inf, self.skip_nonfinite):
+                    return False
+                if plan.host_status is not None:
+                    self._host_verdict(plan)
+                continue
             stream = 0
             if plan.status is not None:
                 stream = torch._C._cuda_getCurrentRawStream(plan.device.index)
@@ -470,6 +476,20 @@ class LuminaV(Optimizer):
             raise_for_status(code, message)
         return True
 
+    def _host_verdict(self, plan: _Plan) -> None:
+        """A synchronous device's status word (the Triton interpreter): raise or count its verdict."""
+        word = plan.host_status
+        failed = int(word[1])
+        if int(word[2]):
+            self._host_skipped += int(word[2])
+            word[2] = 0
+        word[0] = 0
+        if failed:
+            word[1] = word[3] = 0
+            name = plan.names[failed - 1] if 0 < failed <= len(plan.names) else "a parameter"
+            raise NonFiniteGradientError(f"NaN or Inf in the gradient of {name}; parameters and optimizer "
+                                         "state are unchanged", name)
+
     def _name_at(self, position: int) -> str:
         for group in self.param_groups:
             if position < len(group["params"]):
@@ -488,6 +508,9 @@ class LuminaV(Optimizer):
                 flat = position
                 position += 1
                 if _is_dtensor(p):
+                    if group["backend"] == "triton":
+                        raise NotImplementedError("backend='triton' does not take sharded (DTensor) parameters yet; "
+                                                  "use backend='auto' (the CUDA kernels) for FSDP2")
                     return "sharded"
                 where = per_device.setdefault(p.device, {"groups": {}, "excluded": []})
                 if p.grad is None:
@@ -528,6 +551,8 @@ class LuminaV(Optimizer):
             raise ValueError(f"param groups on {device} name different backends {sorted(backends)}; "
                              "one device takes one backend per step")
         backend = backends.pop() if backends else "auto"
+        if backend == "triton":
+            return self._triton_plan(device, where, status)
         if is_cuda and backend == "auto":
             backend = "cuda"
         device_type = _native.DEVICE_CPU
@@ -559,6 +584,28 @@ class LuminaV(Optimizer):
             native.set_async(word.data_ptr(), 0, 0, 0)
             host_status = word.numpy()  # keeps `word` alive
         return _Plan(native, device, names, status, host_status)
+
+    def _triton_plan(self, device: torch.device, where: dict, status: _DeviceStatus | None) -> _Plan:
+        """backend="triton": the step through the Triton kernels (triton_step.py; imports triton)."""
+        from . import triton_step
+        groups, names = [], []
+        for group, _, entries in where["groups"].values():
+            options = triton_step.GroupOptions.of_group(group)
+            for counter, bucket in self._step_buckets(entries):
+                tensors = []
+                for p, state, _, name in bucket:
+                    tensors.append(triton_step.TensorStep(p, state, name, len(names), seed=int(state["seed"])))
+                    names.append(name)
+                groups.append(triton_step.GroupStep(options, counter, tensors))
+        host_status = None
+        if status is not None:
+            status.names = names
+            word, host = status.status, status.host
+        else:
+            word, host = torch.zeros(4, dtype=torch.int32), None
+            host_status = word.numpy()  # the interpreter runs synchronously: read after the step
+        plan = triton_step.TritonStepPlan(device, groups, word, host, excluded=where["excluded"])
+        return _Plan(plan, device, names, status, host_status)
 
     @staticmethod
     def _step_buckets(entries):

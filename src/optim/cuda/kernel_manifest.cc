@@ -86,6 +86,9 @@ bool parse_kernel_manifest(std::string_view json, KernelManifest* out, std::stri
   }
   KernelManifest m;
   if (!field_string(root, "platform", "top level", &m.platform, why)) return false;
+  if (std::string_view version; root["triton_version"].get_string().get(version) == simdjson::SUCCESS) {
+    m.triton_version.assign(version);
+  }
   if (m.platform != "cuda" && m.platform != "rocm") {
     *why = "manifest: unknown platform \"" + m.platform + "\"";
     return false;
@@ -114,6 +117,8 @@ bool parse_kernel_manifest(std::string_view json, KernelManifest* out, std::stri
         !field_string(o, "sha256", where, &a.sha256, why)) {
       return false;
     }
+    if (std::string_view v; o["kernel"].get_string().get(v) == simdjson::SUCCESS) a.kernel.assign(v);
+    if (std::string_view v; o["symbol"].get_string().get(v) == simdjson::SUCCESS) a.symbol.assign(v);
     if (!parse_kind(kind, &a.kind)) {
       *why = "manifest: " + where + ": unknown kind \"" + kind + "\"";
       return false;
@@ -167,10 +172,14 @@ bool parse_kernel_manifest(std::string_view json, KernelManifest* out, std::stri
   return true;
 }
 
-std::vector<const ArtifactEntry*> artifact_candidates(const KernelManifest& manifest, int cc) {
+namespace {
+
+std::vector<const ArtifactEntry*> candidates_of(const KernelManifest& manifest, const std::string_view* kernel,
+                                                int cc) {
   const ArtifactEntry* best_cubin = nullptr;
   const ArtifactEntry* best_ptx = nullptr;
   for (const ArtifactEntry& a : manifest.artifacts) {
+    if (kernel != nullptr && a.kernel != *kernel) continue;
     const int acc = a.compute_capability();
     if (acc < 0 || acc > cc) continue;
     if (a.kind == ArtifactKind::kCubin && acc / 10 == cc / 10) {
@@ -183,6 +192,56 @@ std::vector<const ArtifactEntry*> artifact_candidates(const KernelManifest& mani
   if (best_cubin != nullptr) out.push_back(best_cubin);
   if (best_ptx != nullptr) out.push_back(best_ptx);
   return out;
+}
+
+}  // namespace
+
+std::vector<const ArtifactEntry*> artifact_candidates(const KernelManifest& manifest, int cc) {
+  return candidates_of(manifest, nullptr, cc);
+}
+
+std::vector<const ArtifactEntry*> kernel_artifact_candidates(const KernelManifest& manifest,
+                                                             std::string_view kernel, int cc) {
+  return candidates_of(manifest, &kernel, cc);
+}
+
+int triton_trailing_scratch_ptrs(std::string_view version) {
+  int major = 0, minor = 0;
+  size_t i = 0;
+  auto number = [&](int* out) {
+    const size_t start = i;
+    while (i < version.size() && version[i] >= '0' && version[i] <= '9' && i - start < 4) {
+      *out = *out * 10 + (version[i++] - '0');
+    }
+    return i > start;
+  };
+  if (!number(&major) || i >= version.size() || version[i++] != '.' || !number(&minor)) return -1;
+  if (major < 3 || (major == 3 && minor <= 2)) return 0;
+  if (major == 3 && minor <= 4) return 1;
+  return 2;
+}
+
+bool check_triton_manifest(const KernelManifest& manifest, std::string* why) {
+  const int expected = triton_trailing_scratch_ptrs(manifest.triton_version);
+  if (expected < 0) {
+    *why = "manifest: triton_version \"" + manifest.triton_version + "\" is not MAJOR.MINOR[.PATCH]";
+    return false;
+  }
+  for (const KernelEntry& k : manifest.kernels) {
+    if (k.num_trailing_scratch_ptrs != expected) {
+      *why = "manifest: kernel " + k.name + " declares " + std::to_string(k.num_trailing_scratch_ptrs) +
+             " trailing scratch pointer(s), but kernels built by Triton " + manifest.triton_version + " take " +
+             std::to_string(expected) + " (Note [trailing scratch pointers])";
+      return false;
+    }
+    const bool has_file = std::any_of(manifest.artifacts.begin(), manifest.artifacts.end(),
+                                      [&](const ArtifactEntry& a) { return a.kernel == k.name; });
+    if (!has_file) {
+      *why = "manifest: kernel " + k.name + " has no artifact";
+      return false;
+    }
+  }
+  return true;
 }
 
 bool verify_artifact(const ArtifactEntry& entry, std::span<const uint8_t> bytes, std::string* why) {

@@ -18,6 +18,10 @@ struct ArtifactEntry {
   std::string file;    // relative to the manifest's directory
   uint64_t size = 0;
   std::string sha256;  // 64 lowercase hex digits
+  // Triton AOT (one kernel per module): the manifest kernel this file holds and
+  // its entry symbol. Empty for the nvcc artifacts, which hold every kernel.
+  std::string kernel;
+  std::string symbol;
   // Compute capability as major*10+minor for sm_/compute_ archs, else -1.
   int compute_capability() const;
 };
@@ -33,6 +37,7 @@ struct KernelEntry {
 
 struct KernelManifest {
   std::string platform;  // "cuda" or "rocm"
+  std::string triton_version;  // Triton AOT kernels: the compiler that built them ("" for nvcc)
   std::vector<ArtifactEntry> artifacts;
   std::vector<KernelEntry> kernels;
   const KernelEntry* find_kernel(std::string_view name) const;
@@ -47,6 +52,19 @@ bool parse_kernel_manifest(std::string_view json, KernelManifest* out, std::stri
 // device's, then the PTX of the highest capability <= the device's (which
 // the driver compiles for newer devices).
 std::vector<const ArtifactEntry*> artifact_candidates(const KernelManifest& manifest, int cc);
+
+// The same for the artifacts of one kernel of a Triton AOT manifest (ArtifactEntry::kernel).
+std::vector<const ArtifactEntry*> kernel_artifact_candidates(const KernelManifest& manifest,
+                                                             std::string_view kernel, int cc);
+
+// Trailing scratch pointers of the kernels a Triton version emits (Note [trailing
+// scratch pointers]): 0 up to 3.2, 1 for 3.3-3.4, 2 from 3.5; -1 for an unreadable version.
+int triton_trailing_scratch_ptrs(std::string_view triton_version);
+
+// A Triton AOT manifest's kernels against its triton_version: each declares the
+// version's trailing scratch pointers and every kernel has an artifact. False
+// with `why` naming the kernel, the count it declares and the count expected.
+bool check_triton_manifest(const KernelManifest& manifest, std::string* why);
 
 // Size, sha256 and format checks of `bytes` against `entry`.
 bool verify_artifact(const ArtifactEntry& entry, std::span<const uint8_t> bytes, std::string* why);

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Issue 18's GPU run in one device call, from the root of a copy of the branch
+# (the lead's checkout carries it as .carry/wt18 beside .gpu_bundle): build the
+# package there (nvcc kernels for sm_90; the Triton AOT kernels come prebuilt
+# from the CPU machine in ./aot, which is the point: built without a GPU), run
+# the C++ AOT test (its kernels launched from C++, no Python), the GPU Triton
+# tests, the kernel benchmark and the end-to-end training loop.
+#   bash bench/triton_gpu_run.sh [build] [aot] [tests] [bench] [loop]
+# At most 8 files come back from $OUT.
+set -u
+phases=${*:-build aot tests bench sweep loop}
+out=${OUT:-$PWD/gpu_out}
+mkdir -p "$out"
+export PYTHONUNBUFFERED=1
+prefix=${GPU_BUNDLE:-$PWD/../../.gpu_bundle}/prefix
+export LD_LIBRARY_PATH=$prefix/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
+site=/tmp/wt18_site
+for phase in $phases; do
+  t0=$(date +%s)
+  case $phase in
+    build)
+      { nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv
+        python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)"; } \
+        > "$out/build.log" 2>&1
+      if [ -e $site/luminamoon/_native*.so ] 2>/dev/null || ls $site/luminamoon/_native*.so >/dev/null 2>&1; then
+        echo "build: reusing $site" | tee -a "$out/build.log"
+      else
+        rm -rf $site /tmp/wt18_build
+        timeout 420 python3 -m pip install -q --no-build-isolation --no-deps --target $site \
+          -Cbuild-dir=/tmp/wt18_build -Ccmake.define.LUMINA_WITH_DATA=OFF -Ccmake.define.LUMINA_WITH_SIMD=OFF \
+          -Ccmake.define.LUMINA_WITH_VULKAN=OFF -Ccmake.define.LUMINA_TRITON_AOT=OFF \
+          "-Ccmake.define.LUMINA_CUDA_ARCHS=90" \
+          -Ccmake.define.CMAKE_PREFIX_PATH="$prefix" -Ccmake.define.OPENSSL_ROOT_DIR="$prefix" \
+          -Ccmake.define.OPENSSL_INCLUDE_DIR="$prefix/include" \
+          -Ccmake.define.OPENSSL_CRYPTO_LIBRARY="$prefix/lib/x86_64-linux-gnu/libcrypto.so" . >> "$out/build.log" 2>&1
+        echo "build rc=$?" | tee -a "$out/build.log"
+      fi ;;
+    aot)
+      LUMINAV_TRITON_AOT_DIR=$PWD/aot LUMINAV_TRITON_AOT_BENCH_N=268435456 timeout 120 ./aot/triton_aot_test \
+        2>&1 | tee "$out/aot.log" | grep -E "OK|FAIL|SKIP|triton-aot|PASSED|error" | head -30 ;;
+    tests)
+      PYTHONPATH=$site timeout 300 python3 -m pytest -q -p no:cacheprovider -o addopts= tests/optim/test_gpu_triton.py \
+        -rs 2>&1 | tee "$out/pytest.log" | tail -15 ;;
+    bench)
+      PYTHONPATH=$site timeout 200 python3 bench/triton_step_bench.py --reps 7 --out "$out/bench.json" 2>&1 | tee "$out/bench.log" | tail -20 ;;
+    sweep)  # the apply kernel's block and warps (LUMINAV_TRITON_APPLY_BLOCK / _NUM_WARPS), CLM fp32 2^28
+      for cfg in 1024:4 2048:4 4096:8 4096:16 8192:16; do
+        LUMINAV_TRITON_APPLY_BLOCK=${cfg%:*} LUMINAV_TRITON_NUM_WARPS=${cfg#*:} PYTHONPATH=$site timeout 60 \
+          python3 bench/triton_step_bench.py --cases clm_f32 --kinds luminav_triton --skip-compile --reps 7 2>&1 \
+          | sed "s/^/block=${cfg%:*} warps=${cfg#*:} /" | tee -a "$out/sweep.log" | tail -1
+      done ;;
+    loop)
+      PYTHONPATH=$site timeout 240 python3 bench/optim_training_loop.py --kinds torch_fused luminav luminav_triton \
+        --reps 5 --steps 3 --json "$out/loop.json" 2>&1 | tee "$out/loop.log" | tail -12 ;;
+  esac
+  echo "phase $phase: $(( $(date +%s) - t0 )) s" | tee -a "$out/build.log"
+done

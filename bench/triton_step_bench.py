@@ -1,0 +1,143 @@
+"""LuminaV's Triton kernels (JIT) side by side with its nvcc kernels, torch's fused AdamW and a device copy.
+
+One run, one GPU, N = 2^28 elements as one tensor: CLM fp32 (finite check on), bf16 parameters with
+fp32 masters, TD-CLM factored on a 16384 x 16384 matrix. CUDA-event medians of --reps steps after
+--warmup; GB/s count the fewest bytes each step must move (every input read once, every output written
+once, the finite check's read of the gradient included where it runs). Also the first step's compile
+time in a fresh process with an empty Triton cache, and in a second process reusing that cache.
+
+    python3 bench/triton_step_bench.py --out triton.json
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import torch
+
+from luminamoon.optim import LuminaV
+
+
+def event_median(fn, warmup: int, reps: int) -> float:
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(reps):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end))
+    return statistics.median(times)
+
+
+def copy_gbs(n: int) -> float:
+    src = torch.empty(n, device="cuda")
+    dst = torch.empty_like(src)
+    ms = event_median(lambda: dst.copy_(src), 3, 10)
+    return 8 * n / (ms * 1e-3) / 1e9
+
+
+def optimizer(kind: str, p: torch.nn.Parameter, mode: str):
+    if kind == "torch_fused_adamw":
+        return torch.optim.AdamW([p], lr=1e-3, weight_decay=0.01, fused=True)
+    backend = {"luminav_nvcc": "auto", "luminav_triton": "triton"}[kind]
+    return LuminaV([p], lr=1e-3, weight_decay=0.01, mode=mode, backend=backend)
+
+
+CASES = {
+    # name: (shape, param dtype, mode, bytes per element)
+    "clm_f32": ((1 << 28,), torch.float32, "clm", 32),                 # p g m v in, p m v out, g (check)
+    "clm_bf16_master": ((1 << 28,), torch.bfloat16, "clm", 30),        # g2 m v w in, p2 m v w out, g2 (check)
+    "tdclm_factored_f32": ((1 << 14, 1 << 14), torch.float32, "tdclm", 28),  # p g m in, p m out, g x3 (sums)
+}
+
+
+def run_case(name: str, kinds: list[str], warmup: int, reps: int) -> dict:
+    shape, dtype, mode, bytes_per = CASES[name]
+    n = 1
+    for s in shape:
+        n *= s
+    out = {}
+    for kind in kinds:
+        if kind == "torch_fused_adamw" and (mode != "clm" or dtype != torch.float32):
+            continue  # torch keeps no fp32 masters and no TD-CLM
+        torch.manual_seed(0)
+        p = torch.nn.Parameter(torch.randn(shape, device="cuda").to(dtype))
+        p.grad = (0.01 * torch.randn(shape, device="cuda")).to(dtype)
+        opt = optimizer(kind, p, mode)
+        per = bytes_per if kind != "torch_fused_adamw" else 28  # no finite check
+        ms = event_median(opt.step, warmup, reps)
+        out[kind] = {"ms": ms, "gbs": per * n / (ms * 1e-3) / 1e9, "bytes_per_element": per}
+        print(f"{name:20s} {kind:18s} {ms:8.3f} ms  {out[kind]['gbs']:7.0f} GB/s", flush=True)
+        del opt, p
+        torch.cuda.empty_cache()
+    return out
+
+
+FIRST_STEP = r"""
+import time, torch
+t0 = time.perf_counter()
+from luminamoon.optim import LuminaV
+p = torch.nn.Parameter(torch.randn(1 << 20, device="cuda"))
+p.grad = torch.randn_like(p)
+opt = LuminaV([p], backend="triton")
+t1 = time.perf_counter()
+opt.step(); torch.cuda.synchronize()
+t2 = time.perf_counter()
+opt.step(); torch.cuda.synchronize()
+t3 = time.perf_counter()
+print(f"{t2 - t1:.4f} {t3 - t2:.4f}")
+"""
+
+
+def compile_times() -> dict:
+    with tempfile.TemporaryDirectory() as cache:
+        env = dict(os.environ, TRITON_CACHE_DIR=cache)
+        runs = []
+        for _ in range(2):
+            out = subprocess.run([sys.executable, "-c", FIRST_STEP], env=env, capture_output=True, text=True,
+                                 timeout=300)
+            if out.returncode != 0:
+                return {"error": out.stderr[-2000:]}
+            first, second = (float(x) for x in out.stdout.split()[-2:])
+            runs.append({"first_step_s": first, "second_step_s": second})
+    result = {"empty_cache": runs[0], "warm_cache": runs[1]}
+    print("first step (CLM fp32, 2^20): empty cache %.2f s, cache reused %.2f s; a later step %.4f s"
+          % (runs[0]["first_step_s"], runs[1]["first_step_s"], runs[1]["second_step_s"]), flush=True)
+    return result
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--cases", nargs="*", default=list(CASES))
+    ap.add_argument("--kinds", nargs="*", default=["luminav_nvcc", "luminav_triton", "torch_fused_adamw"])
+    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--reps", type=int, default=10)
+    ap.add_argument("--skip-compile", action="store_true", help="skip the first-step compile timing")
+    ap.add_argument("--out")
+    args = ap.parse_args()
+    t0 = time.time()
+    result = {"machine": torch.cuda.get_device_name(), "torch": torch.__version__,
+              "triton": __import__("triton").__version__, "copy_gbs": copy_gbs(1 << 28), "cases": {}}
+    print(f"device copy {result['copy_gbs']:.0f} GB/s", flush=True)
+    if not args.skip_compile:
+        result["compile"] = compile_times()
+    for name in args.cases:
+        result["cases"][name] = run_case(name, args.kinds, args.warmup, args.reps)
+    result["wall_s"] = time.time() - t0
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump(result, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,568 @@
+"""LuminaV's Triton kernels (spec/luminav-update.md): the step's constants, pass 1, its finalize, pass 2.
+
+A second implementation language of the math in src/optim/core/ (update_math.h,
+half_convert.h, stochastic_hash.h, reduction_rounds.h, factor_update.h): every
+formula below mirrors the function named in its comment, operation for
+operation (the reciprocal bias corrections, sqrt and divide correctly rounded
+as nvcc's defaults are), so that the CUDA, CPU and Triton backends meet the
+spec's accuracy contract against one another and write the same stochastic
+rounding bits where their fp32 values agree.
+
+Note [device-resident Triton step]: as the CUDA backend's kernels (Note
+[device-resident step] in src/optim/cuda/), nothing here needs the host
+during a step. ``prepare_kernel`` forms the step's fp32 constants on the
+device from the step counter, lr and GradScaler's scale (bias corrections in
+double); pass 1 writes per-program partials that ``finalize_kernel`` adds in
+program order (no atomics in a sum, so the bits repeat) into the tensor's
+globals; a failed finite check, ``found_inf`` or an earlier failure sets the
+step's words, and every later kernel of the step reads them and writes
+nothing; ``commit_kernel`` writes the verdict into the status word
+(luminav_step_status) and ``advance_kernel`` the step counters.
+
+16-bit parameters and gradients travel as int16 views and are converted with
+integer operations (bf16) or bit casts (fp16), identically in compiled code
+and under TRITON_INTERPRET=1.
+
+Buffers of the step (all on the tensors' device):
+  k      fp32[8]  lr, 1 - lr*wd, 1/(1-beta1^t), 1/(1-beta2^t), 1/sigma (prepare_kernel)
+  step   int64[1] t (the stochastic rounding hash's step)
+  hp64   fp64[4]  beta1, beta2, weight_decay, lr (the host's values, as given)
+  words  int32[2] blocked, first bad position (kNoBad: none)
+  status int32[4] luminav_step_status: verdict, failed, skipped, refused
+  gl     fp32[4]  a tensor's globals: s, cautious scale, bound scale, rho
+"""
+from __future__ import annotations
+
+import os
+
+import triton
+import triton.language as tl
+
+
+def _interpreter_scalar_index() -> None:
+    """Note [interpreter and NumPy 2.4]: TRITON_INTERPRET=1 holds a scalar as a 1-element array and
+    turns it into a loop bound with int(array), which NumPy 2.4 refuses (only 0-d arrays convert):
+    every kernel with a runtime loop bound fails under Triton 3.6's interpreter. The interpreter's
+    tensor patch is wrapped so that __index__ reads the one element instead."""
+    from triton.runtime import interpreter
+    original = interpreter._patch_lang_tensor
+    if getattr(original, "luminav_wrapped", False):
+        return
+
+    def patch(tensor, scope):
+        original(tensor, scope)
+        scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data.reshape(-1)[0]))
+
+    patch.luminav_wrapped = True
+    interpreter._patch_lang_tensor = patch
+
+
+if os.environ.get("TRITON_INTERPRET") == "1":
+    _interpreter_scalar_index()
+
+# The step's words (dispatch::AsyncStepWords): no tensor has failed yet.
+NO_BAD = 0x7FFFFFFF
+# Partials per pass-1 program (luminav_partials' fields, counts as exact fp64).
+PARTIAL_FIELDS = 5
+# Parameter/gradient dtype codes of the kernels' DTYPE arguments.
+F32, BF16, F16 = 0, 1, 2
+# TD-CLM second-moment kinds (core::SecondMoment); CLM and per-element TD-CLM are ELEMENT.
+ELEMENT, TENSOR, ROW, FACTORED = 0, 1, 2, 3
+
+
+# ---- conversions and rounding (core/half_convert.h, core/stochastic_hash.h) ----------------------
+
+
+@triton.jit
+def rounding_bits(seed, step, index):
+    """core::rounding_bits: the SplitMix64 finaliser over (seed, t, i), high 32 bits (uint64 in)."""
+    z = seed * 0x9E3779B97F4A7C15 + step * 0xBF58476D1CE4E5B9 + index * 0x94D049BB133111EB
+    z ^= z >> 30
+    z *= 0xBF58476D1CE4E5B9
+    z ^= z >> 27
+    z *= 0x94D049BB133111EB
+    z ^= z >> 31
+    return (z >> 32).to(tl.uint32)
+
+
+@triton.jit
+def load_f32(ptr, offs, mask, DTYPE: tl.constexpr):
+    """A parameter or gradient as fp32 (16-bit data through its int16 view; exact)."""
+    if DTYPE == 0:
+        return tl.load(ptr + offs, mask=mask, other=0.0, eviction_policy="evict_first")
+    else:
+        h = tl.load(ptr + offs, mask=mask, other=0, eviction_policy="evict_first")
+        if DTYPE == 1:
+            # core::bf16_to_f32: the upper half of an fp32
+            bits = h.to(tl.uint16, bitcast=True).to(tl.uint32) << 16
+            return bits.to(tl.float32, bitcast=True)
+        else:
+            return h.to(tl.float16, bitcast=True).to(tl.float32)
+
+
+@triton.jit
+def f32_to_bf16_rne(x):
+    """core::f32_to_bf16_rne: round to nearest even, NaN kept quiet (uint32 bits in the low half)."""
+    u = x.to(tl.uint32, bitcast=True)
+    nan = (u & 0x7FFFFFFF) > 0x7F800000
+    rounded = (u + 0x7FFF + ((u >> 16) & 1)) >> 16
+    return tl.where(nan, (u >> 16) | 0x0040, rounded & 0xFFFF)
+
+
+@triton.jit
+def f32_to_bf16_stochastic(x, r):
+    """core::f32_to_bf16_stochastic: upper half of bits + (r & 0xFFFF); Inf/NaN/overflow as RNE."""
+    u = x.to(tl.uint32, bitcast=True)
+    nearest = f32_to_bf16_rne(x)
+    h = ((u + (r & 0xFFFF)) >> 16) & 0xFFFF
+    special = ((u & 0x7F800000) == 0x7F800000) | ((nearest & 0x7FFF) == 0x7F80) | ((h & 0x7FFF) == 0x7F80)
+    return tl.where(special, nearest, h)
+
+
+@triton.jit
+def f16_magnitude(bits):
+    """|value| of fp16 bits (uint32 in the low half) as fp32 (core::f16_to_f32, exact)."""
+    return (bits & 0x7FFF).to(tl.uint16).to(tl.float16, bitcast=True).to(tl.float32)
+
+
+@triton.jit
+def f32_to_f16_stochastic(x, r):
+    """core::f32_to_f16_stochastic: hi iff r < ceil(f * 2^32) (Note [exact threshold]); large values RNE."""
+    a = x.to(tl.uint32, bitcast=True) & 0x7FFFFFFF
+    nearest = x.to(tl.float16).to(tl.uint16, bitcast=True).to(tl.uint32)  # RNE (cvt.rn)
+    abs_x = a.to(tl.float32, bitcast=True)
+    abs_nearest = f16_magnitude(nearest)
+    lo = tl.where(abs_nearest > abs_x, nearest - 1, nearest)
+    hi = lo + 1
+    abs_lo = f16_magnitude(lo)
+    abs_hi = f16_magnitude(hi)
+    fraction = tl.div_rn(abs_x - abs_lo, abs_hi - abs_lo)
+    threshold = tl.math.ceil(fraction * 4294967296.0).to(tl.uint64)
+    chosen = tl.where(r.to(tl.uint64) < threshold, hi, lo)
+    keep = (a >= 0x477FE000) | (abs_nearest == abs_x)
+    return tl.where(keep, nearest, chosen) & 0xFFFF
+
+
+@triton.jit
+def store_param(ptr, offs, x, mask, seed, step, index_offset, DTYPE: tl.constexpr, SR: tl.constexpr):
+    """core::store_param: fp32 as is; 16-bit by the spec's stochastic rounding or RNE."""
+    if DTYPE == 0:
+        tl.store(ptr + offs, x, mask=mask, cache_modifier=".cs")
+    else:
+        if SR:
+            r = rounding_bits(seed, step, index_offset + offs.to(tl.uint64))
+            if DTYPE == 1:
+                bits = f32_to_bf16_stochastic(x, r)
+            else:
+                bits = f32_to_f16_stochastic(x, r)
+        else:
+            if DTYPE == 1:
+                bits = f32_to_bf16_rne(x)
+            else:
+                bits = x.to(tl.float16).to(tl.uint16, bitcast=True).to(tl.uint32)
+        tl.store(ptr + offs, bits.to(tl.uint16).to(tl.int16, bitcast=True), mask=mask, cache_modifier=".cs")
+
+
+# ---- the element math (core/update_math.h) --------------------------------------------------------
+
+
+@triton.jit
+def tanh_f32(x):
+    """tanh to 0.5 ulp + 2^-29 in fp32, saturating, never NaN for a non-NaN input (spec step 2).
+
+    Evaluated in double as the host's ScalarOps::tanh is (Note [scalar tanh
+    accuracy]): (1 - e)/(1 + e) with e = exp(-2|x|) in [0, 1] cannot overflow
+    and tends to 1; below |x| = 2^-10, where 1 - e cancels, the odd series
+    x - x^3/3 + 2x^5/15 (truncation below 2^-60 relative). tl.math.tanh does
+    not exist in Triton 3.6 and libdevice's fails under the interpreter.
+    """
+    a = tl.abs(x.to(tl.float64))
+    e = tl.exp(-2.0 * a)
+    big = (1.0 - e) / (1.0 + e)
+    a2 = a * a
+    small = a * (1.0 + a2 * (-1.0 / 3.0 + a2 * (2.0 / 15.0)))
+    t = tl.where(a < 0.0009765625, small, big)
+    return tl.where(x < 0, -t, t).to(tl.float32)
+
+
+@triton.jit
+def raw_update(m, second, g, inv_bc1, inv_bc2, eps, lam, one_minus_lam, tau,
+               HAS_LAM: tl.constexpr, HAS_TAU: tl.constexpr):
+    """core::raw_update: u = n / (sqrt(second / (1-beta2^t)) + eps), soft-clipped when tau > 0."""
+    n = m * inv_bc1
+    if HAS_LAM:
+        n = one_minus_lam * n + lam * g
+    den = tl.sqrt_rn(second * inv_bc2) + eps
+    u = tl.div_rn(n, den)
+    if HAS_TAU:
+        u = tau * tanh_f32(tl.div_rn(u, tau))
+    return u
+
+
+@triton.jit
+def element_update(k_ptr, g, m_old, v_old, beta1, one_minus_beta1, beta2, one_minus_beta2, eps, lam,
+                   one_minus_lam, tau, CLM: tl.constexpr, HAS_LAM: tl.constexpr, HAS_TAU: tl.constexpr):
+    """core::clm_moments_and_update / tdclm_moments_and_update: (m, v, u); TD-CLM's v_old is vhat."""
+    inv_bc1 = tl.load(k_ptr + 2)
+    inv_bc2 = tl.load(k_ptr + 3)
+    m = beta1 * m_old + one_minus_beta1 * g
+    if CLM:
+        v = beta2 * v_old + one_minus_beta2 * g * g
+    else:
+        v = v_old
+    u = raw_update(m, v, g, inv_bc1, inv_bc2, eps, lam, one_minus_lam, tau, HAS_LAM, HAS_TAU)
+    return m, v, u
+
+
+@triton.jit
+def scaled_gradient(k_ptr, g, SCALED: tl.constexpr):
+    """core::scaled_gradient: g * fp32(1/sigma) (the multiply is skipped without a scale)."""
+    if SCALED:
+        inv = tl.load(k_ptr + 4)
+        g = tl.where(inv == 1.0, g, g * inv)
+    return g
+
+
+@triton.jit
+def second_of(v_ptr, gl_ptr, row_ptr, col_over_rho_ptr, offs, mask, cols, KIND: tl.constexpr):
+    """The element's second moment as pass 2 reads it: v_i, s, row_r(i) or row_r * col_c / rho."""
+    if KIND == 0:
+        return tl.load(v_ptr + offs, mask=mask, other=0.0, eviction_policy="evict_first")
+    elif KIND == 1:
+        return tl.load(gl_ptr + 0)
+    else:
+        r = offs // cols
+        row = tl.load(row_ptr + r, mask=mask, other=0.0)
+        if KIND == 2:
+            return row
+        else:
+            return row * tl.load(col_over_rho_ptr + (offs - r * cols), mask=mask, other=0.0)
+
+
+@triton.jit
+def step_open(words_ptr):
+    """True while this step may write: not blocked and no tensor has failed its finite check."""
+    return (tl.load(words_ptr + 0) == 0) & (tl.load(words_ptr + 1) == 0x7FFFFFFF)
+
+
+# ---- the step's constants ------------------------------------------------------------------------
+
+
+@triton.jit
+def pow_by_squaring(base, t):
+    """base^t in double for 1 <= t < 2^25 (the fp32 step counter's exact range)."""
+    result = base * 0.0 + 1.0
+    for bit in tl.static_range(25):
+        result = tl.where(((t >> bit) & 1) != 0, result * base, result)
+        base = base * base
+    return result
+
+
+@triton.jit
+def prepare_kernel(k_ptr, step_out_ptr, hp64_ptr, counter_ptr, lr_ptr, grad_scale_ptr, found_inf_ptr,
+                   status_ptr, words_ptr, LR: tl.constexpr, SCALED: tl.constexpr, FOUND_INF: tl.constexpr,
+                   RESET: tl.constexpr):
+    """core::set_step_and_lr and inverse_grad_scale on the device (spec "Asynchronous devices").
+
+    t = counter + 1, lr from hp64 (LR = 0), a float32 (1) or float64 (2) tensor.
+    RESET (the first group of a step) also resets the step's words, blocked
+    when the status word holds a failure or GradScaler found an Inf.
+    """
+    beta1 = tl.load(hp64_ptr + 0)
+    beta2 = tl.load(hp64_ptr + 1)
+    weight_decay = tl.load(hp64_ptr + 2)
+    if LR == 0:
+        lr = tl.load(hp64_ptr + 3)
+    else:
+        lr = tl.load(lr_ptr).to(tl.float64)
+    t = tl.load(counter_ptr).to(tl.int64) + 1
+    tl.store(step_out_ptr, t)
+    tl.store(k_ptr + 0, lr.to(tl.float32))
+    tl.store(k_ptr + 1, (1.0 - lr * weight_decay).to(tl.float32))
+    tl.store(k_ptr + 2, (1.0 / (1.0 - pow_by_squaring(beta1, t))).to(tl.float32))
+    tl.store(k_ptr + 3, (1.0 / (1.0 - pow_by_squaring(beta2, t))).to(tl.float32))
+    if SCALED:
+        tl.store(k_ptr + 4, (1.0 / tl.load(grad_scale_ptr).to(tl.float64)).to(tl.float32))
+    else:
+        tl.store(k_ptr + 4, 1.0)
+    if RESET:
+        blocked = tl.load(status_ptr + 1) != 0
+        if FOUND_INF:
+            blocked = blocked | (tl.load(found_inf_ptr) != 0.0)
+        tl.store(words_ptr + 0, blocked.to(tl.int32))
+        tl.store(words_ptr + 1, 0x7FFFFFFF)
+
+
+# ---- pass 1 -------------------------------------------------------------------------------------
+
+
+@triton.jit(do_not_specialize=["cols", "position"])
+def reduce_kernel(g_ptr, m_ptr, v_ptr, x_ptr, partials_ptr, k_ptr, words_ptr, gl_ptr, row_ptr,
+                  col_over_rho_ptr, n, cols, position, beta1, one_minus_beta1, beta2, one_minus_beta2, eps, lam,
+                  one_minus_lam, tau, GDTYPE: tl.constexpr, XDTYPE: tl.constexpr, GRAD_SUMS: tl.constexpr,
+                  UPDATE_SUMS: tl.constexpr, KIND: tl.constexpr, HAS_LAM: tl.constexpr,
+                  HAS_TAU: tl.constexpr, SCALED: tl.constexpr, VERDICT: tl.constexpr, BLOCK: tl.constexpr):
+    """One program's partials (cuda reduce_element): nonfinite count and sum g^2 (GRAD_SUMS); K,
+    sum (lr*u*phi)^2 and sum x^2 (UPDATE_SUMS, u recomputed from the old state as pass 2 will).
+
+    x_ptr is the master (XDTYPE 0) or the parameter. Partials are fp64, field-major
+    (partials[field * programs + program]). VERDICT (a CLM tensor with nothing else to reduce):
+    a program that finds a non-finite gradient marks the step itself (the smallest position
+    wins, whatever the order), and the finalize launch is skipped.
+    """
+    pid = tl.program_id(0)
+    offs = pid.to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    mask = (offs < n) & step_open(words_ptr)
+    g = scaled_gradient(k_ptr, load_f32(g_ptr, offs, mask, GDTYPE), SCALED)
+    base = partials_ptr + pid.to(tl.int64)
+    stride = tl.num_programs(0).to(tl.int64)  # field-major: finalize reads each field coalesced
+    if GRAD_SUMS:
+        bad = ((g.to(tl.uint32, bitcast=True) & 0x7F800000) == 0x7F800000) & mask
+        g64 = g.to(tl.float64)
+        bad_count = tl.sum(bad.to(tl.float64), axis=0)
+        tl.store(base, bad_count)
+        if VERDICT:
+            if bad_count > 0.0:
+                tl.atomic_min(words_ptr + 1, position)
+        tl.store(base + 2 * stride, tl.sum(g64 * g64, axis=0))
+    else:
+        tl.store(base, 0.0)
+        tl.store(base + 2 * stride, 0.0)
+    if UPDATE_SUMS:
+        m_old = tl.load(m_ptr + offs, mask=mask, other=0.0, eviction_policy="evict_first")
+        second = second_of(v_ptr, gl_ptr, row_ptr, col_over_rho_ptr, offs, mask, cols, KIND)
+        x = load_f32(x_ptr, offs, mask, XDTYPE)
+        m, v, u = element_update(k_ptr, g, m_old, second, beta1, one_minus_beta1, beta2, one_minus_beta2,
+                                 eps, lam, one_minus_lam, tau, KIND == 0, HAS_LAM, HAS_TAU)
+        agree = (u * g > 0.0) & mask
+        # core::unscaled_step: lr * u * phi
+        d = (tl.load(k_ptr + 0) * tl.where(agree, u, 0.0)).to(tl.float64)
+        x64 = x.to(tl.float64)
+        tl.store(base + 1 * stride, tl.sum(agree.to(tl.float64), axis=0))
+        tl.store(base + 3 * stride, tl.sum(tl.where(mask, d * d, 0.0), axis=0))
+        tl.store(base + 4 * stride, tl.sum(x64 * x64, axis=0))
+    else:
+        tl.store(base + 1 * stride, 0.0)
+        tl.store(base + 3 * stride, 0.0)
+        tl.store(base + 4 * stride, 0.0)
+
+
+@triton.jit(do_not_specialize=["rows", "cols"])
+def row_sums_kernel(g_ptr, row_sums_ptr, partials_ptr, k_ptr, words_ptr, rows, cols,
+                    GDTYPE: tl.constexpr, SCALED: tl.constexpr, BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr):
+    """TD-CLM row/factored round 0: sum g^2 of each of BLOCK_R rows (fp64, columns in order of
+    BLOCK_C chunks), and the program's nonfinite count and sum g^2 as partials."""
+    pid = tl.program_id(0)
+    r = pid.to(tl.int64) * BLOCK_R + tl.arange(0, BLOCK_R)
+    open_ = step_open(words_ptr)
+    row_ok = (r < rows) & open_
+    acc = tl.zeros([BLOCK_R, BLOCK_C], dtype=tl.float64)
+    bad = tl.zeros([BLOCK_R, BLOCK_C], dtype=tl.float64)
+    for c0 in range(0, cols, BLOCK_C):
+        c = c0 + tl.arange(0, BLOCK_C)
+        mask = row_ok[:, None] & (c[None, :] < cols)
+        g = scaled_gradient(k_ptr, load_f32(g_ptr, r[:, None] * cols + c[None, :], mask, GDTYPE), SCALED)
+        bad += (((g.to(tl.uint32, bitcast=True) & 0x7F800000) == 0x7F800000) & mask).to(tl.float64)
+        g64 = g.to(tl.float64)
+        acc += g64 * g64
+    sums = tl.sum(acc, axis=1)
+    tl.store(row_sums_ptr + r, sums, mask=r < rows)
+    base = partials_ptr + pid.to(tl.int64)
+    stride = tl.num_programs(0).to(tl.int64)  # field-major: finalize reads each field coalesced
+    tl.store(base, tl.sum(tl.sum(bad, axis=1), axis=0))
+    tl.store(base + 1 * stride, 0.0)
+    tl.store(base + 2 * stride, tl.sum(sums, axis=0))
+    tl.store(base + 3 * stride, 0.0)
+    tl.store(base + 4 * stride, 0.0)
+
+
+@triton.jit(do_not_specialize=["rows", "cols"])
+def col_sums_kernel(g_ptr, col_sums_ptr, k_ptr, words_ptr, rows, cols, GDTYPE: tl.constexpr,
+                    SCALED: tl.constexpr, CHUNK_ROWS: tl.constexpr, BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr):
+    """TD-CLM factored round 0: sum g^2 of BLOCK_C columns over one chunk of CHUNK_ROWS rows (fp64,
+    rows in order); finalize adds the chunks in order (cuda factor_sums)."""
+    pid = tl.program_id(0)
+    chunk = tl.program_id(1).to(tl.int64)
+    c = pid.to(tl.int64) * BLOCK_C + tl.arange(0, BLOCK_C)
+    col_ok = (c < cols) & step_open(words_ptr)
+    acc = tl.zeros([BLOCK_R, BLOCK_C], dtype=tl.float64)
+    r_begin = chunk * CHUNK_ROWS
+    r_end = tl.minimum(r_begin + CHUNK_ROWS, rows)
+    for r0 in range(r_begin, r_end, BLOCK_R):
+        r = r0 + tl.arange(0, BLOCK_R).to(tl.int64)
+        mask = (r[:, None] < r_end) & col_ok[None, :]
+        g = scaled_gradient(k_ptr, load_f32(g_ptr, r[:, None] * cols + c[None, :], mask, GDTYPE), SCALED)
+        g64 = g.to(tl.float64)
+        acc += g64 * g64
+    tl.store(col_sums_ptr + chunk * cols + c, tl.sum(acc, axis=0), mask=c < cols)
+
+
+@triton.jit(do_not_specialize=["num_partials", "n", "rows", "cols", "position", "chunks"])
+def finalize_kernel(partials_ptr, num_partials, gl_ptr, words_ptr, k_ptr, exp_avg_sq_ptr, row_sums_ptr,
+                    col_sums_ptr, new_ptr, n, rows, cols, chunks, position, beta2, one_minus_beta2, bound_ratio,
+                    ROUND_GRAD: tl.constexpr, ROUND_UPDATE: tl.constexpr, CHECK_FINITE: tl.constexpr,
+                    KIND: tl.constexpr, CAUTIOUS: tl.constexpr, BOUND_TENSOR: tl.constexpr,
+                    BLOCK: tl.constexpr):
+    """core::fold_round_sums on the device: the partials added in program order; the verdict.
+
+    new_ptr receives TD-CLM's new factors (row[R], then col[C] and col/rho[C]); the
+    apply pass reads them and its program 0 stores them into exp_avg_sq.
+    """
+    if step_open(words_ptr):
+        lanes = tl.arange(0, BLOCK)
+        acc_bad = tl.zeros([BLOCK], dtype=tl.float64)
+        acc_agree = tl.zeros([BLOCK], dtype=tl.float64)
+        acc_g = tl.zeros([BLOCK], dtype=tl.float64)
+        acc_u = tl.zeros([BLOCK], dtype=tl.float64)
+        acc_x = tl.zeros([BLOCK], dtype=tl.float64)
+        for p0 in range(0, num_partials, BLOCK):
+            p = p0 + lanes
+            mask = p < num_partials
+            base = partials_ptr + p.to(tl.int64)
+            stride = num_partials.to(tl.int64)
+            acc_bad += tl.load(base, mask=mask, other=0.0)
+            acc_agree += tl.load(base + stride, mask=mask, other=0.0)
+            acc_g += tl.load(base + 2 * stride, mask=mask, other=0.0)
+            acc_u += tl.load(base + 3 * stride, mask=mask, other=0.0)
+            acc_x += tl.load(base + 4 * stride, mask=mask, other=0.0)
+        n64 = n.to(tl.float64)
+        if ROUND_GRAD:
+            if CHECK_FINITE:
+                if tl.sum(acc_bad, axis=0) > 0.0:
+                    tl.atomic_min(words_ptr + 1, position)
+            s = 0.0
+            rho = 0.0
+            if KIND == 1:  # s <- beta2*s + (1-beta2)*fp32(sum g^2 / N)
+                s = beta2 * tl.load(exp_avg_sq_ptr) + one_minus_beta2 * (tl.sum(acc_g, axis=0) / n64).to(tl.float32)
+            if KIND >= 2:  # core::update_factors: rows, rho, then columns and col/rho
+                row_acc = tl.zeros([BLOCK], dtype=tl.float64)
+                for r0 in range(0, rows, BLOCK):
+                    r = r0 + lanes
+                    mask = r < rows
+                    mean = (tl.load(row_sums_ptr + r, mask=mask, other=0.0) / cols.to(tl.float64)).to(tl.float32)
+                    row = beta2 * tl.load(exp_avg_sq_ptr + r, mask=mask, other=0.0) + one_minus_beta2 * mean
+                    tl.store(new_ptr + r, row, mask=mask)
+                    row_acc += tl.where(mask, row.to(tl.float64), 0.0)
+                rho = (tl.sum(row_acc, axis=0) / rows.to(tl.float64)).to(tl.float32)
+                if KIND == 3:
+                    for c0 in range(0, cols, BLOCK):
+                        c = c0 + lanes
+                        mask = c < cols
+                        col_sum = tl.zeros([BLOCK], dtype=tl.float64)
+                        for q in range(0, chunks):  # chunk order
+                            col_sum += tl.load(col_sums_ptr + q * cols + c, mask=mask, other=0.0)
+                        mean = (col_sum / rows.to(tl.float64)).to(tl.float32)
+                        col = beta2 * tl.load(exp_avg_sq_ptr + rows + c, mask=mask, other=0.0) + one_minus_beta2 * mean
+                        tl.store(new_ptr + rows + c, col, mask=mask)
+                        over = tl.where(rho > 0.0, tl.div_rn(col, tl.zeros_like(col) + rho), 0.0)
+                        tl.store(new_ptr + rows + cols + c, over, mask=mask)
+            tl.store(gl_ptr + 0, s)
+            tl.store(gl_ptr + 1, 1.0)
+            tl.store(gl_ptr + 2, 1.0)
+            tl.store(gl_ptr + 3, rho)
+        if ROUND_UPDATE:
+            c = n64 / n64
+            if CAUTIOUS:
+                agree = tl.sum(acc_agree, axis=0)
+                c = n64 / tl.maximum(agree, 0.001 * n64)
+                tl.store(gl_ptr + 1, c.to(tl.float32))
+            if BOUND_TENSOR:
+                a = c * tl.sqrt(tl.sum(acc_u, axis=0))  # fp64 sqrt is IEEE
+                b = tl.sqrt(tl.sum(acc_x, axis=0))
+                limit = b * bound_ratio  # double(fp32 ratio) * B
+                scale = tl.where((b > 0.0) & (a > limit), (limit / a).to(tl.float32), 1.0)
+                tl.store(gl_ptr + 2, scale)
+
+
+# ---- pass 2 -------------------------------------------------------------------------------------
+
+
+@triton.jit(do_not_specialize=["seed", "index_offset"])
+def apply_kernel(p_ptr, g_ptr, m_ptr, v_ptr, master_ptr, k_ptr, step_ptr, words_ptr, gl_ptr, new_ptr,
+                 n, rows, cols, seed, index_offset, beta1, one_minus_beta1, beta2, one_minus_beta2, eps, lam,
+                 one_minus_lam, tau, bound_ratio, PDTYPE: tl.constexpr, GDTYPE: tl.constexpr,
+                 KIND: tl.constexpr, MASTER: tl.constexpr, SR: tl.constexpr, HAS_LAM: tl.constexpr,
+                 HAS_TAU: tl.constexpr, CAUTIOUS: tl.constexpr, BOUND: tl.constexpr, SCALED: tl.constexpr,
+                 BLOCK: tl.constexpr):
+    """Steps 1-6 of every element (cuda apply_tile): moments, update, clip, mask, bound, decay,
+    write-back. Program 0 also stores TD-CLM's s or new factors into exp_avg_sq."""
+    pid = tl.program_id(0)
+    open_ = step_open(words_ptr)
+    offs = pid.to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    mask = (offs < n) & open_
+    if KIND == 1:
+        if pid == 0:
+            if open_:
+                tl.store(v_ptr, tl.load(gl_ptr + 0))
+    if KIND >= 2:
+        # new_ptr: row[R] (then col[C], col/rho[C]): exp_avg_sq's row (and col), spread over the programs
+        if KIND == 3:
+            factors = rows + cols
+        else:
+            factors = rows
+        for q0 in range(pid * BLOCK, factors, tl.num_programs(0) * BLOCK):
+            q = q0 + tl.arange(0, BLOCK)
+            qm = (q < factors) & open_
+            tl.store(v_ptr + q, tl.load(new_ptr + q, mask=qm, other=0.0), mask=qm)
+    g = scaled_gradient(k_ptr, load_f32(g_ptr, offs, mask, GDTYPE), SCALED)
+    m_old = tl.load(m_ptr + offs, mask=mask, other=0.0, eviction_policy="evict_first")
+    second = second_of(v_ptr, gl_ptr, new_ptr, new_ptr + rows + cols, offs, mask, cols, KIND)
+    if MASTER:
+        x = tl.load(master_ptr + offs, mask=mask, other=0.0, eviction_policy="evict_first")
+    else:
+        x = load_f32(p_ptr, offs, mask, PDTYPE)
+    m, v, u = element_update(k_ptr, g, m_old, second, beta1, one_minus_beta1, beta2, one_minus_beta2, eps,
+                             lam, one_minus_lam, tau, KIND == 0, HAS_LAM, HAS_TAU)
+    # core::apply_update
+    lr = tl.load(k_ptr + 0)
+    if CAUTIOUS:
+        u = tl.where(u * g > 0.0, u, 0.0) * tl.load(gl_ptr + 1)
+    d = lr * u
+    if BOUND == 1:
+        d = d * tl.load(gl_ptr + 2)
+    elif BOUND == 2:
+        b = bound_ratio * tl.sqrt_rn(x * x + 1e-4)
+        d = tl.minimum(tl.maximum(d, -b), b)
+    x = x * tl.load(k_ptr + 1) - d
+    tl.store(m_ptr + offs, m, mask=mask, cache_modifier=".cs")
+    if KIND == 0:
+        tl.store(v_ptr + offs, v, mask=mask, cache_modifier=".cs")
+    if MASTER:
+        tl.store(master_ptr + offs, x, mask=mask, cache_modifier=".cs")
+    store_param(p_ptr, offs, x, mask, seed.to(tl.uint64), tl.load(step_ptr).to(tl.uint64),
+                index_offset.to(tl.uint64), PDTYPE, SR)
+
+
+# ---- the verdict ---------------------------------------------------------------------------------
+
+
+@triton.jit
+def commit_kernel(status_ptr, words_ptr, found_inf_ptr, FOUND_INF: tl.constexpr, SKIP_NONFINITE: tl.constexpr):
+    """cuda luminav_commit_step's decision: the verdict, the failure word and the counts."""
+    failed = tl.load(status_ptr + 1)
+    blocked = tl.load(words_ptr + 0)
+    first_bad = tl.load(words_ptr + 1)
+    if failed != 0:
+        tl.store(status_ptr + 3, tl.load(status_ptr + 3) + 1)
+        tl.store(status_ptr + 0, failed)
+    elif blocked != 0:
+        tl.store(status_ptr + 2, tl.load(status_ptr + 2) + 1)
+        tl.store(status_ptr + 0, -1)  # LUMINAV_VERDICT_FOUND_INF
+    elif first_bad != 0x7FFFFFFF:
+        verdict = first_bad + 1
+        if FOUND_INF:
+            tl.store(found_inf_ptr, 1.0)
+        if SKIP_NONFINITE:
+            tl.store(status_ptr + 2, tl.load(status_ptr + 2) + 1)
+        else:
+            tl.store(status_ptr + 1, verdict)
+        tl.store(status_ptr + 0, verdict)
+    else:
+        tl.store(status_ptr + 0, 0)
+
+
+@triton.jit
+def advance_kernel(status_ptr, counter_ptr):
+    """An applied step advances the group's fp32 step counter."""
+    if tl.load(status_ptr + 0) == 0:
+        tl.store(counter_ptr, tl.load(counter_ptr) + 1.0)

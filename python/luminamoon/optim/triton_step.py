@@ -1,0 +1,318 @@
+"""``LuminaV(..., backend="triton")``: one device's step through the Triton kernels (triton_kernels.py).
+
+A plan is built once per set of parameters (as the native StepPlan is) and
+holds every launch's fixed arguments and scratch buffers; ``step()`` reads
+only the gradients and launches, in stream order: the constants of each
+group's step (``prepare_kernel``), round 0 of pass 1 for every tensor, round 1
+where TD-CLM needs K or the norms, pass 2 for every tensor, the verdict and
+the step counters (Note [device-resident Triton step]). Nothing waits for the
+device, so a step can be captured in a CUDA graph; under TRITON_INTERPRET=1
+the same launches run on CPU tensors (the CI tests).
+
+Every launch and allocation happens with the tensors' device current
+(``torch.accelerator``): Triton launches on the current device and stream.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from . import triton_kernels as tk
+
+# Elements per program of the element-wise kernels and per finalize lane. Note [Triton block
+# sizes]: the apply kernel at 1024 elements and 4 warps per program ran the CLM fp32 step at
+# N = 2^28 in 2.22 ms on the H200 (92% of the device copy), against 2.29-2.47 ms for 2048-8192
+# elements with 4-16 warps (docs/benchmarks.md, issue 18; docs/runs/issue18_run2/sweep.log).
+# LUMINAV_TRITON_APPLY_BLOCK / LUMINAV_TRITON_NUM_WARPS override them (tuning runs).
+APPLY_BLOCK = int(os.environ.get("LUMINAV_TRITON_APPLY_BLOCK", 1024))
+REDUCE_BLOCK = 4096
+FINALIZE_BLOCK = 1024
+FACTOR_TILE = 4096        # elements of a row/column-sum program's tile
+FACTOR_CHUNK_ROWS = 256   # rows per column-sum program (their partials are added in chunk order)
+NUM_WARPS = int(os.environ.get("LUMINAV_TRITON_NUM_WARPS", 4))  # apply and reduce (tuned together)
+FACTOR_WARPS = 8  # the row and column sums of TD-CLM (as measured)
+# Note [no contraction]: the nvcc kernels are built with -fmad=false and the host code with
+# -ffp-contract=off, so a*b+c rounds twice everywhere; Triton would fuse it into an FMA and the
+# fp32 values (hence the stochastic rounding bits) would differ from the other backends'.
+FP_OPTIONS = {} if os.environ.get("TRITON_INTERPRET") == "1" else {"enable_fp_fusion": False}
+
+_DTYPES = {torch.float32: tk.F32, torch.bfloat16: tk.BF16, torch.float16: tk.F16}
+
+
+def _next_pow2(x: int) -> int:
+    return 1 << max(0, (int(x) - 1).bit_length())
+
+
+def device_context(device: torch.device):
+    """The tensors' device made current for launches and allocations (a no-op on the CPU)."""
+    if device.type == "cpu":
+        return contextlib.nullcontext()
+    index = device.index if device.index is not None else torch.accelerator.current_device_index()
+    return torch.accelerator.device_index(index)
+
+
+def _kernel_view(t: torch.Tensor) -> torch.Tensor:
+    """16-bit data as int16 (the kernels convert bits); fp32 as is."""
+    return t.view(torch.int16) if t.dtype in (torch.bfloat16, torch.float16) else t
+
+
+@dataclass
+class GroupOptions:
+    """A param group's hyperparameters as the kernels take them."""
+
+    lr: Any                # float, or a 1-element float32/float64 tensor on the device
+    beta1: float
+    beta2: float
+    eps: float
+    weight_decay: float
+    tau: float
+    lam: float
+    tdclm: bool
+    td_factor: str         # "factored", "row", "tensor"
+    cautious: bool
+    bound_mode: int        # 0 none, 1 tensor, 2 element
+    bound_ratio: float
+    check_finite: bool
+    stochastic_rounding: bool
+
+    @classmethod
+    def of_group(cls, group: dict) -> "GroupOptions":
+        """The options of a LuminaV param group (validated by the library when the group was added)."""
+        beta1, beta2 = group["betas"]
+        bound = {None: 0, "tensor": 1, "element": 2}[group["bound"]]
+        lr = group["lr"]
+        return cls(lr=lr if torch.is_tensor(lr) else float(lr), beta1=float(beta1), beta2=float(beta2),
+                   eps=float(group["eps"]), weight_decay=float(group["weight_decay"]), tau=float(group["tau"]),
+                   lam=float(group["lam"]), tdclm=group["mode"] == "tdclm", td_factor=group["td_factor"],
+                   cautious=bool(group["cautious"]), bound_mode=bound,
+                   bound_ratio=float(group["bound_ratio"] or 0.0), check_finite=bool(group["check_finite"]),
+                   stochastic_rounding=bool(group["stochastic_rounding"]))
+
+    def fp32_args(self) -> dict:
+        """fp32 constants (Note [derived constants]: 1 - beta and 1 - lam formed in double)."""
+        return dict(beta1=self.beta1, one_minus_beta1=1.0 - self.beta1, beta2=self.beta2,
+                    one_minus_beta2=1.0 - self.beta2, eps=self.eps, lam=self.lam, one_minus_lam=1.0 - self.lam,
+                    tau=self.tau)
+
+    def needs_update_sums(self) -> bool:
+        return self.cautious or self.bound_mode == 1
+
+
+@dataclass
+class TensorStep:
+    """One parameter of a plan, with its scratch."""
+
+    param: torch.Tensor
+    state: dict
+    name: str
+    position: int          # in the whole call (the verdict's tensor position)
+    seed: int = 0          # the stochastic rounding seed (state["seed"])
+    index_offset: int = 0  # of a shard in its logical tensor
+    kind: int = 0
+    rows: int = 1
+    cols: int = 1
+    scratch: dict = field(default_factory=dict)
+
+
+@dataclass
+class GroupStep:
+    options: GroupOptions
+    counter: torch.Tensor  # the group's fp32 step counter (state["step"], shared)
+    tensors: list[TensorStep]
+    hp64: torch.Tensor = None
+    k: torch.Tensor = None
+    step: torch.Tensor = None
+    lr_cached: float | None = None
+
+
+def second_moment_kind(options: GroupOptions, param: torch.Tensor) -> tuple[int, int, int]:
+    """(kind, R, C) of core::moment_layout: CLM and per-element TD-CLM are ELEMENT."""
+    rows = int(param.shape[0]) if param.dim() else 1
+    cols = param.numel() // rows if rows else 0
+    if not options.tdclm:
+        return tk.ELEMENT, rows, cols
+    if options.td_factor == "tensor":
+        return tk.TENSOR, rows, cols
+    if cols == 1:
+        return tk.ELEMENT, rows, cols
+    return (tk.ROW if options.td_factor == "row" else tk.FACTORED), rows, cols
+
+
+class TritonStepPlan:
+    """The Triton step of one device's parameters (Note [device-resident Triton step])."""
+
+    def __init__(self, device: torch.device, groups: list[GroupStep], status: torch.Tensor,
+                 host_status: torch.Tensor | None = None, excluded: list | None = None):
+        if device.type == "cpu" and os.environ.get("TRITON_INTERPRET") != "1":
+            raise ValueError("backend='triton' runs on a GPU (CUDA, ROCm, XPU); on the CPU only under "
+                             "TRITON_INTERPRET=1 (slow: for tests). Use backend='auto' for CPU parameters")
+        self.device = device
+        self.excluded = list(excluded or ())  # parameters without a gradient when the plan was built
+        self.groups = groups
+        self.status = status
+        self.host_status = host_status
+        with device_context(device):
+            self.words = torch.zeros(2, dtype=torch.int32, device=device)
+            for g in groups:
+                o = g.options
+                lr = float(o.lr) if not torch.is_tensor(o.lr) else 0.0
+                g.hp64 = torch.tensor([o.beta1, o.beta2, o.weight_decay, lr], dtype=torch.float64, device=device)
+                g.lr_cached = lr
+                g.k = torch.zeros(8, dtype=torch.float32, device=device)
+                g.step = torch.zeros(1, dtype=torch.int64, device=device)
+                for t in g.tensors:
+                    self._allocate(o, t)
+
+    def _allocate(self, o: GroupOptions, t: TensorStep) -> None:
+        t.kind, t.rows, t.cols = second_moment_kind(o, t.param)
+        n = t.param.numel()
+        f64 = dict(dtype=torch.float64, device=self.device)
+        programs = max(triton_cdiv(n, REDUCE_BLOCK), 1)
+        s = t.scratch
+        if t.kind in (tk.ROW, tk.FACTORED):
+            block_c = min(_next_pow2(t.cols), 1024)
+            block_r = max(FACTOR_TILE // block_c, 1)
+            s["row_tile"] = (block_r, block_c)
+            programs = max(programs, triton_cdiv(t.rows, block_r))
+            s["row_sums"] = torch.zeros(t.rows, **f64)
+            chunks = triton_cdiv(t.rows, FACTOR_CHUNK_ROWS)
+            s["chunks"] = chunks
+            col_block_c = min(_next_pow2(t.cols), 128)
+            s["col_tile"] = (min(FACTOR_TILE // col_block_c, FACTOR_CHUNK_ROWS), col_block_c)
+            s["col_sums"] = torch.zeros(max(chunks * t.cols, 1) if t.kind == tk.FACTORED else 1, **f64)
+        s["partials"] = torch.zeros(programs * tk.PARTIAL_FIELDS, **f64)
+        s["gl"] = torch.zeros(4, dtype=torch.float32, device=self.device)
+        factor_floats = t.rows + 2 * t.cols if t.kind == tk.FACTORED else t.rows if t.kind == tk.ROW else 1
+        s["new"] = torch.zeros(factor_floats, dtype=torch.float32, device=self.device)
+
+    # ---- the step -----------------------------------------------------------------------------
+
+    def grads(self) -> list[torch.Tensor] | None:
+        """Every parameter's gradient (contiguous), or None when the plan is stale."""
+        if any(p.grad is not None for p in self.excluded):
+            return None
+        out = []
+        for g in self.groups:
+            for t in g.tensors:
+                grad = t.param.grad
+                if grad is None or grad.shape != t.param.shape or grad.dtype not in _DTYPES:
+                    return None
+                out.append(grad if grad.is_contiguous() else grad.contiguous())
+        return out
+
+    def step(self, grad_scale: torch.Tensor | None, found_inf: torch.Tensor | None, skip_nonfinite: bool) -> bool:
+        """Launches one step; False (nothing launched) when the plan is stale."""
+        grads = self.grads()
+        if grads is None:
+            return False
+        with device_context(self.device):
+            self._launch(grads, grad_scale, found_inf, skip_nonfinite)
+        return True
+
+    def _launch(self, grads, grad_scale, found_inf, skip_nonfinite) -> None:
+        status, words = self.status, self.words
+        dummy = words  # an unused pointer argument
+        scaled = grad_scale is not None
+        for gi, g in enumerate(self.groups):
+            o = g.options
+            lr_mode = 0
+            lr_ptr = dummy
+            if torch.is_tensor(o.lr):
+                lr_mode, lr_ptr = (2 if o.lr.dtype == torch.float64 else 1), o.lr
+            elif float(o.lr) != g.lr_cached:  # a scheduler's new float lr: one device fill, no sync
+                g.lr_cached = float(o.lr)
+                g.hp64[3].fill_(g.lr_cached)
+            tk.prepare_kernel[(1,)](g.k, g.step, g.hp64, g.counter, lr_ptr, grad_scale if scaled else dummy,
+                                    found_inf if found_inf is not None else dummy, status, words, LR=lr_mode,
+                                    SCALED=scaled, FOUND_INF=found_inf is not None, RESET=gi == 0, **FP_OPTIONS)
+        per_tensor = []
+        it = iter(grads)
+        for g in self.groups:
+            for t in g.tensors:
+                per_tensor.append((g, t, next(it)))
+        work = [(g, t, grad) for g, t, grad in per_tensor if t.param.numel() > 0]
+        for g, t, grad in work:
+            self._round(g, t, grad, 0, scaled)
+        for g, t, grad in work:
+            if t.kind != tk.ELEMENT and g.options.needs_update_sums():
+                self._round(g, t, grad, 1, scaled)
+        for g, t, grad in work:
+            self._apply(g, t, grad, scaled)
+        tk.commit_kernel[(1,)](status, words, found_inf if found_inf is not None else dummy,
+                               FOUND_INF=found_inf is not None, SKIP_NONFINITE=bool(skip_nonfinite), **FP_OPTIONS)
+        for g in self.groups:
+            tk.advance_kernel[(1,)](status, g.counter, **FP_OPTIONS)
+        if self.host_status is not None:
+            self.host_status.copy_(status, non_blocking=True)
+
+    def _x_of(self, t: TensorStep):
+        master = t.state.get("master")
+        if master is not None:
+            return master, tk.F32
+        return _kernel_view(t.param.data), _DTYPES[t.param.dtype]
+
+    def _round(self, g: GroupStep, t: TensorStep, grad: torch.Tensor, rnd: int, scaled: bool) -> None:
+        """Pass 1's round `rnd` of one tensor and its finalize (core::reduction_rounds)."""
+        o = g.options
+        s = t.scratch
+        n = t.param.numel()
+        element = t.kind == tk.ELEMENT
+        grad_round = rnd == 0
+        update_round = o.needs_update_sums() and (rnd == 1 or element)
+        if element and not update_round and not o.check_finite:
+            return  # nothing to reduce; pass 2 reads no globals
+        # A CLM tensor with only the finite check: the reduce programs mark the step (VERDICT).
+        verdict_only = element and not update_round
+        gk = _kernel_view(grad)
+        gdtype = _DTYPES[grad.dtype]
+        exp_avg_sq = t.state["exp_avg_sq"]
+        num_partials = triton_cdiv(n, REDUCE_BLOCK)
+        if grad_round and t.kind in (tk.ROW, tk.FACTORED):
+            block_r, block_c = s["row_tile"]
+            num_partials = triton_cdiv(t.rows, block_r)
+            tk.row_sums_kernel[(num_partials,)](gk, s["row_sums"], s["partials"], g.k, self.words, t.rows, t.cols,
+                                                GDTYPE=gdtype, SCALED=scaled, BLOCK_R=block_r, BLOCK_C=block_c,
+                                                num_warps=FACTOR_WARPS, **FP_OPTIONS)
+            if t.kind == tk.FACTORED:
+                cr, cc = s["col_tile"]
+                tk.col_sums_kernel[(triton_cdiv(t.cols, cc), s["chunks"])](
+                    gk, s["col_sums"], g.k, self.words, t.rows, t.cols, GDTYPE=gdtype, SCALED=scaled,
+                    CHUNK_ROWS=FACTOR_CHUNK_ROWS, BLOCK_R=cr, BLOCK_C=cc, num_warps=FACTOR_WARPS, **FP_OPTIONS)
+        else:
+            x, xdtype = self._x_of(t)
+            new = s["new"]
+            tk.reduce_kernel[(num_partials,)](
+                gk, t.state["exp_avg"], exp_avg_sq, x, s["partials"], g.k, self.words, s["gl"], new,
+                new[t.rows + t.cols:] if t.kind == tk.FACTORED else new, n, t.cols, t.position, **o.fp32_args(),
+                GDTYPE=gdtype, XDTYPE=xdtype, GRAD_SUMS=grad_round and (o.check_finite or t.kind == tk.TENSOR),
+                UPDATE_SUMS=update_round, KIND=t.kind, HAS_LAM=o.lam != 0.0, HAS_TAU=o.tau > 0.0,
+                SCALED=scaled, VERDICT=verdict_only, BLOCK=REDUCE_BLOCK, num_warps=NUM_WARPS, **FP_OPTIONS)
+            if verdict_only:
+                return
+        tk.finalize_kernel[(1,)](
+            s["partials"], num_partials, s["gl"], self.words, g.k, exp_avg_sq, s.get("row_sums", s["new"]),
+            s.get("col_sums", s["new"]), s["new"], n, t.rows, t.cols, s.get("chunks", 1), t.position, o.beta2, 1.0 - o.beta2,
+            o.bound_ratio, ROUND_GRAD=grad_round, ROUND_UPDATE=update_round, CHECK_FINITE=grad_round and o.check_finite,
+            KIND=t.kind if grad_round else tk.ELEMENT, CAUTIOUS=o.cautious, BOUND_TENSOR=o.bound_mode == 1,
+            BLOCK=FINALIZE_BLOCK, **FP_OPTIONS)
+
+    def _apply(self, g: GroupStep, t: TensorStep, grad: torch.Tensor, scaled: bool) -> None:
+        o = g.options
+        s = t.scratch
+        n = t.param.numel()
+        master = t.state.get("master")
+        p = _kernel_view(t.param.data)
+        tk.apply_kernel[(triton_cdiv(n, APPLY_BLOCK),)](
+            p, _kernel_view(grad), t.state["exp_avg"], t.state["exp_avg_sq"], master if master is not None else p,
+            g.k, g.step, self.words, s["gl"], s["new"], n, t.rows, t.cols, t.seed, t.index_offset, **o.fp32_args(), bound_ratio=o.bound_ratio,
+            PDTYPE=_DTYPES[t.param.dtype], GDTYPE=_DTYPES[grad.dtype], KIND=t.kind, MASTER=master is not None,
+            SR=o.stochastic_rounding and t.param.dtype != torch.float32, HAS_LAM=o.lam != 0.0, HAS_TAU=o.tau > 0.0,
+            CAUTIOUS=o.cautious, BOUND=o.bound_mode, SCALED=scaled, BLOCK=APPLY_BLOCK, num_warps=NUM_WARPS, **FP_OPTIONS)
+
+
+def triton_cdiv(a: int, b: int) -> int:
+    return -(-int(a) // int(b))

@@ -1,0 +1,213 @@
+"""Compiles LuminaV's Triton kernels ahead of time (cubin/PTX, hsaco) and writes their manifest.json.
+
+Run at build time (src/optim/triton/CMakeLists.txt) on a machine without a GPU:
+``triton.compile`` with an explicit GPUTarget uses the wheel's own ptxas and
+ROCm linker, so no driver is needed (``triton.tools.compile`` wants an active
+driver, and its --target flag fails in 3.6). The kernels are the package's own
+(python/luminamoon/optim/triton_kernels.py, loaded by path: the package need
+not be built). Each (kernel variant, architecture) is one file, because a
+Triton module holds one kernel; DIR/cuda/manifest.json and DIR/rocm/manifest.json list every file with its size
+and sha256 under the kernel it belongs to, and every kernel with its argument
+signature and ``num_trailing_scratch_ptrs`` (Note [trailing scratch pointers]
+in src/optim/cuda/triton_abi.h), which the C++ loader checks against the
+Triton version recorded with them.
+
+  python build_triton_aot.py --out DIR [--targets sm_90,gfx942] [--kernels clm_f32]
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import importlib.util
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+KERNELS_PY = HERE.parents[2] / "python" / "luminamoon" / "optim" / "triton_kernels.py"
+ALL_TARGETS = ("sm_80", "sm_90", "sm_100", "sm_120", "compute_80", "gfx90a", "gfx942")
+NUM_WARPS = 8
+
+# Note [AOT kernel set]: the variants a C caller needs for one CLM step of fp32, bf16 or fp16
+# parameters (fp32 masters for 16-bit ones, stochastic rounding), with the finite check:
+# the step's constants, pass 1's finite check and its finalize, pass 2, the verdict and the
+# step counter. The launch geometry is fixed here and recorded (block, grid rule).
+APPLY_BLOCK = 2048
+REDUCE_BLOCK = 4096
+FINALIZE_BLOCK = 1024
+
+
+def _apply(pdtype: int, gdtype: int, master: bool) -> dict:
+    return dict(PDTYPE=pdtype, GDTYPE=gdtype, KIND=0, MASTER=master, SR=pdtype != 0, HAS_LAM=False,
+                HAS_TAU=False, CAUTIOUS=False, BOUND=0, SCALED=False, BLOCK=APPLY_BLOCK)
+
+
+VARIANTS = {
+    # name: (kernel function, constexprs, elements per program (0: one program))
+    "luminav_triton_prepare": ("prepare_kernel", dict(LR=0, SCALED=False, FOUND_INF=False, RESET=True), 0),
+    "luminav_triton_reduce_gf32": ("reduce_kernel", dict(GDTYPE=0, XDTYPE=0, GRAD_SUMS=True, UPDATE_SUMS=False,
+                                                          KIND=0, HAS_LAM=False, HAS_TAU=False, SCALED=False,
+                                                          VERDICT=False,
+                                                          BLOCK=REDUCE_BLOCK), REDUCE_BLOCK),
+    "luminav_triton_reduce_gbf16": ("reduce_kernel", dict(GDTYPE=1, XDTYPE=0, GRAD_SUMS=True, UPDATE_SUMS=False,
+                                                           KIND=0, HAS_LAM=False, HAS_TAU=False, SCALED=False,
+                                                           VERDICT=False,
+                                                           BLOCK=REDUCE_BLOCK), REDUCE_BLOCK),
+    "luminav_triton_finalize": ("finalize_kernel", dict(ROUND_GRAD=True, ROUND_UPDATE=False, CHECK_FINITE=True,
+                                                        KIND=0, CAUTIOUS=False, BOUND_TENSOR=False,
+                                                        BLOCK=FINALIZE_BLOCK), 0),
+    "luminav_triton_apply_pf32_gf32": ("apply_kernel", _apply(0, 0, False), APPLY_BLOCK),
+    "luminav_triton_apply_pbf16_gbf16": ("apply_kernel", _apply(1, 1, True), APPLY_BLOCK),
+    "luminav_triton_commit": ("commit_kernel", dict(FOUND_INF=False, SKIP_NONFINITE=False), 0),
+    "luminav_triton_advance": ("advance_kernel", dict(), 0),
+}
+KERNEL_SETS = {"all": tuple(VARIANTS), "clm_f32": tuple(v for v in VARIANTS if "bf16" not in v)}
+
+# Argument types of the kernels' non-constexpr parameters (Triton signature strings).
+_POINTER_TYPES = {"step_out_ptr": "*i64", "step_ptr": "*i64", "words_ptr": "*i32", "status_ptr": "*i32",
+                  "partials_ptr": "*fp64", "row_sums_ptr": "*fp64", "col_sums_ptr": "*fp64", "hp64_ptr": "*fp64"}
+_INT_ARGS = {"n", "rows", "cols", "seed", "index_offset", "num_partials", "position", "chunks"}
+
+
+def trailing_scratch_ptrs(version: str) -> int:
+    """Hidden pointers after the user arguments (the issue's facts; Note [trailing scratch pointers]):
+    none up to 3.2, global_scratch from 3.3, global and profile scratch from 3.5."""
+    major, minor = (int(x) for x in version.split(".")[:2])
+    if (major, minor) <= (3, 2):
+        return 0
+    if (major, minor) <= (3, 4):
+        return 1
+    return 2
+
+
+def load_kernels():
+    spec = importlib.util.spec_from_file_location("luminav_triton_kernels", KERNELS_PY)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def signature_of(fn, constexprs: dict) -> tuple[dict, list[str]]:
+    """(Triton signature, [the C argument types in order]) of a kernel variant."""
+    sig, c_args = {}, []
+    for name in fn.arg_names:
+        if name in constexprs:
+            sig[name] = "constexpr"
+            continue
+        if name.endswith("_ptr"):
+            ty = _POINTER_TYPES.get(name, "*fp32")
+            sixteen = {"p_ptr": "PDTYPE", "g_ptr": "GDTYPE", "x_ptr": "XDTYPE"}.get(name)
+            if sixteen and constexprs.get(sixteen, 0) != 0:
+                ty = "*i16"  # 16-bit data travels as int16 (triton_kernels.py)
+        elif name in _INT_ARGS:
+            ty = "i64"
+        else:
+            ty = "fp32"
+        sig[name] = ty
+        c_args.append(f"{name}:{ty}")
+    return sig, c_args
+
+
+def target_of(arch: str):
+    from triton.backends.compiler import GPUTarget
+    if arch.startswith("sm_") or arch.startswith("compute_"):
+        return GPUTarget("cuda", int(arch.split("_")[1]), 32)
+    return GPUTarget("hip", arch, 64)
+
+
+def elf_machine(data: bytes) -> int:
+    """e_machine of an ELF64 little-endian image (190 EM_CUDA, 224 EM_AMDGPU), -1 if not ELF64."""
+    if len(data) < 20 or data[:4] != b"\x7fELF" or data[4] != 2 or data[5] != 1:
+        return -1
+    return int.from_bytes(data[18:20], "little")
+
+
+def build(out: Path, targets: list[str], kernel_names: list[str]) -> dict:
+    import triton
+    from triton.compiler import ASTSource
+    tk = load_kernels()
+    out.mkdir(parents=True, exist_ok=True)
+    version = triton.__version__
+    trailing = trailing_scratch_ptrs(version)
+    artifacts, kernels, timings = [], [], {}
+    for variant in kernel_names:
+        fn_name, constexprs, per_program = VARIANTS[variant]
+        fn = getattr(tk, fn_name)
+        sig, c_args = signature_of(fn, constexprs)
+        entry = None
+        for arch in targets:
+            t0 = time.perf_counter()
+            compiled = triton.compile(ASTSource(fn, sig, constexprs=constexprs), target=target_of(arch),
+                                      options=dict(num_warps=NUM_WARPS, enable_fp_fusion=False))
+            timings[f"{variant}@{arch}"] = round(time.perf_counter() - t0, 3)
+            md = compiled.metadata
+            scratch = int(getattr(md, "global_scratch_size", 0)) + int(getattr(md, "profile_scratch_size", 0))
+            if scratch:
+                raise SystemExit(f"{variant} for {arch} needs {scratch} bytes of Triton scratch; the C loader "
+                                 "passes null scratch pointers only")
+            if arch.startswith("compute_"):
+                kind, data, suffix = "ptx", compiled.asm["ptx"].encode(), "ptx"
+            elif arch.startswith("sm_"):
+                kind, data, suffix = "cubin", compiled.asm["cubin"], "cubin"
+                if elf_machine(data) != 190:
+                    raise SystemExit(f"{variant} for {arch}: not an EM_CUDA ELF64 image")
+            else:
+                kind, data, suffix = "hsaco", compiled.asm["hsaco"], "hsaco"
+                if elf_machine(data) != 224:
+                    raise SystemExit(f"{variant} for {arch}: not an EM_AMDGPU ELF64 image")
+            platform = "rocm" if kind == "hsaco" else "cuda"
+            file = f"{variant}.{arch}.{suffix}"
+            (out / platform).mkdir(parents=True, exist_ok=True)
+            (out / platform / file).write_bytes(data)
+            artifacts.append({"arch": arch, "kind": kind, "file": file, "size": len(data),
+                              "sha256": hashlib.sha256(data).hexdigest(), "kernel": variant,
+                              "symbol": md.name, "platform": platform})
+            artifacts[-1]["threads"] = NUM_WARPS * (64 if kind == "hsaco" else 32)
+            entry = {"name": variant, "signature": "(" + ", ".join(c_args) + ")",
+                     "num_trailing_scratch_ptrs": trailing, "block_size": NUM_WARPS * 32,
+                     "shared_mem_bytes": int(md.shared), "elements_per_program": per_program,
+                     "constexprs": {k: int(v) for k, v in constexprs.items()}}
+        kernels.append(entry)
+    # One manifest per platform (its files beside it): the C++ loader reads cuda/ or rocm/.
+    for platform in ("cuda", "rocm"):
+        mine = [dict(a) for a in artifacts if a["platform"] == platform]
+        if not mine:
+            continue
+        for a in mine:
+            del a["platform"]
+        manifest = {"format": "luminav-kernels/1", "platform": platform, "triton_version": version,
+                    "artifacts": mine, "kernels": kernels}
+        tmp = out / platform / "manifest.json.tmp"
+        tmp.write_text(json.dumps(manifest, indent=1) + "\n")
+        os.replace(tmp, out / platform / "manifest.json")
+    return timings
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", required=True, type=Path)
+    parser.add_argument("--targets", default=",".join(ALL_TARGETS))
+    parser.add_argument("--kernels", default="all", help="a set (" + ", ".join(KERNEL_SETS) + ") or names")
+    parser.add_argument("--timings", type=Path, help="write per-compile seconds as JSON here")
+    args = parser.parse_args(argv)
+    targets = [t for t in args.targets.split(",") if t]
+    bad = [t for t in targets if not (t.startswith(("sm_", "compute_", "gfx")))]
+    if bad:
+        parser.error(f"unknown targets {bad}: sm_NN, compute_NN (PTX) or gfxNNN")
+    names = list(KERNEL_SETS.get(args.kernels, args.kernels.split(",")))
+    unknown = [n for n in names if n not in VARIANTS]
+    if unknown:
+        parser.error(f"unknown kernels {unknown}; known: {', '.join(VARIANTS)}")
+    t0 = time.perf_counter()
+    timings = build(args.out, targets, names)
+    total = time.perf_counter() - t0
+    if args.timings:
+        args.timings.write_text(json.dumps({"total_s": round(total, 2), "compiles": timings}, indent=1))
+    print(f"luminav triton AOT: {len(names)} kernels x {len(targets)} targets in {total:.1f} s -> {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

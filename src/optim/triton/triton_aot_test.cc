@@ -1,0 +1,369 @@
+// The Triton AOT kernels from C++: the build's manifests and images (CPU), the
+// scratch-pointer rules, the ROCm module API's resolution, and (with a CUDA GPU)
+// a whole CLM step run from the cubins against a float64 reference.
+#include "optim/triton/triton_aot.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "optim/cuda/triton_abi.h"
+
+namespace luminav::triton_aot {
+namespace {
+
+#ifndef LUMINAV_TRITON_AOT_DIR
+#define LUMINAV_TRITON_AOT_DIR ""
+#endif
+
+std::string built_dir(const char* platform) {
+  const char* env = std::getenv("LUMINAV_TRITON_AOT_DIR");
+  const std::string base = env != nullptr && *env ? env : LUMINAV_TRITON_AOT_DIR;
+  return base.empty() ? "" : base + "/" + platform;
+}
+
+bool read_built(const char* platform, cuda::KernelManifest* m, std::string* json) {
+  const std::string dir = built_dir(platform);
+  if (dir.empty() || !std::filesystem::exists(dir + "/manifest.json")) return false;
+  cuda::DirectoryArtifactStore store(dir);
+  std::string why;
+  EXPECT_TRUE(store.manifest_json(json, &why)) << why;
+  EXPECT_TRUE(cuda::parse_kernel_manifest(*json, m, &why)) << why;
+  return true;
+}
+
+TEST(TritonAot, TrailingScratchPointersByVersion) {
+  EXPECT_EQ(cuda::triton_trailing_scratch_ptrs("3.0.0"), 0);
+  EXPECT_EQ(cuda::triton_trailing_scratch_ptrs("3.2.0"), 0);
+  EXPECT_EQ(cuda::triton_trailing_scratch_ptrs("3.3.1"), 1);
+  EXPECT_EQ(cuda::triton_trailing_scratch_ptrs("3.4.0"), 1);
+  EXPECT_EQ(cuda::triton_trailing_scratch_ptrs("3.6.0"), 2);
+  EXPECT_EQ(cuda::triton_trailing_scratch_ptrs("3.10"), 2);
+  EXPECT_EQ(cuda::triton_trailing_scratch_ptrs("three"), -1);
+  EXPECT_EQ(cuda::triton_trailing_scratch_ptrs(""), -1);
+}
+
+// Every image the build wrote: size, sha256 and ELF machine (EM_CUDA 190 for
+// cubins, EM_AMDGPU 224 for hsaco) through the loader's own checks.
+TEST(TritonAot, BuiltManifestsAndImagesPassTheChecks) {
+  int platforms = 0;
+  for (const char* platform : {"cuda", "rocm"}) {
+    cuda::KernelManifest m;
+    std::string json, why;
+    if (!read_built(platform, &m, &json)) continue;
+    ++platforms;
+    EXPECT_EQ(m.platform, platform);
+    EXPECT_FALSE(m.triton_version.empty());
+    EXPECT_TRUE(cuda::check_triton_manifest(m, &why)) << why;
+    ASSERT_FALSE(m.kernels.empty());
+    cuda::DirectoryArtifactStore store(built_dir(platform));
+    for (const cuda::ArtifactEntry& a : m.artifacts) {
+      std::vector<uint8_t> bytes;
+      ASSERT_TRUE(store.read(a.file, &bytes, &why)) << why;
+      EXPECT_TRUE(cuda::verify_artifact(a, bytes, &why)) << why;
+      EXPECT_FALSE(a.kernel.empty());
+      EXPECT_FALSE(a.symbol.empty());
+      if (a.kind != cuda::ArtifactKind::kPtx) {
+        ASSERT_GE(bytes.size(), 20u);
+        const uint16_t machine = static_cast<uint16_t>(bytes[18] | (bytes[19] << 8));
+        EXPECT_EQ(machine, std::string(platform) == "cuda" ? cuda::kElfMachineCuda : cuda::kElfMachineAmdgpu);
+      }
+    }
+    // A file whose bytes changed is refused by its digest.
+    const cuda::ArtifactEntry& first = m.artifacts.front();
+    std::vector<uint8_t> bytes;
+    ASSERT_TRUE(store.read(first.file, &bytes, &why));
+    bytes[bytes.size() / 2] ^= 0x5a;
+    EXPECT_FALSE(cuda::verify_artifact(first, bytes, &why));
+    EXPECT_NE(why.find("sha256"), std::string::npos) << why;
+  }
+  if (platforms == 0) GTEST_SKIP() << "built without LUMINA_TRITON_AOT (no triton at build time)";
+}
+
+TEST(TritonAot, WrongScratchPointerCountIsRefused) {
+  const std::string json = R"json({"platform": "cuda", "triton_version": "3.6.0",
+    "artifacts": [{"arch": "sm_90", "kind": "cubin", "file": "k.sm_90.cubin", "size": 1,
+                   "sha256": "0000000000000000000000000000000000000000000000000000000000000000",
+                   "kernel": "k", "symbol": "k"}],
+    "kernels": [{"name": "k", "signature": "(x:*fp32)", "num_trailing_scratch_ptrs": 1,
+                 "block_size": 256, "shared_mem_bytes": 0}]})json";
+  cuda::KernelManifest m;
+  std::string why;
+  ASSERT_TRUE(cuda::parse_kernel_manifest(json, &m, &why)) << why;
+  EXPECT_FALSE(cuda::check_triton_manifest(m, &why));
+  EXPECT_NE(why.find("kernel k declares 1 trailing scratch pointer(s)"), std::string::npos) << why;
+  EXPECT_NE(why.find("Triton 3.6.0 take 2"), std::string::npos) << why;
+  // The same entry from a 3.4 build is right, one from 3.2 wrong again.
+  m.triton_version = "3.4.0";
+  EXPECT_TRUE(cuda::check_triton_manifest(m, &why)) << why;
+  m.triton_version = "3.2.0";
+  EXPECT_FALSE(cuda::check_triton_manifest(m, &why));
+  m.triton_version = "";
+  EXPECT_FALSE(cuda::check_triton_manifest(m, &why));
+  EXPECT_NE(why.find("triton_version"), std::string::npos) << why;
+  // A kernel without any artifact.
+  m.triton_version = "3.6.0";
+  m.kernels[0].num_trailing_scratch_ptrs = 2;
+  m.artifacts[0].kernel = "other";
+  EXPECT_FALSE(cuda::check_triton_manifest(m, &why));
+  EXPECT_NE(why.find("has no artifact"), std::string::npos) << why;
+}
+
+TEST(TritonAot, HipModuleApiFailsCleanlyWithoutRocm) {
+  HipModuleApi api;
+  std::string why;
+  EXPECT_FALSE(resolve_hip_module_api("libamdhip64-absent.so.7", &api, &why));
+  EXPECT_NE(why.find("no ROCm runtime"), std::string::npos) << why;
+  EXPECT_FALSE(resolve_hip_module_api("libm.so.6", &api, &why));  // loads, but is not HIP
+  EXPECT_NE(why.find("lacks hipModuleLoadData"), std::string::npos) << why;
+}
+
+// ---- with a CUDA GPU ---------------------------------------------------------------------
+
+class TritonAotGpu : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    driver_ = &cuda::CudaDriver::instance();
+    if (!driver_->usable() || driver_->device_count() == 0) GTEST_SKIP() << "no CUDA device: " << driver_->why_not();
+  }
+  void* host_alloc(size_t bytes) {  // pinned and mapped: the same address on the device (UVA)
+    void* p = nullptr;
+    EXPECT_EQ(driver_->api().cuMemAllocHost(&p, bytes), cuda::drv::CUDA_SUCCESS);
+    std::memset(p, 0, bytes);
+    allocations_.push_back(p);
+    return p;
+  }
+  void TearDown() override {
+    for (void* p : allocations_) driver_->api().cuMemFreeHost(p);
+  }
+  const cuda::CudaDriver* driver_ = nullptr;
+  std::vector<void*> allocations_;
+};
+
+// Note [scratch probes]: kernels laid out as Triton 3.2 (no trailing pointer),
+// 3.3/3.4 (global_scratch) and 3.5+ (global_scratch, profile_scratch) lay out
+// theirs: (out, value, trailing...) writing value and each trailing pointer's
+// value into out. Written as PTX because only Triton 3.6 is installed here; a
+// launch packed with the wrong count reads garbage or faults, so the probe
+// checks what the packing hands over.
+std::string probe_ptx(int trailing) {
+  std::string params = ".param .u64 out, .param .u32 value";
+  std::string body =
+      "  ld.param.u64 %rd1, [out];\n  cvta.to.global.u64 %rd1, %rd1;\n"
+      "  ld.param.u32 %r1, [value];\n  st.global.u32 [%rd1], %r1;\n";
+  for (int i = 0; i < trailing; ++i) {
+    params += ", .param .u64 scratch" + std::to_string(i);
+    body += "  ld.param.u64 %rd2, [scratch" + std::to_string(i) + "];\n  st.global.u64 [%rd1+" +
+            std::to_string(8 + 8 * i) + "], %rd2;\n";
+  }
+  return ".version 7.0\n.target sm_80\n.address_size 64\n.visible .entry probe(" + params +
+         ")\n{\n  .reg .b32 %r<2>;\n  .reg .b64 %rd<3>;\n" + body + "  ret;\n}\n";
+}
+
+TEST_F(TritonAotGpu, ScratchPointerPackingForZeroOneAndTwoPointers) {
+  const auto& api = driver_->api();
+  cuda::drv::CUdevice device = 0;
+  cuda::drv::CUcontext context = nullptr;
+  ASSERT_EQ(api.cuDeviceGet(&device, 0), 0);
+  ASSERT_EQ(api.cuDevicePrimaryCtxRetain(&context, device), 0);
+  ASSERT_EQ(api.cuCtxSetCurrent(context), 0);
+  for (int trailing = 0; trailing <= 2; ++trailing) {
+    const std::string ptx = probe_ptx(trailing);
+    cuda::drv::CUmodule module = nullptr;
+    cuda::drv::CUfunction fn = nullptr;
+    ASSERT_EQ(api.cuModuleLoadDataEx(&module, ptx.c_str(), 0, nullptr, nullptr), 0) << ptx;
+    ASSERT_EQ(api.cuModuleGetFunction(&fn, module, "probe"), 0);
+    auto* out = static_cast<uint64_t*>(host_alloc(32));
+    for (int i = 0; i < 4; ++i) out[i] = 0xdeadbeefdeadbeefull;
+    uint64_t out_ptr = reinterpret_cast<uint64_t>(out);
+    uint32_t value = 1234567u + trailing;
+    void* user[] = {&out_ptr, &value};
+    std::vector<void*> args = cuda::pack_triton_abi_args(user, trailing);
+    ASSERT_EQ(args.size(), 2u + trailing);
+    ASSERT_EQ(api.cuLaunchKernel(fn, 1, 1, 1, 1, 1, 1, 0, nullptr, args.data(), nullptr), 0);
+    ASSERT_EQ(api.cuStreamSynchronize(nullptr), 0);
+    EXPECT_EQ(static_cast<uint32_t>(out[0] & 0xffffffffu), value);
+    for (int i = 0; i < trailing; ++i) EXPECT_EQ(out[1 + i], 0u) << "trailing pointer " << i << " not null";
+    for (int i = trailing; i < 3; ++i) EXPECT_EQ(out[1 + i], 0xdeadbeefdeadbeefull);
+    api.cuModuleUnload(module);
+  }
+}
+
+// The device buffers and scalars of one CLM fp32 step (any memory the device reads).
+struct ClmStep {
+  uint64_t x = 0, g = 0, m = 0, v = 0, k = 0, step = 0, hp64 = 0, counter = 0, status = 0, words = 0,
+           partials = 0, gl = 0, scratch = 0;
+  int64_t n = 0, one = 1, zero = 0, seed = 0, position = 0, num_partials = 0;
+  float b1 = 0.9f, omb1 = static_cast<float>(1.0 - 0.9), b2 = 0.999f, omb2 = static_cast<float>(1.0 - 0.999),
+        eps = 1e-8f, lam = 0.0f, oml = 1.0f, tau = 0.0f, ratio = 0.0f;
+  static constexpr int64_t kReduceBlock = 4096, kApplyBlock = 2048;  // build_triton_aot.py's geometry
+
+  // prepare, pass 1 (finite check), finalize, pass 2, verdict, counter: the launches of one step.
+  bool launch(const CudaKernels& kernels, std::string* why) {
+    num_partials = (n + kReduceBlock - 1) / kReduceBlock;
+    void* prepare[] = {&k, &step, &hp64, &counter, &scratch, &scratch, &scratch, &status, &words};
+    void* reduce[] = {&g, &m, &v, &x, &partials, &k, &words, &gl, &scratch, &scratch, &n, &one, &position,
+                      &b1, &omb1, &b2, &omb2, &eps, &lam, &oml, &tau};
+    void* finalize[] = {&partials, &num_partials, &gl, &words, &k, &v, &scratch, &scratch, &scratch,
+                        &n, &n, &one, &one, &position, &b2, &omb2, &ratio};
+    void* apply[] = {&x, &g, &m, &v, &x, &k, &step, &words, &gl, &scratch, &n, &n, &one, &seed,
+                     &zero, &b1, &omb1, &b2, &omb2, &eps, &lam, &oml, &tau, &ratio};
+    void* commit[] = {&status, &words, &scratch};
+    void* advance[] = {&status, &counter};
+    return kernels.launch("luminav_triton_prepare", 1, prepare, nullptr, why) &&
+           kernels.launch("luminav_triton_reduce_gf32", static_cast<unsigned>(num_partials), reduce, nullptr, why) &&
+           kernels.launch("luminav_triton_finalize", 1, finalize, nullptr, why) &&
+           kernels.launch("luminav_triton_apply_pf32_gf32",
+                          static_cast<unsigned>((n + kApplyBlock - 1) / kApplyBlock), apply, nullptr, why) &&
+           kernels.launch("luminav_triton_commit", 1, commit, nullptr, why) &&
+           kernels.launch("luminav_triton_advance", 1, advance, nullptr, why);
+  }
+};
+
+uint64_t address(const void* p) { return reinterpret_cast<uint64_t>(p); }
+
+bool load_built_cuda(const cuda::CudaDriver& driver, CudaKernels* kernels, std::string* why) {
+  const std::string dir = built_dir("cuda");
+  if (dir.empty() || !std::filesystem::exists(dir + "/manifest.json")) {
+    *why = "no Triton AOT build";
+    return false;
+  }
+  cuda::DirectoryArtifactStore store(dir);
+  return CudaKernels::load(driver, store, 0, kernels, why);
+}
+
+// One CLM step of fp32 parameters run from the Triton cubins (no Python, no
+// Triton), against AdamW in float64 under the spec's forward-error contract;
+// then a non-finite gradient: nothing written, the verdict in the status word.
+TEST_F(TritonAotGpu, ClmStepFromCubinsMatchesFloat64Reference) {
+  CudaKernels kernels;
+  std::string why;
+  if (built_dir("cuda").empty() || !std::filesystem::exists(built_dir("cuda") + "/manifest.json")) {
+    GTEST_SKIP() << "no Triton AOT build";
+  }
+  ASSERT_TRUE(load_built_cuda(*driver_, &kernels, &why)) << why;
+  const LoadedKernel* apply = kernels.find("luminav_triton_apply_pf32_gf32");
+  ASSERT_NE(apply, nullptr);
+  EXPECT_EQ(apply->entry.num_trailing_scratch_ptrs, 2);
+
+  const uint64_t n = 100003;
+  ClmStep s;
+  s.n = static_cast<int64_t>(n);
+  auto* x = static_cast<float*>(host_alloc(n * 4));
+  auto* g = static_cast<float*>(host_alloc(n * 4));
+  auto* m = static_cast<float*>(host_alloc(n * 4));
+  auto* v = static_cast<float*>(host_alloc(n * 4));
+  auto* step = static_cast<int64_t*>(host_alloc(8));
+  auto* hp64 = static_cast<double*>(host_alloc(32));
+  auto* counter = static_cast<float*>(host_alloc(4));
+  auto* status = static_cast<int32_t*>(host_alloc(16));
+  s.x = address(x), s.g = address(g), s.m = address(m), s.v = address(v), s.step = address(step);
+  s.hp64 = address(hp64), s.counter = address(counter), s.status = address(status);
+  s.k = address(host_alloc(64)), s.words = address(host_alloc(8)), s.gl = address(host_alloc(16));
+  s.scratch = address(host_alloc(16));
+  s.partials = address(host_alloc(((n + ClmStep::kReduceBlock - 1) / ClmStep::kReduceBlock) * 5 * 8));
+  std::mt19937 rng(7);
+  std::normal_distribution<float> normal;
+  for (uint64_t i = 0; i < n; ++i) {
+    x[i] = normal(rng);
+    g[i] = 0.1f * normal(rng);
+    m[i] = 0.01f * normal(rng);
+    v[i] = 1e-4f * std::fabs(normal(rng));
+  }
+  const double lr = 1e-3, b1 = 0.9, b2 = 0.999, eps = 1e-8, wd = 0.01;
+  hp64[0] = b1, hp64[1] = b2, hp64[2] = wd, hp64[3] = lr;
+  *counter = 4.0f;  // t = 5
+  std::vector<float> x0(x, x + n), m0(m, m + n), v0(v, v + n);
+  ASSERT_TRUE(s.launch(kernels, &why)) << why;
+  ASSERT_EQ(driver_->api().cuStreamSynchronize(nullptr), cuda::drv::CUDA_SUCCESS);
+  EXPECT_EQ(status[0], 0);
+  EXPECT_EQ(*counter, 5.0f);
+  EXPECT_EQ(*step, 5);
+  // spec "Accuracy contract": float64 AdamW from the fp32 state and fp32 constants.
+  const double t = 5, f1 = static_cast<float>(b1), f2 = static_cast<float>(b2);
+  const double om1 = static_cast<float>(1.0 - b1), om2 = static_cast<float>(1.0 - b2);
+  const double bc1 = 1.0 - std::pow(b1, t), bc2 = 1.0 - std::pow(b2, t);
+  const double decay = static_cast<float>(1.0 - lr * wd), lr32 = static_cast<float>(lr);
+  const double eps32 = static_cast<float>(eps);
+  uint64_t bad_m = 0, bad_v = 0, bad_x = 0;
+  for (uint64_t i = 0; i < n; ++i) {
+    const double gi = g[i];
+    const double mr = f1 * m0[i] + om1 * gi, vr = f2 * v0[i] + om2 * gi * gi;
+    const double den = std::sqrt(vr / bc2) + eps32;
+    const double xr = x0[i] * decay - lr32 * (mr / bc1) / den;
+    const double sm = f1 * std::fabs(m0[i]) + om1 * std::fabs(gi), sv = vr;
+    const double sx = std::fabs(x0[i]) * decay + lr32 * (sm / bc1) / den;
+    bad_m += std::fabs(m[i] - mr) > 1e-6 * sm;
+    bad_v += std::fabs(v[i] - vr) > 1e-6 * sv;
+    bad_x += std::fabs(x[i] - xr) > 1e-6 * sx;
+  }
+  EXPECT_EQ(bad_m, 0u);
+  EXPECT_EQ(bad_v, 0u);
+  EXPECT_EQ(bad_x, 0u);
+
+  // A NaN gradient: the device refuses the step before writing anything.
+  std::vector<float> x1(x, x + n), m1(m, m + n), v1(v, v + n);
+  g[n / 3] = std::nanf("");
+  ASSERT_TRUE(s.launch(kernels, &why)) << why;
+  ASSERT_EQ(driver_->api().cuStreamSynchronize(nullptr), cuda::drv::CUDA_SUCCESS);
+  EXPECT_EQ(status[0], 1);  // 1 + position of the tensor
+  EXPECT_EQ(status[1], 1);  // sticky failure
+  EXPECT_EQ(*counter, 5.0f);
+  EXPECT_EQ(std::memcmp(x, x1.data(), n * 4), 0);
+  EXPECT_EQ(std::memcmp(m, m1.data(), n * 4), 0);
+  EXPECT_EQ(std::memcmp(v, v1.data(), n * 4), 0);
+}
+
+// The AOT step's time at LUMINAV_TRITON_AOT_BENCH_N elements in device memory
+// (zeroed buffers: the same bytes move); printed for docs/benchmarks.md.
+TEST_F(TritonAotGpu, StepTimeAtBenchSize) {
+  const char* size = std::getenv("LUMINAV_TRITON_AOT_BENCH_N");
+  if (size == nullptr) GTEST_SKIP() << "set LUMINAV_TRITON_AOT_BENCH_N to time the AOT step";
+  CudaKernels kernels;
+  std::string why;
+  ASSERT_TRUE(load_built_cuda(*driver_, &kernels, &why)) << why;
+  const auto& api = driver_->api();
+  ClmStep s;
+  s.n = std::atoll(size);
+  std::vector<cuda::drv::CUdeviceptr> buffers;
+  auto device = [&](size_t bytes) {
+    cuda::drv::CUdeviceptr p = 0;
+    EXPECT_EQ(api.cuMemAlloc(&p, bytes), cuda::drv::CUDA_SUCCESS);
+    EXPECT_EQ(api.cuMemsetD8Async(p, 0, bytes, nullptr), cuda::drv::CUDA_SUCCESS);
+    buffers.push_back(p);
+    return static_cast<uint64_t>(p);
+  };
+  const size_t bytes = static_cast<size_t>(s.n) * 4;
+  s.x = device(bytes), s.g = device(bytes), s.m = device(bytes), s.v = device(bytes);
+  s.k = device(64), s.step = device(8), s.counter = device(4), s.status = device(16), s.words = device(8);
+  s.gl = device(16), s.scratch = device(16);
+  s.partials = device(((s.n + ClmStep::kReduceBlock - 1) / ClmStep::kReduceBlock) * 5 * 8);
+  auto* hp64 = static_cast<double*>(host_alloc(32));
+  hp64[0] = 0.9, hp64[1] = 0.999, hp64[2] = 0.01, hp64[3] = 1e-3;
+  s.hp64 = address(hp64);
+  std::vector<double> ms;
+  for (int rep = 0; rep < 13; ++rep) {
+    const auto t0 = std::chrono::steady_clock::now();
+    ASSERT_TRUE(s.launch(kernels, &why)) << why;
+    ASSERT_EQ(api.cuStreamSynchronize(nullptr), cuda::drv::CUDA_SUCCESS);
+    const auto t1 = std::chrono::steady_clock::now();
+    if (rep >= 3) ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+  }
+  std::sort(ms.begin(), ms.end());
+  const double median = ms[ms.size() / 2];
+  std::printf("triton-aot CLM fp32 step, N=%lld: median %.3f ms over %zu steps, %.0f GB/s at 32 B/element\n",
+              static_cast<long long>(s.n), median, ms.size(), 32.0 * s.n / (median * 1e-3) / 1e9);
+  for (cuda::drv::CUdeviceptr p : buffers) api.cuMemFree(p);
+}
+
+}  // namespace
+}  // namespace luminav::triton_aot

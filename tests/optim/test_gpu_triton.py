@@ -1,0 +1,130 @@
+"""backend="triton" on a CUDA GPU: the JIT kernels against the float64 reference, stochastic rounding
+bit for bit against the nvcc kernels, no host synchronisation in a step, and a step captured in a
+CUDA graph. Skipped without a GPU (the CPU suite runs the same kernels under TRITON_INTERPRET=1:
+test_triton_interpreted.py). Run in its own pytest process: the interpreter's kernels and the
+compiled ones cannot share one.
+"""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("triton")
+if not torch.cuda.is_available():
+    pytest.skip("no CUDA device", allow_module_level=True)
+if os.environ.get("TRITON_INTERPRET") == "1":
+    pytest.skip("TRITON_INTERPRET=1: this file runs the compiled kernels", allow_module_level=True)
+
+from luminav_triton_cases import DTYPES, MODES, OPTIONS, check_against_reference, one_step  # noqa: E402
+
+from luminamoon.optim import LuminaV, NonFiniteGradientError  # noqa: E402
+
+
+# Each case compiles its own kernel variants (a second or two each): the CPU suite runs the whole
+# matrix under the interpreter; here every mode and every option at least once.
+GPU_CASES = [("clm", "plain"), ("clm", "cautious_tensor_bound"), ("clm", "element_bound_scaled"),
+             ("tdclm_factored", "plain"), ("tdclm_factored", "cautious_tensor_bound"),
+             ("tdclm_row", "clip_lookahead"), ("tdclm_tensor", "element_bound_scaled")]
+
+
+@pytest.mark.parametrize("mode,option", GPU_CASES)
+def test_jit_every_mode_and_option_against_reference(mode, option):
+    hp = MODES[mode].with_(**OPTIONS[option])
+    p, state, ref, status, counter = one_step(hp, (1000, 257), device="cuda")
+    assert status.tolist() == [0, 0, 0, 0] and counter.item() == 3.0
+    check_against_reference(hp, p, state, ref, master=False)
+
+
+@pytest.mark.parametrize("pdtype,gdtype,mode", [("bf16", "bf16", "clm"), ("f16", "f16", "tdclm_factored"),
+                                                ("bf16", "f32", "clm"), ("f32", "bf16", "tdclm_factored")])
+def test_jit_16bit_against_reference(pdtype, gdtype, mode):
+    master = pdtype != "f32"
+    hp = MODES[mode].with_(tau=0.1, cautious=True)
+    p, state, ref, status, _ = one_step(hp, (513, 130), DTYPES[pdtype], DTYPES[gdtype], master=master,
+                                        device="cuda")
+    assert status.tolist() == [0, 0, 0, 0]
+    check_against_reference(hp, p, state, ref, master=master)
+
+
+def _pair(dtype, n=1 << 20, seed=0, **kw):
+    torch.manual_seed(seed)
+    init = torch.randn(n, device="cuda").to(dtype)
+    a = torch.nn.Parameter(init.clone())
+    b = torch.nn.Parameter(init.clone())
+    return (a, LuminaV([a], lr=1e-3, seed=7, backend="triton", **kw)), (b, LuminaV([b], lr=1e-3, seed=7, **kw))
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_stochastic_rounding_bit_identical_to_the_nvcc_kernels(dtype):
+    """spec: stochastically rounded outputs agree bit for bit where the fp32 values agree."""
+    (a, opt_a), (b, opt_b) = _pair(dtype)
+    for step in range(3):
+        g = torch.randn(a.shape, device="cuda").to(dtype)
+        a.grad, b.grad = g.clone(), g.clone()
+        opt_a.step()
+        opt_b.step()
+    torch.cuda.synchronize()
+    ma, mb = opt_a.state[a]["master"], opt_b.state[b]["master"]
+    same = ma.view(torch.int32) == mb.view(torch.int32)
+    assert same.float().mean().item() > 0.99, "the fp32 masters should mostly agree bit for bit"
+    pa, pb = a.detach().view(torch.int16), b.detach().view(torch.int16)
+    assert torch.equal(pa[same], pb[same])
+
+
+def test_a_step_never_waits_for_the_host():
+    (a, opt), _ = _pair(torch.float32, n=1 << 16, mode="tdclm", cautious=True)
+    for _ in range(2):
+        a.grad = torch.randn_like(a)
+        opt.step()
+    a.grad = torch.randn_like(a)
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        opt.step()
+        opt.step()
+    finally:
+        torch.cuda.set_sync_debug_mode(0)
+    torch.cuda.synchronize()
+    assert opt.state[a]["step"].item() == 4.0
+
+
+def test_a_step_captured_in_a_cuda_graph_replays_as_eager_steps():
+    n = 1 << 18
+    (a, opt_a), _ = _pair(torch.bfloat16, n=n, mode="tdclm")
+    (b, opt_b), _ = _pair(torch.bfloat16, n=n, mode="tdclm")
+    grads = [torch.randn(n, device="cuda").to(torch.bfloat16) for _ in range(4)]
+    a.grad, b.grad = grads[0].clone(), grads[0].clone()
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):  # warm-up: compiles the kernels, builds the plan
+        opt_a.step()
+        opt_b.step()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        opt_b.step()
+    for g in grads[1:]:
+        a.grad.copy_(g)
+        b.grad.copy_(g)
+        opt_a.step()
+        graph.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(a.detach().view(torch.int16), b.detach().view(torch.int16))
+    assert torch.equal(opt_a.state[a]["exp_avg"], opt_b.state[b]["exp_avg"])
+    assert opt_a.state[a]["step"].item() == opt_b.state[b]["step"].item() == 4.0
+
+
+def test_nonfinite_gradient_is_reported_and_writes_nothing():
+    (a, opt), _ = _pair(torch.float32, n=4096)
+    a.grad = torch.randn_like(a)
+    opt.step()
+    before = a.detach().clone()
+    a.grad[100] = float("nan")
+    opt.step()  # asynchronous: the verdict comes with the next step or synchronize()
+    with pytest.raises(NonFiniteGradientError):
+        opt.synchronize()
+    assert torch.equal(before, a.detach())
+    assert opt.state[a]["step"].item() == 1.0

@@ -1,0 +1,251 @@
+"""backend="triton" on the CPU: the Triton kernels under TRITON_INTERPRET=1 against the float64 reference.
+
+Every mode (CLM, TD-CLM factored/row/tensor, per-element TD-CLM), every option
+(soft clip, look-ahead, cautious mask, both bounds, loss scale), fp32/bf16/fp16
+parameters and gradients with fp32 masters, the stochastic rounding bits, the
+tanh contract, the device-side verdict (non-finite gradients, found_inf) and
+LuminaV(backend="triton") against torch.optim.AdamW. Sizes are small: the
+interpreter runs one program instance in 1-3 ms.
+"""
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("TRITON_INTERPRET", "1")  # before triton_kernels is imported
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+triton = pytest.importorskip("triton")
+tl = pytest.importorskip("triton.language")
+
+from luminav_reference import (BF16, Hyper, bf16_rne_bits, bf16_stochastic_bits, exp_avg_sq_length,  # noqa: E402
+                               f16_stochastic_bits, rounding_bits_array)
+from luminav_triton_cases import DTYPES, MODES, OPTIONS, check_against_reference, one_step, options_of  # noqa: E402
+
+from luminamoon.optim import NonFiniteGradientError  # noqa: E402
+from luminamoon.optim import triton_kernels as tk  # noqa: E402
+from luminamoon.optim.triton_step import GroupStep, TensorStep, TritonStepPlan  # noqa: E402
+
+from triton.runtime.interpreter import InterpretedFunction  # noqa: E402
+
+if not isinstance(tk.apply_kernel, InterpretedFunction):
+    pytest.skip("the Triton kernels were imported without TRITON_INTERPRET=1 in this process",
+                allow_module_level=True)
+
+@pytest.mark.parametrize("option", OPTIONS)
+@pytest.mark.parametrize("mode", MODES)
+def test_fp32_every_mode_and_option_against_reference(mode, option):
+    hp = MODES[mode].with_(**OPTIONS[option])
+    p, state, ref, status, counter = one_step(hp, (48, 40))
+    assert status.tolist() == [0, 0, 0, 0]
+    assert counter.item() == 3.0
+    check_against_reference(hp, p, state, ref, master=False)
+    if hp.bound_mode:
+        assert ref.bound_binds, "the bound must bind for the test to exercise it"
+
+
+@pytest.mark.parametrize("shape", [(300,), (), (7, 1)])
+def test_per_element_tdclm_is_clm_and_odd_shapes(shape):
+    """A 1-D (or R x 1) TD-CLM tensor keeps one second moment per element; 0-D tensors work."""
+    hp = Hyper(buffer_mode=1, td_factor="factored", cautious=True)
+    p, state, ref, status, _ = one_step(hp, shape)
+    assert status.tolist() == [0, 0, 0, 0]
+    check_against_reference(hp, p, state, ref, master=False)
+
+
+@pytest.mark.parametrize("pdtype,gdtype", [("bf16", "bf16"), ("f16", "f16"), ("bf16", "f32"), ("f32", "bf16"),
+                                            ("f16", "f32")])
+@pytest.mark.parametrize("mode", ["clm", "tdclm_factored"])
+def test_16bit_parameters_and_gradients_with_masters(pdtype, gdtype, mode):
+    hp = MODES[mode].with_(tau=0.1)
+    master = pdtype != "f32"
+    p, state, ref, status, _ = one_step(hp, (40, 33), DTYPES[pdtype], DTYPES[gdtype], master=master, seed=99)
+    assert status.tolist() == [0, 0, 0, 0]
+    check_against_reference(hp, p, state, ref, master=master)
+    if master:
+        # spec "Stochastic rounding": the parameter's bits from the master's fp32 value, keyed on (seed, t, i)
+        x32 = state["master"].numpy().reshape(-1)
+        r = rounding_bits_array(99, 3, np.arange(x32.size))
+        want = bf16_stochastic_bits(x32, r) if pdtype == "bf16" else f16_stochastic_bits(x32, r)
+        got = p.view(torch.int16).numpy().view(np.uint16).reshape(-1)
+        np.testing.assert_array_equal(got, want)
+
+
+def test_round_to_nearest_without_stochastic_rounding():
+    hp = Hyper()
+    p, state, _, _, _ = one_step(hp, (1000,), torch.bfloat16, master=True, sr=False)
+    got = p.view(torch.int16).numpy().view(np.uint16)
+    np.testing.assert_array_equal(got, bf16_rne_bits(state["master"].numpy()))
+
+
+@triton.jit
+def _convert_kernel(x_ptr, out_ptr, r_ptr, n, KIND: tl.constexpr, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask, other=0.0)
+    r = tl.load(r_ptr + offs, mask=mask, other=0).to(tl.uint32, bitcast=True)
+    if KIND == 0:
+        bits = tk.f32_to_bf16_stochastic(x, r)
+    elif KIND == 1:
+        bits = tk.f32_to_f16_stochastic(x, r)
+    else:
+        bits = tk.f32_to_bf16_rne(x)
+    tl.store(out_ptr + offs, bits.to(tl.int32), mask=mask)
+
+
+def _edge_values() -> np.ndarray:
+    rng = np.random.default_rng(5)
+    mags = np.concatenate([
+        2.0 ** rng.uniform(-30, 17, 3000),           # f16 subnormals to beyond its range
+        [65504.0, 65519.0, 65520.0, 65536.0, 3.3895e38, 3.4e38, 6.0e-8, 5.96e-8, 1e-45, 0.0],
+        1.0 + np.arange(1, 200) * 2.0 ** -9,          # bf16 ties and near-ties
+    ])
+    x = np.concatenate([mags, -mags, [np.inf, -np.inf, np.nan]]).astype(np.float32)
+    return x
+
+
+@pytest.mark.parametrize("kind", [0, 1, 2])
+def test_rounding_conversions_against_the_reference_grids(kind):
+    x = _edge_values()
+    r = np.random.default_rng(kind).integers(0, 2 ** 32, x.size, dtype=np.uint64).astype(np.uint32)
+    out = torch.zeros(x.size, dtype=torch.int32)
+    with np.errstate(over="ignore", invalid="ignore"):
+        _convert_kernel[(1,)](torch.from_numpy(x), out, torch.from_numpy(r.view(np.int32)), x.size, KIND=kind,
+                              BLOCK=8192)
+    got = out.numpy().astype(np.uint16)
+    if kind == 0:
+        want = bf16_stochastic_bits(x, r)
+    elif kind == 1:
+        want = f16_stochastic_bits(x, r)
+    else:
+        want = bf16_rne_bits(x)
+    finite = np.isfinite(x)
+    if kind == 0:
+        # spec: values at or beyond the largest bf16 + half an ulp "saturate to +-Inf exactly as RNE
+        # would"; the reference's recipe reads the truncated sum there, so those take RNE's answer.
+        beyond = finite & (np.abs(x.astype(np.float64)) >= BF16.overflow)
+        assert beyond.any()
+        want = np.where(beyond, bf16_rne_bits(x), want)
+    np.testing.assert_array_equal(got[finite], want[finite])
+    nan = np.isnan(x)
+    assert np.all((got[nan] & 0x7FFF) > (0x7F80 if kind != 1 else 0x7C00))  # NaN stays NaN
+
+
+@triton.jit
+def _tanh_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out_ptr + offs, tk.tanh_f32(tl.load(x_ptr + offs, mask=mask, other=0.0)), mask=mask)
+
+
+def test_tanh_within_two_ulp_saturating_and_never_nan():
+    rng = np.random.default_rng(3)
+    x = np.concatenate([np.sign(rng.standard_normal(20000)) * 2.0 ** rng.uniform(-40, 6, 20000),
+                        [0.0, -0.0, 1e-30, 9.7e-4, 9.8e-4, 0.5, 9.0, 10.0, 20.0, 88.0, 1e30, -1e30, np.inf, -np.inf,
+                         3.4e38]]).astype(np.float32)
+    out = torch.zeros(x.size)
+    _tanh_kernel[(1,)](torch.from_numpy(x), out, x.size, BLOCK=32768)
+    got = out.numpy()
+    want = np.tanh(x.astype(np.float64))
+    assert not np.isnan(got).any()
+    ulp = np.spacing(np.abs(want).astype(np.float32)).astype(np.float64)
+    err = np.abs(got.astype(np.float64) - want) / ulp
+    assert err.max() <= 2.0, (x[np.argmax(err)], err.max())
+    assert got[np.isinf(x) & (x > 0)].tolist() == [1.0] and got[np.isinf(x) & (x < 0)].tolist() == [-1.0]
+
+
+def test_nonfinite_gradient_writes_nothing_and_sets_the_status_word():
+    hp = Hyper(buffer_mode=1, td_factor="factored")
+    gen = torch.Generator().manual_seed(1)
+    params = [torch.randn(16, 8, generator=gen), torch.randn(50, generator=gen)]
+    states = []
+    for p in params:
+        p.grad = torch.randn(p.shape, generator=gen)
+        n, rows = p.numel(), p.shape[0]
+        states.append({"exp_avg": torch.zeros(p.shape), "exp_avg_sq": torch.rand(exp_avg_sq_length(n, rows, hp))})
+    params[1].grad[17] = float("inf")
+    before = [(p.clone(), {k: v.clone() for k, v in s.items()}) for p, s in zip(params, states)]
+    counter = torch.tensor(0.0)
+    status = torch.zeros(4, dtype=torch.int32)
+    tensors = [TensorStep(p, s, f"p{i}", i) for i, (p, s) in enumerate(zip(params, states))]
+    plan = TritonStepPlan(torch.device("cpu"), [GroupStep(options_of(hp), counter, tensors)], status)
+    assert plan.step(None, None, False)
+    assert status.tolist() == [2, 2, 0, 0]  # verdict and sticky failure: 1 + position 1
+    assert counter.item() == 0.0
+    for (p0, s0), p, s in zip(before, params, states):
+        assert torch.equal(p0, p)
+        for key in s0:
+            assert torch.equal(s0[key], s[key]), key
+    # While the failure stands, a clean step is refused too; skip_nonfinite counts instead.
+    params[1].grad[17] = 0.0
+    assert plan.step(None, None, False)
+    assert status.tolist() == [2, 2, 0, 1] and torch.equal(before[0][0], params[0])
+    status.zero_()
+    params[0].grad[0, 0] = float("nan")
+    assert plan.step(None, None, True)
+    assert status.tolist() == [1, 0, 1, 0] and counter.item() == 0.0
+    # GradScaler's found_inf: skipped on the device, counted.
+    params[0].grad[0, 0] = 1.0
+    status.zero_()
+    assert plan.step(torch.tensor(2.0), torch.tensor(1.0), False)
+    assert status.tolist() == [-1, 0, 1, 0] and counter.item() == 0.0
+    assert plan.step(torch.tensor(2.0), torch.tensor(0.0), False)
+    assert status.tolist() == [0, 0, 1, 0] and counter.item() == 1.0
+
+
+def test_luminav_triton_backend_is_adamw_and_counts_steps_on_the_device():
+    torch.manual_seed(0)
+    shapes = [(24, 16), (16,), ()]
+    ours = [torch.nn.Parameter(torch.randn(s)) for s in shapes]
+    theirs = [torch.nn.Parameter(p.detach().clone()) for p in ours]
+    from luminamoon.optim import LuminaV
+    opt = LuminaV(ours, lr=1e-2, weight_decay=0.1, backend="triton")
+    ref = torch.optim.AdamW(theirs, lr=1e-2, weight_decay=0.1)
+    for step in range(3):
+        for a, b in zip(ours, theirs):
+            g = torch.randn(a.shape)
+            a.grad, b.grad = g.clone(), g.clone()
+        opt.step()
+        ref.step()
+    for a, b in zip(ours, theirs):
+        torch.testing.assert_close(a, b, rtol=1e-6, atol=1e-7)
+        assert opt.state[a]["step"].item() == 3.0
+    # a non-finite gradient raises, naming the parameter, and leaves everything as it was
+    ours[1].grad = torch.full((16,), float("nan"))
+    before = [p.detach().clone() for p in ours]
+    with pytest.raises(NonFiniteGradientError, match="parameter 1 of its group"):
+        opt.step()
+    for p, b in zip(ours, before):
+        assert torch.equal(p.detach(), b)
+    assert opt.state[ours[0]]["step"].item() == 3.0
+
+
+def test_luminav_triton_backend_skip_nonfinite_and_tensor_lr():
+    p = torch.nn.Parameter(torch.randn(64, 4))
+    lr = torch.tensor(0.01)
+    opt = LuminaV_of([p], lr=lr, mode="tdclm", skip_nonfinite=True, backend="triton")
+    p.grad = torch.full_like(p, float("inf"))
+    opt.step()
+    assert opt.skipped_steps == 1
+    p.grad = torch.randn_like(p)
+    before = p.detach().clone()
+    opt.step()
+    assert not torch.equal(before, p.detach())
+    assert opt.state[p]["step"].item() == 1.0
+
+
+def LuminaV_of(params, **kw):
+    from luminamoon.optim import LuminaV
+    return LuminaV(params, **kw)
+
+
+def test_info_lists_the_triton_backends_and_says_no_amd_gpu_was_reachable():
+    from luminamoon.info import collect
+    names = {b["name"]: b for b in collect()["backends"]}
+    assert names["triton"]["available"]
+    assert "triton-aot" in names and "triton-aot-rocm" in names
+    rocm = names["triton-aot-rocm"]
+    if "no AMD GPU" not in rocm["why_not"]:
+        assert "built without Triton AOT kernels" in rocm["why_not"], rocm
