@@ -471,63 +471,61 @@ bool Context::init(std::string* why_not) {
     return false;
   }
 
-  // Pipelines from the embedded SPIR-V (names: lv_<shader>_p<P>_g<G>).
-  const char* dtypes[3] = {"f32", "bf16", "f16"};
-  auto build = [&](const std::string& name, VkPipeline* out) -> bool {
-    for (const EmbeddedShader& s : embedded_vulkan_shaders()) {
-      if (name != s.name) continue;
-      VkShaderModuleCreateInfo module_info{};
-      module_info.sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO;
-      module_info.codeSize = static_cast<size_t>(s.end - s.begin);
-      module_info.pCode = reinterpret_cast<const uint32_t*>(s.begin);
-      VkShaderModule module = VK_NULL_HANDLE;
-      if (VkResult r = vk.vkCreateShaderModule(device_, &module_info, nullptr, &module); r != VK_SUCCESS) {
-        *why_not = "vkCreateShaderModule(" + name + "): " + vk_result_name(r);
-        return false;
-      }
-      VkComputePipelineCreateInfo info{};
-      info.sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO;
-      info.stage.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO;
-      info.stage.stage = VK_SHADER_STAGE_COMPUTE_BIT;
-      info.stage.module = module;
-      info.stage.pName = "main";
-      // Whole subgroups, so the fixed-order butterfly sees every lane.
-      if (full_subgroups) info.stage.flags = VK_PIPELINE_SHADER_STAGE_CREATE_REQUIRE_FULL_SUBGROUPS_BIT_EXT;
-      info.layout = pipeline_layout_;
-      const VkResult r = vk.vkCreateComputePipelines(device_, VK_NULL_HANDLE, 1, &info, nullptr, out);
-      vk.vkDestroyShaderModule(device_, module, nullptr);
-      if (r != VK_SUCCESS) {
-        *why_not = "vkCreateComputePipelines(" + name + "): " + vk_result_name(r);
-        return false;
-      }
-      return true;
-    }
-    *why_not = "shader " + name + " is not embedded in this build";
-    return false;
-  };
-  for (int pd = 0; pd < 3; ++pd) {
-    for (int gd = 0; gd < 3; ++gd) {
-      const std::string suffix = std::string("_p") + dtypes[pd] + "_g" + dtypes[gd];
-      if (!build("lv_reduce" + suffix, &pipelines_.reduce[pd][gd])) return false;
-      if (!build("lv_apply" + suffix, &pipelines_.apply[pd][gd])) return false;
-    }
-    if (!build(std::string("lv_factor_sums_pf32_g") + dtypes[pd], &pipelines_.factor_sums[pd])) return false;
-  }
+  full_subgroups_ = full_subgroups;
   return true;
+}
+
+VkPipeline Context::pipeline(Shader shader, int param_dtype, int grad_dtype, std::string* why) {
+  const int s = static_cast<int>(shader);
+  if (shader == Shader::kFactorSums) param_dtype = 0;
+  std::lock_guard<std::mutex> lock(pipelines_mutex_);
+  VkPipeline& slot = pipelines_[s][param_dtype][grad_dtype];
+  if (slot) return slot;
+  static const char* const kShaders[] = {"lv_reduce", "lv_apply", "lv_factor_sums"};
+  static const char* const kDtypes[] = {"f32", "bf16", "f16"};
+  const std::string name =
+      std::string(kShaders[s]) + "_p" + kDtypes[param_dtype] + "_g" + kDtypes[grad_dtype];
+  const auto& vk = api_;
+  for (const EmbeddedShader& e : embedded_vulkan_shaders()) {
+    if (name != e.name) continue;
+    VkShaderModuleCreateInfo module_info{};
+    module_info.sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO;
+    module_info.codeSize = static_cast<size_t>(e.end - e.begin);
+    module_info.pCode = reinterpret_cast<const uint32_t*>(e.begin);
+    VkShaderModule module = VK_NULL_HANDLE;
+    if (VkResult r = vk.vkCreateShaderModule(device_, &module_info, nullptr, &module); r != VK_SUCCESS) {
+      *why = "vkCreateShaderModule(" + name + "): " + vk_result_name(r);
+      return VK_NULL_HANDLE;
+    }
+    VkComputePipelineCreateInfo info{};
+    info.sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO;
+    info.stage.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO;
+    info.stage.stage = VK_SHADER_STAGE_COMPUTE_BIT;
+    info.stage.module = module;
+    info.stage.pName = "main";
+    // Whole subgroups, so the fixed-order butterfly sees every lane.
+    if (full_subgroups_) info.stage.flags = VK_PIPELINE_SHADER_STAGE_CREATE_REQUIRE_FULL_SUBGROUPS_BIT_EXT;
+    info.layout = pipeline_layout_;
+    const VkResult r = vk.vkCreateComputePipelines(device_, VK_NULL_HANDLE, 1, &info, nullptr, &slot);
+    vk.vkDestroyShaderModule(device_, module, nullptr);
+    if (r != VK_SUCCESS) {
+      slot = VK_NULL_HANDLE;
+      *why = "vkCreateComputePipelines(" + name + "): " + vk_result_name(r);
+    }
+    return slot;
+  }
+  *why = "shader " + name + " is not embedded in this build";
+  return VK_NULL_HANDLE;
 }
 
 Context::~Context() {
   auto& vk = api_;
   if (device_) {
     vk.vkDeviceWaitIdle(device_);
-    for (auto& row : pipelines_.reduce)
-      for (VkPipeline p : row)
-        if (p) vk.vkDestroyPipeline(device_, p, nullptr);
-    for (auto& row : pipelines_.apply)
-      for (VkPipeline p : row)
-        if (p) vk.vkDestroyPipeline(device_, p, nullptr);
-    for (VkPipeline p : pipelines_.factor_sums)
-      if (p) vk.vkDestroyPipeline(device_, p, nullptr);
+    for (auto& shader : pipelines_)
+      for (auto& row : shader)
+        for (VkPipeline p : row)
+          if (p) vk.vkDestroyPipeline(device_, p, nullptr);
     if (pipeline_layout_) vk.vkDestroyPipelineLayout(device_, pipeline_layout_, nullptr);
     if (set_layout_) vk.vkDestroyDescriptorSetLayout(device_, set_layout_, nullptr);
     if (pool_) vk.vkDestroyCommandPool(device_, pool_, nullptr);

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <string>
 #include <vector>
@@ -31,12 +32,8 @@ struct EmbeddedShader {
 };
 std::span<const EmbeddedShader> embedded_vulkan_shaders();
 
-// Pipelines by dtype: [param][grad] (0 f32, 1 bf16, 2 f16).
-struct Pipelines {
-  VkPipeline reduce[3][3]{};
-  VkPipeline apply[3][3]{};
-  VkPipeline factor_sums[3]{};
-};
+// The compute shaders (shaders/*.comp), each compiled per dtype pair.
+enum class Shader { kReduce = 0, kApply = 1, kFactorSums = 2 };
 
 class Context {
  public:
@@ -56,7 +53,10 @@ class Context {
   VkCommandPool command_pool() const { return pool_; }
   VkDescriptorSetLayout set_layout() const { return set_layout_; }
   VkPipelineLayout pipeline_layout() const { return pipeline_layout_; }
-  const Pipelines& pipelines() const { return pipelines_; }
+  // The pipeline of `shader` for (param, grad) dtypes (0 f32, 1 bf16, 2 f16;
+  // kFactorSums reads only the gradient), created on first use; null with
+  // `why` set when the driver refuses it. Thread-safe.
+  VkPipeline pipeline(Shader shader, int param_dtype, int grad_dtype, std::string* why);
   const std::string& device_name() const { return device_name_; }
   VkPhysicalDeviceType device_type() const { return device_type_; }
   // Host memory import (VK_EXT_external_memory_host) is offered and not
@@ -88,7 +88,9 @@ class Context {
   VkCommandPool pool_ = VK_NULL_HANDLE;
   VkDescriptorSetLayout set_layout_ = VK_NULL_HANDLE;
   VkPipelineLayout pipeline_layout_ = VK_NULL_HANDLE;
-  Pipelines pipelines_;
+  std::mutex pipelines_mutex_;
+  VkPipeline pipelines_[3][3][3]{};  // [shader][param][grad]
+  bool full_subgroups_ = false;
   VkPhysicalDeviceMemoryProperties memory_{};
   std::string device_name_;
   VkPhysicalDeviceType device_type_ = VK_PHYSICAL_DEVICE_TYPE_OTHER;

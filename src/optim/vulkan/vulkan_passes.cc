@@ -424,12 +424,14 @@ int run_pass(Context& context, Pass pass, std::span<TensorJob> jobs, std::string
       const size_t groups = div_up(c.count, kWorkgroup);
       const uint32_t x = static_cast<uint32_t>(std::min<size_t>(groups, kMaxGroups));
       const uint32_t y = static_cast<uint32_t>(div_up(groups, x));
-      code = batch.dispatch(context.pipelines().apply[pd][gd], b, push, x, y, why);
+      VkPipeline pipeline = context.pipeline(Shader::kApply, pd, gd, why);
+      code = pipeline ? batch.dispatch(pipeline, b, push, x, y, why) : LUMINAV_STATUS_DRIVER_ERROR;
     } else {
       Bound partials = arena_bound(c.partials_at, div_up(c.count, kTileElements) * sizeof(TilePartial));
       b[kBindOut] = partials;
-      code = batch.dispatch(context.pipelines().reduce[pd][gd], b, push,
-                            static_cast<uint32_t>(div_up(c.count, kTileElements)), 1, why);
+      VkPipeline pipeline = context.pipeline(Shader::kReduce, pd, gd, why);
+      code = pipeline ? batch.dispatch(pipeline, b, push, static_cast<uint32_t>(div_up(c.count, kTileElements)), 1, why)
+                      : LUMINAV_STATUS_DRIVER_ERROR;
       if (!code && rows && job.params.want_grad_sums) {
         b[kBindOut] = arena_bound(c.rows_at, c.rows * sizeof(double));
         const size_t blocks = factored ? div_up(c.rows, kRowBlock) : 0;
@@ -438,7 +440,9 @@ int run_pass(Context& context, Pass pass, std::span<TensorJob> jobs, std::string
         const size_t row_groups = wide ? c.rows : div_up(c.rows, kWorkgroup);
         const size_t col_groups = factored ? div_up(job.layout.cols, kWorkgroup) : 1;
         const uint32_t x = static_cast<uint32_t>(std::min<size_t>(std::max(row_groups, col_groups), kMaxGroups));
-        code = batch.dispatch(context.pipelines().factor_sums[gd], b, push, x, static_cast<uint32_t>(1 + blocks), why);
+        VkPipeline sums = context.pipeline(Shader::kFactorSums, 0, gd, why);
+        code = sums ? batch.dispatch(sums, b, push, x, static_cast<uint32_t>(1 + blocks), why)
+                    : LUMINAV_STATUS_DRIVER_ERROR;
       }
     }
     if (code) return code;
