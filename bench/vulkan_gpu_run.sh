@@ -40,7 +40,7 @@ echo "tests done at $(( $(date +%s) - t0 )) s"
 LD_LIBRARY_PATH=$(dirname "$lib"):$LD_LIBRARY_PATH timeout 150 $build/src/optim/vulkan/luminav_vulkan_bench \
   --log2n ${LOG2N:-24,26,28} --reps 5 2>&1 | tee "$out/vulkan_bench.jsonl"
 for lg in ${CUDA_LOG2N:-24 28}; do
-  PYTHONPATH=$site LUMINAV_LIBRARY=$lib timeout 60 python3 bench/cuda_step_bench.py --log2n $lg --reps 10 \
+  PYTHONPATH=$site LUMINAV_LIBRARY=$lib timeout 60 python3 bench/cuda_step_bench.py --log2n $lg --reps 10 --only clm,tdclm \
     --out "$out/cuda_bench_2e$lg.json" 2>&1 | tail -12
 done | tee "$out/cuda_bench.log"
 echo "all done at $(( $(date +%s) - t0 )) s"

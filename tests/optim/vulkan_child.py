@@ -12,9 +12,8 @@ import numpy as np
 
 from luminamoon import optim
 from luminav_reference import Hyper, accuracy_factor, assert_within_forward_error, reference_step
-from test_optim_scalar_reference import check_parameter, make_param, param_values
+from test_optim_scalar_reference import SEED, check_parameter, make_param, param_values  # SEED: expected_rounding keys on it
 
-SEED = 7
 BASE = Hyper(lr=1e-2, beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=0.1)
 # (name, hyperparameters, N, rows, param dtype, master, grad dtype)
 CASES = [
