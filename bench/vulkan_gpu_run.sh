@@ -22,7 +22,7 @@ export VK_DRIVER_FILES=$icd VK_ADD_LAYER_PATH=$vkb/layers
 site=/tmp/vk_site; build=/tmp/vk_build
 rm -rf $site $build
 t0=$(date +%s)
-timeout 330 python3 -m pip install -q --no-build-isolation --no-deps --target $site \
+timeout 200 python3 -m pip install -q --no-build-isolation --no-deps --target $site \
   -Cbuild-dir=$build -Ccmake.define.LUMINA_WITH_DATA=OFF "-Ccmake.define.LUMINA_CUDA_ARCHS=90" \
   -Ccmake.define.LUMINA_VULKAN_INCLUDE_DIR=$vkb/include -Ccmake.define.LUMINA_GLSLC=$vkb/bin/glslc \
   "-Ccmake.define.CMAKE_PREFIX_PATH=$prefix;$vkb/prefix" -Ccmake.define.OPENSSL_ROOT_DIR="$prefix" \
@@ -33,14 +33,14 @@ grep -E "LuminaMoon:" "$out/build.log" | head -30
 cmake --build $build --target luminav_vulkan_bench -j 16 >> "$out/build.log" 2>&1
 echo "bench build rc=$? at $(( $(date +%s) - t0 )) s"
 lib=$(find $site -name 'libluminav.so*' | head -1)
-PYTHONPATH=$site:tests timeout 200 python3 -c "from luminamoon import info; info.main()" 2>&1 | tee "$out/info.txt" | sed -n '/Backends/,/Versions/p'
-PYTHONPATH=$site LUMINAV_LIBRARY=$lib timeout 240 python3 -m pytest -q -p no:cacheprovider -o addopts= \
+PYTHONPATH=$site:tests timeout 20 python3 -c "from luminamoon import info; info.main()" 2>&1 | tee "$out/info.txt" | sed -n '/Backends/,/Versions/p'
+PYTHONPATH=$site LUMINAV_LIBRARY=$lib timeout 75 python3 -m pytest -q -p no:cacheprovider -o addopts= \
   tests/optim/test_vulkan_backend.py -x -rs 2>&1 | tee "$out/pytest.log" | tail -15
 echo "tests done at $(( $(date +%s) - t0 )) s"
-LD_LIBRARY_PATH=$(dirname "$lib"):$LD_LIBRARY_PATH timeout 150 $build/src/optim/vulkan/luminav_vulkan_bench \
+LD_LIBRARY_PATH=$(dirname "$lib"):$LD_LIBRARY_PATH timeout 70 $build/src/optim/vulkan/luminav_vulkan_bench \
   --log2n ${LOG2N:-24,26,28} --reps 5 2>&1 | tee "$out/vulkan_bench.jsonl"
 for lg in ${CUDA_LOG2N:-24 28}; do
-  PYTHONPATH=$site LUMINAV_LIBRARY=$lib timeout 60 python3 bench/cuda_step_bench.py --log2n $lg --reps 10 --only clm,tdclm \
+  PYTHONPATH=$site LUMINAV_LIBRARY=$lib timeout 30 python3 bench/cuda_step_bench.py --log2n $lg --reps 10 --only clm,tdclm \
     --out "$out/cuda_bench_2e$lg.json" 2>&1 | tail -12
 done | tee "$out/cuda_bench.log"
 echo "all done at $(( $(date +%s) - t0 )) s"
