@@ -35,7 +35,7 @@ echo "bench build rc=$? at $(( $(date +%s) - t0 )) s"
 lib=$(find $site -name 'libluminav.so*' | head -1)
 PYTHONPATH=$site:tests timeout 20 python3 -c "from luminamoon import info; info.main()" 2>&1 | tee "$out/info.txt" | sed -n '/Backends/,/Versions/p'
 PYTHONPATH=$site LUMINAV_LIBRARY=$lib timeout 75 python3 -m pytest -q -p no:cacheprovider -o addopts= \
-  tests/optim/test_vulkan_backend.py -x -rs 2>&1 | tee "$out/pytest.log" | tail -15
+  tests/optim/test_vulkan_backend.py -rs 2>&1 | tee "$out/pytest.log" | tail -15
 echo "tests done at $(( $(date +%s) - t0 )) s"
 LD_LIBRARY_PATH=$(dirname "$lib"):$LD_LIBRARY_PATH timeout 70 $build/src/optim/vulkan/luminav_vulkan_bench \
   --log2n ${LOG2N:-24,26,28} --reps 5 2>&1 | tee "$out/vulkan_bench.jsonl"
