@@ -4,7 +4,8 @@
 # then the benchmark (Vulkan device-local and imported host buffers against a
 # Vulkan buffer copy, simd, and the CUDA backend side by side). From the root
 # of a copy of the branch, with the bundle of this machine's Vulkan loader,
-# glslc, headers, validation layer and Highway (built by the lead's recipe in
+# glslc, headers, validation layer, libglvnd (the NVIDIA ICD's
+# libGLX_nvidia needs libGLdispatch), Highway and oneTBB (built by the lead's recipe in
 # docs/benchmarks.md "Issue 19") at $VK_BUNDLE and the lead's .gpu_bundle:
 #   VK_BUNDLE=../wt19_gl GPU_BUNDLE=../../.gpu_bundle bash bench/vulkan_gpu_run.sh
 set -u
@@ -22,14 +23,16 @@ export VK_DRIVER_FILES=$icd VK_ADD_LAYER_PATH=$vkb/layers
 site=/tmp/vk_site; build=/tmp/vk_build
 rm -rf $site $build
 t0=$(date +%s)
-timeout 200 python3 -m pip install -q --no-build-isolation --no-deps --target $site \
+timeout 260 python3 -m pip install -q --no-build-isolation --no-deps --target $site \
   -Cbuild-dir=$build -Ccmake.define.LUMINA_WITH_DATA=OFF "-Ccmake.define.LUMINA_CUDA_ARCHS=90" \
+  -Ccmake.define.hwy_DIR=$vkb/prefix/lib/x86_64-linux-gnu/cmake/hwy \
+  -Ccmake.define.TBB_DIR=$vkb/prefix/lib/x86_64-linux-gnu/cmake/TBB \
   -Ccmake.define.LUMINA_VULKAN_INCLUDE_DIR=$vkb/include -Ccmake.define.LUMINA_GLSLC=$vkb/bin/glslc \
   "-Ccmake.define.CMAKE_PREFIX_PATH=$prefix;$vkb/prefix" -Ccmake.define.OPENSSL_ROOT_DIR="$prefix" \
   -Ccmake.define.OPENSSL_INCLUDE_DIR="$prefix/include" \
   -Ccmake.define.OPENSSL_CRYPTO_LIBRARY="$prefix/lib/x86_64-linux-gnu/libcrypto.so" . > "$out/build.log" 2>&1
 echo "build rc=$? in $(( $(date +%s) - t0 )) s" | tee -a "$out/build.log"
-grep -E "LuminaMoon:" "$out/build.log" | head -30
+grep -E "LUMINA_HAVE|LUMINA_GLSLC|LUMINA_VULKAN" $build/CMakeCache.txt | tee -a "$out/build.log"
 cmake --build $build --target luminav_vulkan_bench -j 16 >> "$out/build.log" 2>&1
 echo "bench build rc=$? at $(( $(date +%s) - t0 )) s"
 lib=$(find $site -name 'libluminav.so*' | head -1)
@@ -40,7 +43,7 @@ echo "tests done at $(( $(date +%s) - t0 )) s"
 LD_LIBRARY_PATH=$(dirname "$lib"):$LD_LIBRARY_PATH timeout 70 $build/src/optim/vulkan/luminav_vulkan_bench \
   --log2n ${LOG2N:-24,26,28} --reps 5 2>&1 | tee "$out/vulkan_bench.jsonl"
 for lg in ${CUDA_LOG2N:-24 28}; do
-  PYTHONPATH=$site LUMINAV_LIBRARY=$lib timeout 30 python3 bench/cuda_step_bench.py --log2n $lg --reps 10 --only clm,tdclm \
+  PYTHONPATH=$site:tests/optim:tests LUMINAV_LIBRARY=$lib timeout 30 python3 bench/cuda_step_bench.py --log2n $lg --reps 10 --only clm,tdclm \
     --out "$out/cuda_bench_2e$lg.json" 2>&1 | tail -12
 done | tee "$out/cuda_bench.log"
 echo "all done at $(( $(date +%s) - t0 )) s"
