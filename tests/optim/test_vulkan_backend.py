@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 
 from luminamoon import _native, optim
-from luminav_reference import (Hyper, accuracy_factor, assert_within_forward_error, exp_avg_sq_length,
+from luminav_reference import (Hyper, accuracy_factor, bf16_rne_bits, bf16_stochastic_bits, f16_stochastic_bits,
+                               rounding_bits_array, assert_within_forward_error, exp_avg_sq_length,
                                normwise_relative_error, reference_step)
 from test_optim_scalar_reference import (COMBOS, IDS, SEED, check_parameter, expected_rounding, hyper,
                                          make_param, param_bits, param_values, random_state, rows_for)
@@ -69,6 +70,55 @@ def test_stochastic_rounding_bit_identical_to_scalar_where_fp32_agrees(dtype, rn
     same = out["scalar"][1].view(np.uint32) == out["vulkan"][1].view(np.uint32)
     assert same.mean() > 0.5  # the comparison covers most elements
     np.testing.assert_array_equal(param_bits(out["vulkan"][0], dtype)[same], param_bits(out["scalar"][0], dtype)[same])
+
+
+# lr = 0 and no weight decay make the step the identity on x (x*1 - 0*u): what reaches the
+# parameter is exactly the shaders' 16-bit load and store (lv_common.glsl), tested here
+# over every 16-bit pattern and against the reference's own rounding.
+IDENTITY = dict(lr=0.0, beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=0.0)
+
+
+@pytest.mark.parametrize("dtype", ["bf16", "f16"])
+def test_every_sixteen_bit_pattern_loads_and_stores_exactly(dtype):
+    bits = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16)
+    as_param = (lambda b: b) if dtype == "bf16" else (lambda b: b.view(np.float16))
+    finite = np.isfinite(param_values(as_param(bits), dtype))
+    param = as_param(bits[finite].copy())
+    n = param.size
+    optim.step(param, np.zeros(n, np.float32), np.zeros(n, np.float32), np.zeros(n, np.float32), **IDENTITY, step=1,
+               backend="vulkan", stochastic_rounding=False)
+    np.testing.assert_array_equal(param_bits(param, dtype), bits[finite])
+
+
+@pytest.mark.parametrize("dtype", ["bf16", "f16"])
+@pytest.mark.parametrize("stochastic", [False, True])
+def test_fp32_to_sixteen_bit_rounding_of_ties_subnormals_and_extremes(dtype, stochastic, rng):
+    # Every tie between neighbouring 16-bit values, values around the smallest subnormal
+    # and the largest finite value, NaN and +-Inf, and random values of every binade.
+    all_bits = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16)
+    grid = param_values(all_bits if dtype == "bf16" else all_bits.view(np.float16), dtype)
+    grid = np.unique(grid[np.isfinite(grid)])
+    ties = ((grid[:-1] + grid[1:]) / 2).astype(np.float32)
+    spread = (rng.standard_normal(20000) * np.exp2(rng.uniform(-30, 17, 20000))).astype(np.float32)
+    special = np.array([np.nan, -np.nan, np.inf, -np.inf, 65504.0, 65519.0, 65520.0, 3.4e38, 5.96e-8, 2.98e-8, 1e-45,
+                        -0.0], np.float32)
+    master = np.concatenate([ties, spread, special])
+    n = master.size
+    param = np.zeros(n, np.uint16) if dtype == "bf16" else np.zeros(n, np.float16)
+    w = master.copy()
+    optim.step(param, np.zeros(n, np.float32), np.zeros(n, np.float32), np.zeros(n, np.float32), w, **IDENTITY,
+               step=3, seed=SEED, backend="vulkan", stochastic_rounding=stochastic)
+    np.testing.assert_array_equal(w.view(np.uint32), master.view(np.uint32))  # x unchanged: x*1 - 0
+    if stochastic:
+        r = rounding_bits_array(SEED, 3, np.arange(n))
+        want = bf16_stochastic_bits(master, r) if dtype == "bf16" else f16_stochastic_bits(master, r)
+    else:
+        with np.errstate(over="ignore"):
+            want = bf16_rne_bits(master) if dtype == "bf16" else master.astype(np.float16).view(np.uint16)
+    nan = np.isnan(master)
+    got = param_bits(param, dtype)
+    np.testing.assert_array_equal(got[~nan], want[~nan])
+    assert np.isnan(param_values(param[nan], dtype)).all()  # NaN stays NaN
 
 
 @pytest.mark.parametrize("mode,td,cautious,bound,dtype,use_master", [
