@@ -8,6 +8,8 @@
 # libGLX_nvidia needs libGLdispatch), Highway and oneTBB (built by the lead's recipe in
 # docs/benchmarks.md "Issue 19") at $VK_BUNDLE and the lead's .gpu_bundle:
 #   VK_BUNDLE=../wt19_gl GPU_BUNDLE=../../.gpu_bundle bash bench/vulkan_gpu_run.sh
+# WITH_SIMD=ON adds the simd backend: its Highway kernels did not build within
+# 260 s there (docs/runs/issue19_h200_call2_build.log); off, the build took 25 s.
 set -u
 out=${OUT:-$PWD/gpu_out}
 mkdir -p "$out"
@@ -24,7 +26,7 @@ site=/tmp/vk_site; build=/tmp/vk_build
 rm -rf $site $build
 t0=$(date +%s)
 timeout 260 python3 -m pip install -q --no-build-isolation --no-deps --target $site \
-  -Cbuild-dir=$build -Ccmake.define.LUMINA_WITH_DATA=OFF "-Ccmake.define.LUMINA_CUDA_ARCHS=90" \
+  -Cbuild-dir=$build -Ccmake.define.LUMINA_WITH_DATA=OFF -Ccmake.define.LUMINA_WITH_SIMD=${WITH_SIMD:-OFF} "-Ccmake.define.LUMINA_CUDA_ARCHS=90" \
   -Ccmake.define.hwy_DIR=$vkb/prefix/lib/x86_64-linux-gnu/cmake/hwy \
   -Ccmake.define.TBB_DIR=$vkb/prefix/lib/x86_64-linux-gnu/cmake/TBB \
   -Ccmake.define.LUMINA_VULKAN_INCLUDE_DIR=$vkb/include -Ccmake.define.LUMINA_GLSLC=$vkb/bin/glslc \
