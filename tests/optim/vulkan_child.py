@@ -11,7 +11,7 @@ import sys
 import numpy as np
 
 from luminamoon import optim
-from luminav_reference import Hyper, accuracy_factor, assert_within_forward_error, reference_step
+from luminav_reference import Hyper, accuracy_factor, assert_within_forward_error, exp_avg_sq_length, reference_step
 from test_optim_scalar_reference import SEED, check_parameter, make_param, param_values  # SEED: expected_rounding keys on it
 
 BASE = Hyper(lr=1e-2, beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=0.1)
@@ -32,15 +32,6 @@ CASES = [
 ]
 
 
-def exp_avg_sq_size(hp: Hyper, n: int, rows: int | None) -> int:
-    if hp.buffer_mode == 2:
-        return n
-    if hp.td_factor == "tensor":
-        return 1
-    cols = n // rows
-    return rows if hp.td_factor == "row" or cols == 1 else rows + cols
-
-
 def main() -> int:
     rng = np.random.default_rng(5)
     max_range = int(os.environ.get("LUMINAV_VULKAN_MAX_RANGE", "0"))
@@ -48,7 +39,7 @@ def main() -> int:
     for name, hp, n, rows, dtype, use_master, grad_dtype in CASES:
         x32 = (rng.standard_normal(n) * 0.5).astype(np.float32)
         m = (rng.standard_normal(n) * 0.01).astype(np.float32)
-        v = np.abs(rng.standard_normal(exp_avg_sq_size(hp, n, rows)) * 1e-4).astype(np.float32)
+        v = np.abs(rng.standard_normal(exp_avg_sq_length(n, rows or n, hp)) * 1e-4).astype(np.float32)
         g32 = (rng.standard_normal(n) * 0.01 + 0.003).astype(np.float32)
         grad = g32 if grad_dtype == "f32" else make_param(g32, grad_dtype)
         g = g32 if grad_dtype == "f32" else param_values(grad, grad_dtype).astype(np.float32)

@@ -2,6 +2,7 @@
 // where the device imports host memory (vulkan_passes.h). The driver's
 // finalize runs on the host between the passes, as for the CPU backends
 // (this backend's memory is host memory: LUMINAV_DEVICE_CPU).
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <vector>
@@ -71,6 +72,22 @@ TensorJob job_of(const StepConstants& k, const luminav_tensor& t, const TensorGl
   return job;
 }
 
+// Tensors per submission: each chunk of each array may be one memory import,
+// and drivers limit the allocations alive at once (maxMemoryAllocationCount,
+// often 4096).
+constexpr size_t kTensorsPerPass = 64;
+
+// run_pass over `jobs` in batches of kTensorsPerPass.
+int run_batched(Context& c, Pass pass, std::vector<TensorJob>& jobs, std::string* why) {
+  for (size_t first = 0; first < jobs.size(); first += kTensorsPerPass) {
+    const size_t count = std::min(kTensorsPerPass, jobs.size() - first);
+    if (int code = run_pass(c, pass, std::span(jobs).subspan(first, count), why); code != LUMINAV_STATUS_OK) {
+      return code;
+    }
+  }
+  return LUMINAV_STATUS_OK;
+}
+
 class VulkanBackend final : public Backend {
  public:
   std::string_view name() const override { return "vulkan"; }
@@ -125,7 +142,7 @@ class VulkanBackend final : public Backend {
       jobs.push_back(job);
     }
     std::string why;
-    if (int code = run_pass(*c, Pass::kReduce, jobs, &why); code != LUMINAV_STATUS_OK) {
+    if (int code = run_batched(*c, Pass::kReduce, jobs, &why); code != LUMINAV_STATUS_OK) {
       set_backend_error("vulkan reduce on " + c->device_name() + ": " + why);
       return code;
     }
@@ -155,7 +172,7 @@ class VulkanBackend final : public Backend {
       jobs.push_back(job);
     }
     std::string why;
-    if (int code = run_pass(*c, Pass::kApply, jobs, &why); code != LUMINAV_STATUS_OK) {
+    if (int code = run_batched(*c, Pass::kApply, jobs, &why); code != LUMINAV_STATUS_OK) {
       set_backend_error("vulkan apply on " + c->device_name() + ": " + why);
       return code;
     }

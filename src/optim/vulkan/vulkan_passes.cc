@@ -314,7 +314,6 @@ size_t chunk_elements(const Context& context, const core::MomentLayout& layout) 
 
 int run_pass(Context& context, Pass pass, std::span<TensorJob> jobs, std::string* why, PassStats* stats_out) {
   PassStats stats;
-  const Api& vk = context.api();
   // Plan the chunks and the arena of small buffers (constants, partials,
   // row and column sums, factors).
   std::vector<Chunk> chunks;
@@ -475,7 +474,6 @@ int run_pass(Context& context, Pass pass, std::span<TensorJob> jobs, std::string
       }
     }
   }
-  (void)vk;
   if (stats_out) *stats_out = stats;
   return LUMINAV_STATUS_OK;
 }
