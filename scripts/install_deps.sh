@@ -12,6 +12,7 @@ DEB_PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libssl-dev
   clang libclang-rt-dev
+  libvulkan-dev mesa-vulkan-drivers glslc glslang-tools spirv-tools vulkan-tools vulkan-validationlayers
 )
 missing=()
 for p in "${DEB_PACKAGES[@]}"; do

@@ -16,3 +16,11 @@ def pytest_configure(config):
     # oversubscribe the cores (set before torch is first imported).
     import os
     os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+
+# The vulkan backend's tests run on lavapipe (Mesa's CPU Vulkan) unless the caller pins
+# another driver (the H200 run sets VK_DRIVER_FILES to the NVIDIA ICD). Set before any
+# test module probes the backends: the Vulkan context is created once per process.
+_LAVAPIPE_ICD = "/usr/share/vulkan/icd.d/lvp_icd.x86_64.json"
+if __import__("os").path.exists(_LAVAPIPE_ICD):
+    __import__("os").environ.setdefault("VK_DRIVER_FILES", _LAVAPIPE_ICD)

@@ -75,10 +75,14 @@ def collect() -> dict:
     """Everything `luminamoon info` prints, as data."""
     from . import _native
     backends = []
-    for name, available, why_not in _native.backends():
+    for index, (name, available, why_not) in enumerate(_native.backends()):
         entry = {"name": name, "available": bool(available), "why_not": why_not}
         if name == "simd" and available:
             entry["target"] = _simd_target()
+        # e.g. every Vulkan device, its type and why the backend does or does not use it
+        devices = _native.backend_devices(index)
+        if devices:
+            entry["devices"] = devices.splitlines()
         backends.append(entry)
     backends.extend(_triton_backends())
     return {
@@ -106,6 +110,8 @@ def main() -> int:
             print(f"  {b['name']:<8} available{target}")
         else:
             print(f"  {b['name']:<8} unavailable: {b['why_not']}")
+        for device in b.get("devices", []):
+            print(f"    device   {device}")
     print("Versions")
     for name, version in info["versions"].items():
         print(f"  {name:<11} {version}")

@@ -311,6 +311,7 @@ void register_optim(nb::module_& m) {
     }
     return out;
   });
+  m.def("backend_devices", [](int index) { return std::string(luminav_backend_devices(index)); });
 
   register_core_hooks(m);
 }

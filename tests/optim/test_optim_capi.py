@@ -205,11 +205,15 @@ def run_sharded(lib, hp, x, g, m, row, col, cuts, td_factor, backend):
     return [sh["v"] for sh in shards]
 
 
-@pytest.mark.parametrize("backend", ["scalar", "simd"])
+@pytest.mark.parametrize("backend", ["scalar", "simd", "vulkan"])
 @pytest.mark.parametrize("td_factor", [TD_FACTORED, TD_ROW])
 @pytest.mark.parametrize("cuts", [(0, 13, 37), (0, 5, 20, 37), (0, 36, 37)], ids=["2", "3", "2-uneven"])
 @pytest.mark.parametrize("cautious,bound", [(0, 0), (1, 0), (1, 1)])
 def test_sharded_by_rows_equals_unsharded(lib, rng, backend, td_factor, cuts, cautious, bound):
+    if backend == "vulkan":  # issue 19: optional in a build, and needs a Vulkan device
+        names = [lib.luminav_backend_name(i).decode() for i in range(lib.luminav_backend_count())]
+        if "vulkan" not in names or not lib.luminav_backend_available(names.index("vulkan")):
+            pytest.skip("vulkan backend unavailable")
     rows, cols = 37, 24
     x0 = (rng.standard_normal((rows, cols)) * 0.5).astype(np.float32)
     g = dyadic_gradient(rng, (rows, cols))

@@ -12,7 +12,7 @@ from luminav_reference import (Hyper, accuracy_factor, assert_within_forward_err
 from test_optim_scalar_reference import SEED, check_parameter, expected_rounding, make_param, param_bits
 from test_simd_backend import assert_same_bits_at_thread_counts
 
-BACKENDS = [b for b in ("scalar", "simd") if any(n == b and ok for n, ok, _ in optim.backends())]
+BACKENDS = [b for b in ("scalar", "simd", "vulkan") if any(n == b and ok for n, ok, _ in optim.backends())]
 # 1-D, 2-D (odd, R = 1, C = 1), 4-D (R = 3, C = 120), 0-D-like 1 x 1.
 SHAPES = [(1000,), (7, 13), (1, 1000), (1000, 1), (3, 4, 5, 6), (1, 1), (33, 64)]
 BASE = Hyper(lr=1e-2, beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=0.1, buffer_mode=1)

@@ -78,6 +78,19 @@ LUMINAV_EXPORT const char* luminav_backend_unavailable_reason(int index) {
   }
 }
 
+LUMINAV_EXPORT const char* luminav_backend_devices(int index) {
+  try {
+    static const std::vector<std::string> devices = [] {
+      std::vector<std::string> all;
+      for (size_t i = 0; i < dispatch::backend_count(); ++i) all.push_back(dispatch::backend_at(i).devices());
+      return all;
+    }();
+    return valid_index(index) ? devices[static_cast<size_t>(index)].c_str() : "";
+  } catch (...) {
+    return "";
+  }
+}
+
 LUMINAV_EXPORT const char* luminav_last_backend(void) { return dispatch::last_backend_label(); }
 
 LUMINAV_EXPORT const char* luminav_cpu_features(void) {

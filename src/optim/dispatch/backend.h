@@ -55,6 +55,9 @@ class Backend {
   // Extra detail for `luminamoon info` and luminav_last_backend(), e.g. the
   // Highway target ("AVX3") or the GPU ("sm_90 NVIDIA H200"). May be empty.
   virtual std::string detail() const { return {}; }
+  // The devices the backend sees, one line each ("name (type): why it is or
+  // is not used"), for `luminamoon info`. Empty where that means nothing.
+  virtual std::string devices() const { return {}; }
   // Memory the backend's pointers live in (LUMINAV_DEVICE_*).
   virtual int device_type() const = 0;
   // True for an accelerator backend that reads host memory in place (e.g.

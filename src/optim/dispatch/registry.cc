@@ -162,8 +162,19 @@ std::string backend_label(const Backend& backend) {
   return label;
 }
 
+// True when an available device backend says `address` is its memory.
+bool served_by_device_backend(const void* address) {
+  if (address == nullptr) return false;
+  auto& all = slots();
+  for (size_t i = 0; i < all.size(); ++i) {
+    Backend& b = *all[i]->backend;
+    if (b.device_type() != LUMINAV_DEVICE_CPU && probed(i).available && b.serves_pointer(address, nullptr)) return true;
+  }
+  return false;
+}
+
 core::Status select_backend(const luminav_options* options, size_t total_elements,
-                            Backend** chosen) {
+                            Backend** chosen, const void* sample) {
   const int device_type = options ? options->device_type : LUMINAV_DEVICE_CPU;
   if (device_type != LUMINAV_DEVICE_CPU && device_type != LUMINAV_DEVICE_CUDA &&
       device_type != LUMINAV_DEVICE_ROCM) {
@@ -186,7 +197,8 @@ core::Status select_backend(const luminav_options* options, size_t total_element
   if (total_elements >= kOffloadMinElements) {
     for (size_t i = 0; i < all.size(); ++i) {
       Backend& b = *all[i]->backend;
-      if (b.offload() && b.device_type() == LUMINAV_DEVICE_CPU && probed(i).available) {
+      if (b.device_type() == LUMINAV_DEVICE_CPU && probed(i).available && b.offload() &&
+          !served_by_device_backend(sample)) {
         *chosen = &b;
         return core::Status::success();
       }

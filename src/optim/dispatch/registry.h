@@ -39,8 +39,10 @@ Backend* find_backend(std::string_view name);
 // name is INVALID_ARGUMENT naming the known ones; forcing a backend that is
 // not compiled in or cannot run here is BACKEND_UNAVAILABLE with the reason;
 // a backend whose memory differs from device_type is INVALID_ARGUMENT.
+// `sample` (may be nullptr) is a buffer of the call: an offload backend is
+// skipped when a device backend serves that memory (CUDA memory is CUDA's).
 core::Status select_backend(const luminav_options* options, size_t total_elements,
-                            Backend** chosen);
+                            Backend** chosen, const void* sample = nullptr);
 
 // "name" or "name:detail" of a backend, as luminav_last_backend() reports.
 std::string backend_label(const Backend& backend);

@@ -205,7 +205,9 @@ core::Status run_step(const luminav_hyperparams* hp, const luminav_tensor* tenso
   if (work.tensors.empty()) return core::Status::success();
 
   Backend* backend = nullptr;
-  if (core::Status s = select_backend(options, work.total_elements, &backend); !s.ok()) return s;
+  if (core::Status s = select_backend(options, work.total_elements, &backend, work.tensors[0].param); !s.ok()) {
+    return s;
+  }
   const ExecContext ctx = context_of(options);
   const core::StepConstants k = whole_step_constants(*hp);
   std::vector<core::TensorGlobals> globals;

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Issue 19's GPU run in one device call: build with the Vulkan, simd and CUDA
+# backends, the Vulkan suite on the NVIDIA ICD (validation layer included),
+# then the benchmark (Vulkan device-local and imported host buffers against a
+# Vulkan buffer copy, simd, and the CUDA backend side by side). From the root
+# of a copy of the branch, with the bundle of this machine's Vulkan loader,
+# glslc, headers, validation layer, libglvnd (the NVIDIA ICD's
+# libGLX_nvidia needs libGLdispatch), Highway and oneTBB (built by the lead's recipe in
+# docs/benchmarks.md "Issue 19") at $VK_BUNDLE and the lead's .gpu_bundle:
+#   VK_BUNDLE=../wt19_gl GPU_BUNDLE=../../.gpu_bundle bash bench/vulkan_gpu_run.sh
+# WITH_SIMD=ON adds the simd backend: its Highway kernels did not build within
+# 260 s there (docs/runs/issue19_h200_call2_build.log); off, the build took 25 s.
+set -u
+out=${OUT:-$PWD/gpu_out}
+mkdir -p "$out"
+vkb=$(cd "${VK_BUNDLE:-../wt19_gl}" && pwd)
+prefix=$(cd "${GPU_BUNDLE:-../../.gpu_bundle}/prefix" && pwd)
+export PYTHONUNBUFFERED=1
+export LD_LIBRARY_PATH=$vkb/lib:$vkb/prefix/lib/x86_64-linux-gnu:$prefix/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
+icd=$(ls /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json /usr/share/vulkan/icd.d/nvidia_icd.json \
+      /etc/vulkan/icd.d/nvidia_icd.json 2>/dev/null | head -1)
+export VK_DRIVER_FILES=$icd VK_ADD_LAYER_PATH=$vkb/layers
+{ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv; echo "icd=$icd"; cat "$icd"; } \
+  > "$out/env.txt" 2>&1
+site=/tmp/vk_site; build=/tmp/vk_build
+rm -rf $site $build
+t0=$(date +%s)
+timeout 260 python3 -m pip install -q --no-build-isolation --no-deps --target $site \
+  -Cbuild-dir=$build -Ccmake.define.LUMINA_WITH_DATA=OFF -Ccmake.define.LUMINA_WITH_SIMD=${WITH_SIMD:-OFF} "-Ccmake.define.LUMINA_CUDA_ARCHS=90" \
+  -Ccmake.define.hwy_DIR=$vkb/prefix/lib/x86_64-linux-gnu/cmake/hwy \
+  -Ccmake.define.TBB_DIR=$vkb/prefix/lib/x86_64-linux-gnu/cmake/TBB \
+  -Ccmake.define.LUMINA_VULKAN_INCLUDE_DIR=$vkb/include -Ccmake.define.LUMINA_GLSLC=$vkb/bin/glslc \
+  "-Ccmake.define.CMAKE_PREFIX_PATH=$prefix;$vkb/prefix" -Ccmake.define.OPENSSL_ROOT_DIR="$prefix" \
+  -Ccmake.define.OPENSSL_INCLUDE_DIR="$prefix/include" \
+  -Ccmake.define.OPENSSL_CRYPTO_LIBRARY="$prefix/lib/x86_64-linux-gnu/libcrypto.so" . > "$out/build.log" 2>&1
+echo "build rc=$? in $(( $(date +%s) - t0 )) s" | tee -a "$out/build.log"
+grep -E "LUMINA_HAVE|LUMINA_GLSLC|LUMINA_VULKAN" $build/CMakeCache.txt | tee -a "$out/build.log"
+cmake --build $build --target luminav_vulkan_bench -j 16 >> "$out/build.log" 2>&1
+echo "bench build rc=$? at $(( $(date +%s) - t0 )) s"
+lib=$(find $site -name 'libluminav.so*' | head -1)
+PYTHONPATH=$site:tests timeout 20 python3 -c "from luminamoon import info; info.main()" 2>&1 | tee "$out/info.txt" | sed -n '/Backends/,/Versions/p'
+PYTHONPATH=$site LUMINAV_LIBRARY=$lib timeout 75 python3 -m pytest -q -p no:cacheprovider -o addopts= \
+  tests/optim/test_vulkan_backend.py -rs 2>&1 | tee "$out/pytest.log" | tail -15
+echo "tests done at $(( $(date +%s) - t0 )) s"
+LD_LIBRARY_PATH=$(dirname "$lib"):$LD_LIBRARY_PATH timeout 70 $build/src/optim/vulkan/luminav_vulkan_bench \
+  --log2n ${LOG2N:-24,26,28} --reps 5 2>&1 | tee "$out/vulkan_bench.jsonl"
+for lg in ${CUDA_LOG2N:-24 28}; do
+  PYTHONPATH=$site:tests/optim:tests LUMINAV_LIBRARY=$lib timeout 30 python3 bench/cuda_step_bench.py --log2n $lg --reps 10 --only clm,tdclm \
+    --out "$out/cuda_bench_2e$lg.json" 2>&1 | tail -12
+done | tee "$out/cuda_bench.log"
+echo "all done at $(( $(date +%s) - t0 )) s"

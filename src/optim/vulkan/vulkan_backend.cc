@@ -1,0 +1,200 @@
+// The Vulkan backend: host tensors stepped by compute shaders, read in place
+// where the device imports host memory (vulkan_passes.h). The driver's
+// finalize runs on the host between the passes, as for the CPU backends
+// (this backend's memory is host memory: LUMINAV_DEVICE_CPU).
+#include <algorithm>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "optim/core/factor_update.h"
+#include "optim/core/reduction_rounds.h"
+#include "optim/core/second_moment_layout.h"
+#include "optim/dispatch/backend.h"
+#include "optim/dispatch/backend_error.h"
+#include "optim/dispatch/backend_factories.h"
+#include "optim/vulkan/vulkan_context.h"
+#include "optim/vulkan/vulkan_passes.h"
+
+namespace luminav {
+namespace vulkan {
+namespace {
+
+using core::MomentLayout;
+using core::SecondMoment;
+using core::StepConstants;
+using core::TensorGlobals;
+
+StepParams step_params(const StepConstants& e, const TensorGlobals& gl, const luminav_tensor& t,
+                       const MomentLayout& layout) {
+  StepParams p{};
+  p.seed = t.seed;
+  p.step = e.step;
+  p.lr = e.lr;
+  p.beta1 = e.beta1;
+  p.one_minus_beta1 = e.one_minus_beta1;
+  p.beta2 = e.beta2;
+  p.one_minus_beta2 = e.one_minus_beta2;
+  p.eps = e.eps;
+  p.decay_factor = e.decay_factor;
+  p.inv_bias_correction1 = e.inv_bias_correction1;
+  p.inv_bias_correction2 = e.inv_bias_correction2;
+  p.lam = e.lam;
+  p.one_minus_lam = e.one_minus_lam;
+  p.tau = e.tau;
+  p.bound_ratio = e.bound_ratio;
+  p.inv_grad_scale = e.inv_grad_scale;
+  p.second_moment = gl.second_moment;
+  p.cautious_scale = gl.cautious_scale;
+  p.bound_scale = gl.bound_scale;
+  p.kind = static_cast<uint32_t>(layout.kind);
+  p.cautious = static_cast<uint32_t>(e.cautious);
+  p.bound_mode = static_cast<uint32_t>(e.bound_mode);
+  p.stochastic_rounding = static_cast<uint32_t>(e.stochastic_rounding);
+  p.has_master = t.master != nullptr ? 1u : 0u;
+  p.cols = static_cast<uint32_t>(core::has_row_factor(layout) ? layout.cols : 1);
+  return p;
+}
+
+TensorJob job_of(const StepConstants& k, const luminav_tensor& t, const TensorGlobals& gl) {
+  TensorJob job;
+  job.num_elements = t.num_elements;
+  job.index_offset = t.index_offset;
+  job.param_dtype = t.param_dtype;
+  job.grad_dtype = t.grad_dtype;
+  job.layout = core::moment_layout(k.tdclm, t);
+  job.param.host = t.param;
+  job.grad.host = const_cast<void*>(t.grad);
+  job.exp_avg.host = t.exp_avg;
+  if (job.layout.kind == SecondMoment::kElementwise) job.exp_avg_sq.host = t.exp_avg_sq;
+  job.master.host = t.master;
+  job.params = step_params(core::element_constants(k, job.layout), gl, t, job.layout);
+  return job;
+}
+
+// Tensors per submission: each chunk of each array may be one memory import,
+// and drivers limit the allocations alive at once (maxMemoryAllocationCount,
+// often 4096).
+constexpr size_t kTensorsPerPass = 64;
+
+// run_pass over `jobs` in batches of kTensorsPerPass.
+int run_batched(Context& c, Pass pass, std::vector<TensorJob>& jobs, std::string* why) {
+  for (size_t first = 0; first < jobs.size(); first += kTensorsPerPass) {
+    const size_t count = std::min(kTensorsPerPass, jobs.size() - first);
+    if (int code = run_pass(c, pass, std::span(jobs).subspan(first, count), why); code != LUMINAV_STATUS_OK) {
+      return code;
+    }
+  }
+  return LUMINAV_STATUS_OK;
+}
+
+class VulkanBackend final : public Backend {
+ public:
+  std::string_view name() const override { return "vulkan"; }
+  int device_type() const override { return LUMINAV_DEVICE_CPU; }
+
+  bool available(std::string* why_not) const override {
+    std::string why;
+    const bool ok = Context::get(&why) != nullptr;
+    if (why_not) *why_not = ok ? std::string() : why;
+    return ok;
+  }
+  std::string detail() const override {
+    Context* c = Context::get(nullptr);
+    return c ? c->device_name() : std::string();
+  }
+  // Note [Vulkan routing] in vulkan_context.cc.
+  bool offload() const override {
+    Context* c = Context::get(nullptr);
+    return c != nullptr && c->auto_routed();
+  }
+  std::string devices() const override {
+    std::string out;
+    for (const DeviceReport& d : Context::devices()) {
+      if (!out.empty()) out += "\n";
+      out += d.name + " (" + d.type + ", Vulkan " + d.api + ")" + (d.chosen ? " [selected]" : "") + ": " + d.why;
+    }
+    return out;
+  }
+
+  int reduce(const StepConstants& k, std::span<const luminav_tensor> tensors, int round,
+             std::span<const TensorGlobals> globals, std::span<luminav_partials> out,
+             const ExecContext&) override {
+    Context* c = context();
+    if (!c) return LUMINAV_STATUS_BACKEND_UNAVAILABLE;
+    std::vector<TensorJob> jobs;
+    std::vector<core::UpdatedFactors> factors(tensors.size());
+    const bool grad_sums = core::round_has_grad_sums(round);
+    const bool update_sums = core::round_has_update_sums(k, round);
+    for (size_t j = 0; j < tensors.size(); ++j) {
+      TensorJob job = job_of(k, tensors[j], globals[j]);
+      job.params.want_grad_sums = grad_sums ? 1u : 0u;
+      job.params.want_update_sums = update_sums ? 1u : 0u;
+      if (core::has_row_factor(job.layout)) {
+        job.row_sq = globals[j].row_sq_sums;
+        job.col_sq = globals[j].col_sq_sums;
+        if (update_sums) {
+          core::update_factors(k, job.layout, tensors[j].exp_avg_sq, globals[j], factors[j]);
+          job.row_factor = factors[j].row.data();
+          job.col_over_rho = factors[j].col_over_rho.data();
+        }
+      }
+      jobs.push_back(job);
+    }
+    std::string why;
+    if (int code = run_batched(*c, Pass::kReduce, jobs, &why); code != LUMINAV_STATUS_OK) {
+      set_backend_error("vulkan reduce on " + c->device_name() + ": " + why);
+      return code;
+    }
+    for (size_t j = 0; j < tensors.size(); ++j) {
+      out[j] = jobs[j].partials;
+      if (grad_sums && core::has_row_factor(jobs[j].layout)) {
+        out[j].row_count = jobs[j].layout.rows;
+        out[j].row_factor_sum = core::row_factor_sum(k, jobs[j].layout, tensors[j].exp_avg_sq, globals[j].row_sq_sums);
+      }
+    }
+    return LUMINAV_STATUS_OK;
+  }
+
+  int apply(const StepConstants& k, std::span<const luminav_tensor> tensors,
+            std::span<const TensorGlobals> globals, const ExecContext&) override {
+    Context* c = context();
+    if (!c) return LUMINAV_STATUS_BACKEND_UNAVAILABLE;
+    std::vector<TensorJob> jobs;
+    std::vector<core::UpdatedFactors> factors(tensors.size());
+    for (size_t j = 0; j < tensors.size(); ++j) {
+      TensorJob job = job_of(k, tensors[j], globals[j]);
+      if (core::has_row_factor(job.layout)) {
+        core::update_factors(k, job.layout, tensors[j].exp_avg_sq, globals[j], factors[j]);
+        job.row_factor = factors[j].row.data();
+        job.col_over_rho = factors[j].col_over_rho.data();
+      }
+      jobs.push_back(job);
+    }
+    std::string why;
+    if (int code = run_batched(*c, Pass::kApply, jobs, &why); code != LUMINAV_STATUS_OK) {
+      set_backend_error("vulkan apply on " + c->device_name() + ": " + why);
+      return code;
+    }
+    for (size_t j = 0; j < tensors.size(); ++j) {
+      if (jobs[j].layout.kind == SecondMoment::kTensor) tensors[j].exp_avg_sq[0] = globals[j].second_moment;
+      if (core::has_row_factor(jobs[j].layout)) core::store_factors(jobs[j].layout, factors[j], tensors[j].exp_avg_sq);
+    }
+    return LUMINAV_STATUS_OK;
+  }
+
+ private:
+  static Context* context() {
+    std::string why;
+    Context* c = Context::get(&why);
+    if (!c) set_backend_error("vulkan backend unavailable: " + why);
+    return c;
+  }
+};
+
+}  // namespace
+}  // namespace vulkan
+
+std::unique_ptr<Backend> make_vulkan_backend() { return std::make_unique<vulkan::VulkanBackend>(); }
+
+}  // namespace luminav

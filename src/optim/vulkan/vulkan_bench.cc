@@ -1,0 +1,290 @@
+// The Vulkan backend's benchmark, one run: for CLM and TD-CLM (factored) at
+// each N, the whole step on device-local buffers and on imported host arrays
+// (the backend's own path through the C API), the simd backend on the same
+// host arrays, and a Vulkan buffer copy of N fp32 elements measured in the
+// same run as the bandwidth anchor. Wall-clock medians of --reps steps after
+// one warm-up; one JSON object per line on stdout.
+//
+//   luminav_vulkan_bench --log2n 24,26,28 --reps 5 [--no-simd] [--no-host]
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "luminav/luminav.h"
+#include "optim/core/factor_update.h"
+#include "optim/core/reduction_rounds.h"
+#include "optim/core/second_moment_layout.h"
+#include "optim/core/step_constants.h"
+#include "optim/vulkan/vulkan_context.h"
+#include "optim/vulkan/vulkan_passes.h"
+
+namespace vk = luminav::vulkan;
+namespace core = luminav::core;
+
+namespace {
+
+[[noreturn]] void die(const std::string& what) {
+  std::fprintf(stderr, "luminav_vulkan_bench: %s\n", what.c_str());
+  std::exit(1);
+}
+
+double median_seconds(int reps, const std::function<void()>& fn) {
+  fn();  // warm-up
+  std::vector<double> t;
+  for (int r = 0; r < reps; ++r) {
+    const auto a = std::chrono::steady_clock::now();
+    fn();
+    t.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - a).count());
+  }
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+// Device-local buffers and one-off command buffers.
+class Device {
+ public:
+  explicit Device(vk::Context& c) : c_(c), api_(c.api()) {}
+  ~Device() {
+    for (auto& [b, m] : owned_) {
+      api_.vkDestroyBuffer(c_.device(), b, nullptr);
+      api_.vkFreeMemory(c_.device(), m, nullptr);
+    }
+  }
+  VkBuffer buffer(VkDeviceSize bytes) {
+    VkBufferCreateInfo info{};
+    info.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO;
+    info.size = bytes;
+    info.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT;
+    VkBuffer b;
+    if (api_.vkCreateBuffer(c_.device(), &info, nullptr, &b) != VK_SUCCESS) die("vkCreateBuffer");
+    VkMemoryRequirements req;
+    api_.vkGetBufferMemoryRequirements(c_.device(), b, &req);
+    const int type = c_.memory_type(req.memoryTypeBits, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT);
+    VkMemoryAllocateInfo alloc{};
+    alloc.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO;
+    alloc.allocationSize = req.size;
+    alloc.memoryTypeIndex = static_cast<uint32_t>(type);
+    VkDeviceMemory m;
+    if (type < 0 || api_.vkAllocateMemory(c_.device(), &alloc, nullptr, &m) != VK_SUCCESS) {
+      die("device-local allocation of " + std::to_string(bytes) + " bytes");
+    }
+    api_.vkBindBufferMemory(c_.device(), b, m, 0);
+    owned_.push_back({b, m});
+    return b;
+  }
+  void run(const std::function<void(VkCommandBuffer)>& record) {
+    VkCommandBufferAllocateInfo alloc{};
+    alloc.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO;
+    alloc.commandPool = c_.command_pool();
+    alloc.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
+    alloc.commandBufferCount = 1;
+    VkCommandBuffer cmd;
+    api_.vkAllocateCommandBuffers(c_.device(), &alloc, &cmd);
+    VkCommandBufferBeginInfo begin{};
+    begin.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO;
+    api_.vkBeginCommandBuffer(cmd, &begin);
+    record(cmd);
+    api_.vkEndCommandBuffer(cmd);
+    VkFenceCreateInfo fi{};
+    fi.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO;
+    VkFence fence;
+    api_.vkCreateFence(c_.device(), &fi, nullptr, &fence);
+    VkSubmitInfo submit{};
+    submit.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO;
+    submit.commandBufferCount = 1;
+    submit.pCommandBuffers = &cmd;
+    if (api_.vkQueueSubmit(c_.queue(), 1, &submit, fence) != VK_SUCCESS) die("vkQueueSubmit");
+    api_.vkWaitForFences(c_.device(), 1, &fence, VK_TRUE, UINT64_MAX);
+    api_.vkDestroyFence(c_.device(), fence, nullptr);
+    api_.vkFreeCommandBuffers(c_.device(), c_.command_pool(), 1, &cmd);
+  }
+  const vk::Api& api() const { return api_; }
+
+ private:
+  vk::Context& c_;
+  const vk::Api& api_;
+  std::vector<std::pair<VkBuffer, VkDeviceMemory>> owned_;
+};
+
+luminav_hyperparams hyper(int mode) {
+  luminav_hyperparams hp;
+  luminav_hyperparams_init(&hp);
+  hp.buffer_mode = mode;
+  hp.step = 3;
+  return hp;
+}
+
+// The whole step on device-local arrays, as the backend runs it on host
+// arrays (vulkan_backend.cc): pass 1, the host's finalize, pass 2.
+void device_step(vk::Context& c, const luminav_hyperparams& hp, const luminav_tensor& shape, VkBuffer p, VkBuffer g,
+                 VkBuffer m, VkBuffer v, std::vector<float>& factors, std::vector<double>& sums) {
+  core::StepConstants k = core::make_step_constants(hp);
+  k.grad_sq_wanted = k.tdclm;
+  const core::MomentLayout layout = core::moment_layout(k.tdclm, shape);
+  core::TensorGlobals gl = core::initial_globals(k, 0.0f);
+  if (core::has_row_factor(layout)) {
+    gl.row_sq_sums = sums.data();
+    gl.col_sq_sums = layout.kind == core::SecondMoment::kFactored ? sums.data() + layout.rows : nullptr;
+  }
+  auto job_of = [&](const core::TensorGlobals& globals) {
+    vk::TensorJob job;
+    job.num_elements = shape.num_elements;
+    job.layout = layout;
+    job.param.buffer = p;
+    job.grad.buffer = g;
+    job.exp_avg.buffer = m;
+    if (layout.kind == core::SecondMoment::kElementwise) job.exp_avg_sq.buffer = v;
+    const core::StepConstants e = core::element_constants(k, layout);
+    vk::StepParams& q = job.params;
+    q.step = e.step;
+    q.lr = e.lr, q.beta1 = e.beta1, q.one_minus_beta1 = e.one_minus_beta1, q.beta2 = e.beta2;
+    q.one_minus_beta2 = e.one_minus_beta2, q.eps = e.eps, q.decay_factor = e.decay_factor;
+    q.inv_bias_correction1 = e.inv_bias_correction1, q.inv_bias_correction2 = e.inv_bias_correction2;
+    q.lam = e.lam, q.one_minus_lam = e.one_minus_lam, q.tau = e.tau, q.bound_ratio = e.bound_ratio;
+    q.inv_grad_scale = e.inv_grad_scale, q.second_moment = globals.second_moment;
+    q.cautious_scale = globals.cautious_scale, q.bound_scale = globals.bound_scale;
+    q.kind = static_cast<uint32_t>(layout.kind);
+    q.cols = static_cast<uint32_t>(core::has_row_factor(layout) ? layout.cols : 1);
+    job.row_sq = globals.row_sq_sums;
+    job.col_sq = globals.col_sq_sums;
+    return job;
+  };
+  std::string why;
+  vk::TensorJob reduce = job_of(gl);
+  reduce.params.want_grad_sums = 1;
+  if (vk::run_pass(c, vk::Pass::kReduce, std::span(&reduce, 1), &why)) die(why);
+  luminav_partials partials = reduce.partials;
+  if (core::has_row_factor(layout)) {
+    partials.row_count = layout.rows;
+    partials.row_factor_sum = core::row_factor_sum(k, layout, factors.data(), gl.row_sq_sums);
+  }
+  if (!core::finalize_round(k, partials, shape.num_elements, 0, 0.0f, gl).ok()) die("finalize");
+  core::UpdatedFactors updated;
+  vk::TensorJob apply = job_of(gl);
+  if (core::has_row_factor(layout)) {
+    core::update_factors(k, layout, factors.data(), gl, updated);
+    apply.row_factor = updated.row.data();
+    apply.col_over_rho = updated.col_over_rho.data();
+  }
+  if (vk::run_pass(c, vk::Pass::kApply, std::span(&apply, 1), &why)) die(why);
+  if (core::has_row_factor(layout)) core::store_factors(layout, updated, factors.data());
+}
+
+template <class T>
+T* host_array(size_t n, T value) {
+  T* a = static_cast<T*>(std::aligned_alloc(4096, (n * sizeof(T) + 4095) / 4096 * 4096));
+  if (!a) die("host allocation");
+  std::fill(a, a + n, value);
+  return a;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<int> log2n = {24, 26, 28};
+  int reps = 5;
+  bool simd = true, host = true;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--log2n" && i + 1 < argc) {
+      log2n.clear();
+      for (char* s = argv[++i]; *s;) {
+        log2n.push_back(static_cast<int>(std::strtol(s, &s, 10)));
+        if (*s == ',') ++s;
+      }
+    } else if (a == "--reps" && i + 1 < argc) {
+      reps = std::atoi(argv[++i]);
+    } else if (a == "--no-simd") {
+      simd = false;
+    } else if (a == "--no-host") {
+      host = false;
+    } else {
+      die("unknown argument " + a);
+    }
+  }
+  std::string why;
+  vk::Context* c = vk::Context::get(&why);
+  if (!c) die(why);
+  std::printf("{\"device\": \"%s\", \"host_import\": %s, \"subgroup_size\": %u, \"max_range\": %llu}\n",
+              c->device_name().c_str(), c->host_import() ? "true" : "false", c->subgroup_size(),
+              static_cast<unsigned long long>(c->max_range()));
+  std::fflush(stdout);
+  for (int lg : log2n) {
+    const size_t n = size_t{1} << lg;
+    const size_t bytes = n * 4;
+    Device d(*c);
+    VkBuffer p = d.buffer(bytes), g = d.buffer(bytes), m = d.buffer(bytes), v = d.buffer(bytes);
+    d.run([&](VkCommandBuffer cmd) {
+      d.api().vkCmdFillBuffer(cmd, p, 0, bytes, 0x3f800000u);  // 1.0f
+      d.api().vkCmdFillBuffer(cmd, g, 0, bytes, 0x3c23d70au);  // 0.01f
+      d.api().vkCmdFillBuffer(cmd, m, 0, bytes, 0u);
+      d.api().vkCmdFillBuffer(cmd, v, 0, bytes, 0u);
+    });
+    // The anchor: a buffer copy of N fp32 elements (reads and writes 8N bytes).
+    const double copy_s = median_seconds(reps, [&] {
+      d.run([&](VkCommandBuffer cmd) {
+        VkBufferCopy region{0, 0, bytes};
+        d.api().vkCmdCopyBuffer(cmd, g, v, 1, &region);
+      });
+    });
+    d.run([&](VkCommandBuffer cmd) { d.api().vkCmdFillBuffer(cmd, v, 0, bytes, 0u); });
+    const double copy_gbs = 2.0 * bytes / copy_s / 1e9;
+    for (int mode : {LUMINAV_MODE_CLM, LUMINAV_MODE_TDCLM}) {
+      const luminav_hyperparams hp = hyper(mode);
+      luminav_tensor shape{};
+      shape.num_elements = n;
+      shape.rows = size_t{1} << (lg / 2);
+      shape.td_factor = LUMINAV_TD_FACTORED;
+      const size_t cols = n / shape.rows;
+      // Bytes a step must move: CLM reads g in pass 1, then g, p, m, v and
+      // writes p, m, v; TD-CLM factored reads g twice in pass 1 (tiles, row
+      // and column sums), then g, p, m and writes p, m.
+      const double step_bytes = (mode == LUMINAV_MODE_CLM ? 8.0 : 7.0) * bytes;
+      const char* name = mode == LUMINAV_MODE_CLM ? "clm" : "tdclm_factored";
+      std::vector<float> factors(shape.rows + cols, 0.0f);
+      std::vector<double> sums(shape.rows + cols, 0.0);
+      const double dev_s = median_seconds(reps, [&] { device_step(*c, hp, shape, p, g, m, v, factors, sums); });
+      auto report = [&](const char* memory, double s) {
+        std::printf("{\"log2n\": %d, \"mode\": \"%s\", \"memory\": \"%s\", \"seconds\": %.6g, \"elements_per_s\": %.4g, "
+                    "\"gb_per_s\": %.4g, \"copy_gb_per_s\": %.4g, \"pct_of_copy\": %.1f}\n",
+                    lg, name, memory, s, n / s, step_bytes / s / 1e9, copy_gbs, 100.0 * (step_bytes / s / 1e9) / copy_gbs);
+        std::fflush(stdout);
+      };
+      report("vulkan_device_local", dev_s);
+      if (!host && !simd) continue;
+      float* hp_ = host_array<float>(n, 1.0f);
+      float* hg = host_array<float>(n, 0.01f);
+      float* hm = host_array<float>(n, 0.0f);
+      float* hv = host_array<float>(mode == LUMINAV_MODE_CLM ? n : shape.rows + cols, 0.0f);
+      luminav_tensor t = shape;
+      t.param = hp_;
+      t.grad = hg;
+      t.exp_avg = hm;
+      t.exp_avg_sq = hv;
+      auto host_step = [&](const char* backend) {
+        luminav_options o{};
+        o.backend = backend;
+        return luminav_step(&hp, &t, &o) == LUMINAV_STATUS_OK;
+      };
+      // A backend this build lacks (the GPU run may build without simd) is a row saying so.
+      auto host_case = [&](const char* backend, const char* memory) {
+        if (!host_step(backend)) {
+          std::printf("{\"log2n\": %d, \"mode\": \"%s\", \"memory\": \"%s\", \"error\": \"%s\"}\n", lg, name, memory,
+                      luminav_last_error_message());
+          return;
+        }
+        report(memory, median_seconds(reps, [&] { host_step(backend); }));
+      };
+      if (host) host_case("vulkan", "vulkan_host_import");
+      if (simd) host_case("simd", "simd_host");
+      std::free(hp_), std::free(hg), std::free(hm), std::free(hv);
+    }
+  }
+  return 0;
+}

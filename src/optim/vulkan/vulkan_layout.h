@@ -1,0 +1,56 @@
+// The host side of the shaders' interface (shaders/lv_common.glsl): the
+// per-tensor constants block, the per-chunk push constants, the bindings and
+// the reduction's tile partial. Keep both sides in step.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace luminav::vulkan {
+
+// Set 0, binding 0 (std430).
+struct StepParams {
+  uint64_t seed, step;
+  float lr, beta1, one_minus_beta1, beta2, one_minus_beta2, eps, decay_factor;
+  float inv_bias_correction1, inv_bias_correction2, lam, one_minus_lam, tau, bound_ratio;
+  float inv_grad_scale, second_moment, cautious_scale, bound_scale;
+  uint32_t kind, cautious, bound_mode, stochastic_rounding, has_master;
+  uint32_t want_grad_sums, want_update_sums, cols;
+};
+static_assert(sizeof(StepParams) == 16 + 17 * 4 + 8 * 4 + 4, "StepParams mirrors lv_common.glsl");
+inline constexpr size_t kParamsSlotBytes = 256;  // >= any minStorageBufferOffsetAlignment
+
+struct ChunkPush {
+  uint32_t n;
+  uint32_t param_shift, grad_shift, m_shift, v_shift, master_shift, factor_shift;
+  uint32_t rows;
+  uint64_t index_base;
+};
+static_assert(sizeof(ChunkPush) == 40 && offsetof(ChunkPush, index_base) == 32);
+
+// lv_reduce.comp's output, one per tile.
+struct TilePartial {
+  double grad_sq, update_sq, weight_sq;
+  uint32_t nonfinite, agree;
+};
+static_assert(sizeof(TilePartial) == 32);
+
+enum Binding : uint32_t {
+  kBindParams = 0,
+  kBindParam = 1,
+  kBindGrad = 2,
+  kBindExpAvg = 3,
+  kBindExpAvgSq = 4,
+  kBindMaster = 5,
+  kBindFactor = 6,
+  kBindOut = 7,     // tile partials (reduce) or row sums (factor sums)
+  kBindOut2 = 8,    // column sums per row block (factor sums)
+  kBindingCount = 9
+};
+
+inline constexpr uint32_t kWorkgroup = 256;
+inline constexpr uint32_t kTileElements = 256 * 16;  // lv_common.glsl: WORKGROUP * TILE_ITEMS
+inline constexpr uint32_t kRowBlock = 64;             // lv_factor_sums.comp: ROW_BLOCK
+inline constexpr uint32_t kMaxGroups = 65535;         // per dispatch dimension (the spec's minimum)
+
+}  // namespace luminav::vulkan

@@ -1,0 +1,481 @@
+// Chunks, memory (import, staging or device buffers), descriptor sets, one
+// command buffer per batch of tensors, and the host's fixed-order sums.
+#include "optim/vulkan/vulkan_passes.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace luminav::vulkan {
+namespace {
+
+size_t dtype_bytes(int dtype) { return dtype == LUMINAV_DTYPE_F32 ? 4 : 2; }
+VkDeviceSize round_up(VkDeviceSize v, VkDeviceSize a) { return (v + a - 1) / a * a; }
+
+// A range of memory a descriptor points at, and the element shift of the
+// chunk's element 0 inside it.
+struct Bound {
+  VkBuffer buffer = VK_NULL_HANDLE;
+  VkDeviceSize offset = 0, range = VK_WHOLE_SIZE;
+  uint32_t shift = 0;
+};
+
+// Staged host array: copied into `mapped` before the submission and, when
+// written, back after it.
+struct Staged {
+  void* host;
+  void* mapped;
+  size_t bytes;
+  bool copy_back;
+};
+
+// Everything a batch creates, released when it goes out of scope.
+class Batch {
+ public:
+  explicit Batch(Context& c) : c_(c), vk_(c.api()), dev_(c.device()) {}
+  ~Batch() {
+    if (fence_) vk_.vkDestroyFence(dev_, fence_, nullptr);
+    if (cmd_) vk_.vkFreeCommandBuffers(dev_, c_.command_pool(), 1, &cmd_);
+    if (pool_) vk_.vkDestroyDescriptorPool(dev_, pool_, nullptr);
+    for (VkBuffer b : buffers_) vk_.vkDestroyBuffer(dev_, b, nullptr);
+    for (VkDeviceMemory m : memories_) vk_.vkFreeMemory(dev_, m, nullptr);
+  }
+  Batch(const Batch&) = delete;
+  Batch& operator=(const Batch&) = delete;
+
+  // A host-visible coherent buffer, mapped at *mapped.
+  int host_buffer(VkDeviceSize bytes, VkBuffer* out, void** mapped, std::string* why) {
+    bytes = round_up(std::max<VkDeviceSize>(bytes, 16), 16);
+    VkBufferCreateInfo info{};
+    info.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO;
+    info.size = bytes;
+    info.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
+                 VK_BUFFER_USAGE_TRANSFER_DST_BIT;
+    VkBuffer buffer = VK_NULL_HANDLE;
+    if (VkResult r = vk_.vkCreateBuffer(dev_, &info, nullptr, &buffer); r != VK_SUCCESS) {
+      return fail(r, "vkCreateBuffer(staging)", why);
+    }
+    buffers_.push_back(buffer);
+    VkMemoryRequirements req;
+    vk_.vkGetBufferMemoryRequirements(dev_, buffer, &req);
+    const VkMemoryPropertyFlags want = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
+    int type = c_.memory_type(req.memoryTypeBits, want | VK_MEMORY_PROPERTY_HOST_CACHED_BIT);
+    if (type < 0) type = c_.memory_type(req.memoryTypeBits, want);
+    if (type < 0) {
+      *why = "no host-visible coherent memory type on " + c_.device_name();
+      return LUMINAV_STATUS_DRIVER_ERROR;
+    }
+    VkDeviceMemory memory = VK_NULL_HANDLE;
+    if (int code = allocate(req.size, static_cast<uint32_t>(type), nullptr, &memory, why); code) return code;
+    if (VkResult r = vk_.vkBindBufferMemory(dev_, buffer, memory, 0); r != VK_SUCCESS) {
+      return fail(r, "vkBindBufferMemory", why);
+    }
+    if (VkResult r = vk_.vkMapMemory(dev_, memory, 0, VK_WHOLE_SIZE, 0, mapped); r != VK_SUCCESS) {
+      return fail(r, "vkMapMemory", why);
+    }
+    *out = buffer;
+    return LUMINAV_STATUS_OK;
+  }
+
+  // Host memory read in place: the page-aligned cover of [ptr, ptr+bytes)
+  // imported as one buffer. False (nothing kept) when the driver refuses.
+  bool import(void* ptr, size_t bytes, size_t element_bytes, Bound* out) {
+    if (!c_.host_import() || vk_.vkGetMemoryHostPointerPropertiesEXT == nullptr) return false;
+    const VkDeviceSize a = c_.import_alignment();
+    const uintptr_t begin = reinterpret_cast<uintptr_t>(ptr);
+    const uintptr_t lo = begin / a * a;
+    const VkDeviceSize size = round_up(begin + bytes, a) - lo;
+    if (size > c_.max_range()) return false;
+    const auto handle = VK_EXTERNAL_MEMORY_HANDLE_TYPE_HOST_ALLOCATION_BIT_EXT;
+    VkMemoryHostPointerPropertiesEXT props{};
+    props.sType = VK_STRUCTURE_TYPE_MEMORY_HOST_POINTER_PROPERTIES_EXT;
+    if (vk_.vkGetMemoryHostPointerPropertiesEXT(dev_, handle, reinterpret_cast<void*>(lo), &props) != VK_SUCCESS) {
+      return false;
+    }
+    VkExternalMemoryBufferCreateInfo external{};
+    external.sType = VK_STRUCTURE_TYPE_EXTERNAL_MEMORY_BUFFER_CREATE_INFO;
+    external.handleTypes = handle;
+    VkBufferCreateInfo info{};
+    info.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO;
+    info.pNext = &external;
+    info.size = size;
+    info.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
+                 VK_BUFFER_USAGE_TRANSFER_DST_BIT;
+    VkBuffer buffer = VK_NULL_HANDLE;
+    if (vk_.vkCreateBuffer(dev_, &info, nullptr, &buffer) != VK_SUCCESS) return false;
+    VkMemoryRequirements req;
+    vk_.vkGetBufferMemoryRequirements(dev_, buffer, &req);
+    // Coherent memory only: the host's writes before the submission and the
+    // device's before the fence need no flush.
+    const int type = c_.memory_type(req.memoryTypeBits & props.memoryTypeBits,
+                                    VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT);
+    VkImportMemoryHostPointerInfoEXT imported{};
+    imported.sType = VK_STRUCTURE_TYPE_IMPORT_MEMORY_HOST_POINTER_INFO_EXT;
+    imported.handleType = handle;
+    imported.pHostPointer = reinterpret_cast<void*>(lo);
+    VkMemoryAllocateInfo alloc{};
+    alloc.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO;
+    alloc.pNext = &imported;
+    alloc.allocationSize = size;
+    VkDeviceMemory memory = VK_NULL_HANDLE;
+    bool ok = type >= 0 && req.size <= size;
+    if (ok) {
+      alloc.memoryTypeIndex = static_cast<uint32_t>(type);
+      ok = vk_.vkAllocateMemory(dev_, &alloc, nullptr, &memory) == VK_SUCCESS;
+    }
+    if (ok && vk_.vkBindBufferMemory(dev_, buffer, memory, 0) != VK_SUCCESS) {
+      vk_.vkFreeMemory(dev_, memory, nullptr);
+      ok = false;
+    }
+    if (!ok) {
+      vk_.vkDestroyBuffer(dev_, buffer, nullptr);
+      return false;
+    }
+    buffers_.push_back(buffer);
+    memories_.push_back(memory);
+    out->buffer = buffer;
+    out->offset = 0;
+    out->range = size;
+    out->shift = static_cast<uint32_t>((begin - lo) / element_bytes);
+    return true;
+  }
+
+  // One chunk of one array: device buffer, imported, or staged.
+  int bind(const Source& src, size_t first, size_t count, size_t element_bytes, bool written, Bound* out,
+           PassStats& stats, std::string* why) {
+    const size_t bytes = count * element_bytes;
+    if (src.buffer != VK_NULL_HANDLE) {
+      const VkDeviceSize at = src.offset + first * element_bytes;
+      const VkDeviceSize a = c_.storage_alignment();
+      out->buffer = src.buffer;
+      out->offset = at / a * a;
+      out->shift = static_cast<uint32_t>((at - out->offset) / element_bytes);
+      out->range = (at - out->offset) + round_up(bytes, 4);
+      return LUMINAV_STATUS_OK;
+    }
+    char* host = static_cast<char*>(src.host) + first * element_bytes;
+    if (import(host, bytes, element_bytes, out)) {
+      ++stats.imported;
+      return LUMINAV_STATUS_OK;
+    }
+    void* mapped = nullptr;
+    if (int code = host_buffer(bytes, &out->buffer, &mapped, why); code) return code;
+    std::memcpy(mapped, host, bytes);
+    out->offset = 0;
+    out->range = VK_WHOLE_SIZE;
+    out->shift = 0;
+    staged_.push_back({host, mapped, bytes, written});
+    ++stats.staged;
+    stats.staged_bytes += bytes * (written ? 2 : 1);
+    return LUMINAV_STATUS_OK;
+  }
+
+  int begin(uint32_t sets, std::string* why) {
+    VkDescriptorPoolSize size{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, sets * kBindingCount};
+    VkDescriptorPoolCreateInfo pool{};
+    pool.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO;
+    pool.maxSets = sets;
+    pool.poolSizeCount = 1;
+    pool.pPoolSizes = &size;
+    if (VkResult r = vk_.vkCreateDescriptorPool(dev_, &pool, nullptr, &pool_); r != VK_SUCCESS) {
+      return fail(r, "vkCreateDescriptorPool", why);
+    }
+    VkCommandBufferAllocateInfo alloc{};
+    alloc.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO;
+    alloc.commandPool = c_.command_pool();
+    alloc.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
+    alloc.commandBufferCount = 1;
+    if (VkResult r = vk_.vkAllocateCommandBuffers(dev_, &alloc, &cmd_); r != VK_SUCCESS) {
+      cmd_ = VK_NULL_HANDLE;
+      return fail(r, "vkAllocateCommandBuffers", why);
+    }
+    VkCommandBufferBeginInfo begin{};
+    begin.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO;
+    begin.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
+    if (VkResult r = vk_.vkBeginCommandBuffer(cmd_, &begin); r != VK_SUCCESS) return fail(r, "vkBeginCommandBuffer", why);
+    return LUMINAV_STATUS_OK;
+  }
+
+  int dispatch(VkPipeline pipeline, const Bound (&bindings)[kBindingCount], const ChunkPush& push, uint32_t x,
+               uint32_t y, std::string* why) {
+    VkDescriptorSetAllocateInfo alloc{};
+    alloc.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO;
+    alloc.descriptorPool = pool_;
+    alloc.descriptorSetCount = 1;
+    const VkDescriptorSetLayout layout = c_.set_layout();
+    alloc.pSetLayouts = &layout;
+    VkDescriptorSet set = VK_NULL_HANDLE;
+    if (VkResult r = vk_.vkAllocateDescriptorSets(dev_, &alloc, &set); r != VK_SUCCESS) {
+      return fail(r, "vkAllocateDescriptorSets", why);
+    }
+    VkDescriptorBufferInfo infos[kBindingCount];
+    VkWriteDescriptorSet writes[kBindingCount]{};
+    for (uint32_t b = 0; b < kBindingCount; ++b) {
+      infos[b] = {bindings[b].buffer, bindings[b].offset, bindings[b].range};
+      writes[b].sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET;
+      writes[b].dstSet = set;
+      writes[b].dstBinding = b;
+      writes[b].descriptorCount = 1;
+      writes[b].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+      writes[b].pBufferInfo = &infos[b];
+    }
+    vk_.vkUpdateDescriptorSets(dev_, kBindingCount, writes, 0, nullptr);
+    vk_.vkCmdBindPipeline(cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline);
+    vk_.vkCmdBindDescriptorSets(cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, c_.pipeline_layout(), 0, 1, &set, 0, nullptr);
+    vk_.vkCmdPushConstants(cmd_, c_.pipeline_layout(), VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof push, &push);
+    vk_.vkCmdDispatch(cmd_, x, y, 1);
+    return LUMINAV_STATUS_OK;
+  }
+
+  // Ends, submits, waits; then copies the staged arrays that were written back.
+  int submit_and_wait(std::string* why) {
+    VkMemoryBarrier barrier{};
+    barrier.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER;
+    barrier.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT;
+    barrier.dstAccessMask = VK_ACCESS_HOST_READ_BIT;
+    vk_.vkCmdPipelineBarrier(cmd_, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &barrier,
+                             0, nullptr, 0, nullptr);
+    if (VkResult r = vk_.vkEndCommandBuffer(cmd_); r != VK_SUCCESS) return fail(r, "vkEndCommandBuffer", why);
+    VkFenceCreateInfo fence{};
+    fence.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO;
+    if (VkResult r = vk_.vkCreateFence(dev_, &fence, nullptr, &fence_); r != VK_SUCCESS) {
+      fence_ = VK_NULL_HANDLE;
+      return fail(r, "vkCreateFence", why);
+    }
+    VkSubmitInfo submit{};
+    submit.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO;
+    submit.commandBufferCount = 1;
+    submit.pCommandBuffers = &cmd_;
+    if (VkResult r = vk_.vkQueueSubmit(c_.queue(), 1, &submit, fence_); r != VK_SUCCESS) {
+      return fail(r, "vkQueueSubmit", why);
+    }
+    if (VkResult r = vk_.vkWaitForFences(dev_, 1, &fence_, VK_TRUE, UINT64_MAX); r != VK_SUCCESS) {
+      return fail(r, "vkWaitForFences", why);
+    }
+    for (const Staged& s : staged_) {
+      if (s.copy_back) std::memcpy(s.host, s.mapped, s.bytes);
+    }
+    return LUMINAV_STATUS_OK;
+  }
+
+ private:
+  int allocate(VkDeviceSize bytes, uint32_t type, const void* next, VkDeviceMemory* out, std::string* why) {
+    VkMemoryAllocateInfo alloc{};
+    alloc.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO;
+    alloc.pNext = next;
+    alloc.allocationSize = bytes;
+    alloc.memoryTypeIndex = type;
+    if (VkResult r = vk_.vkAllocateMemory(dev_, &alloc, nullptr, out); r != VK_SUCCESS) {
+      return fail(r, "vkAllocateMemory(" + std::to_string(bytes) + " bytes)", why);
+    }
+    memories_.push_back(*out);
+    return LUMINAV_STATUS_OK;
+  }
+  static int fail(VkResult r, const std::string& what, std::string* why) {
+    *why = what + ": " + vk_result_name(r);
+    return (r == VK_ERROR_OUT_OF_HOST_MEMORY || r == VK_ERROR_OUT_OF_DEVICE_MEMORY) ? LUMINAV_STATUS_OUT_OF_MEMORY
+                                                                                   : LUMINAV_STATUS_DRIVER_ERROR;
+  }
+
+  Context& c_;
+  const Api& vk_;
+  VkDevice dev_;
+  std::vector<VkBuffer> buffers_;
+  std::vector<VkDeviceMemory> memories_;
+  std::vector<Staged> staged_;
+  VkDescriptorPool pool_ = VK_NULL_HANDLE;
+  VkCommandBuffer cmd_ = VK_NULL_HANDLE;
+  VkFence fence_ = VK_NULL_HANDLE;
+};
+
+size_t div_up(size_t a, size_t b) { return (a + b - 1) / b; }
+
+// One chunk of a job: elements [first, first + count), rows [row0, row0 + rows).
+struct Chunk {
+  size_t job, first, count, row0, rows;
+  size_t partials_at = 0, rows_at = 0, cols_at = 0, factor_at = 0;  // arena offsets (bytes)
+};
+
+}  // namespace
+
+size_t chunk_elements(const Context& context, const core::MomentLayout& layout) {
+  // Every array of a chunk, imported with up to an alignment unit either side,
+  // stays within one descriptor range; tiles and groups within kMaxGroups.
+  const VkDeviceSize slack = 2 * std::max<VkDeviceSize>(context.import_alignment(), context.storage_alignment());
+  size_t n = context.max_range() > slack ? static_cast<size_t>((context.max_range() - slack) / 4) : 0;
+  n = std::min<size_t>(n, static_cast<size_t>(kMaxGroups) * kTileElements);
+  if (core::has_row_factor(layout)) {
+    const size_t cols = static_cast<size_t>(layout.cols);
+    size_t rows = n / cols;
+    rows = std::min<size_t>(rows, static_cast<size_t>(kMaxGroups - 1) * kRowBlock);
+    n = rows * cols;
+  }
+  return n;
+}
+
+int run_pass(Context& context, Pass pass, std::span<TensorJob> jobs, std::string* why, PassStats* stats_out) {
+  PassStats stats;
+  // Plan the chunks and the arena of small buffers (constants, partials,
+  // row and column sums, factors).
+  std::vector<Chunk> chunks;
+  const VkDeviceSize align = std::max<VkDeviceSize>(context.storage_alignment(), 16);
+  VkDeviceSize arena = round_up(jobs.size() * kParamsSlotBytes, align);
+  for (size_t j = 0; j < jobs.size(); ++j) {
+    const TensorJob& job = jobs[j];
+    const bool rows = core::has_row_factor(job.layout);
+    const size_t per = chunk_elements(context, job.layout);
+    if (per == 0) {
+      *why = "a row of " + std::to_string(job.layout.cols) + " elements does not fit one Vulkan storage buffer (" +
+             std::to_string(context.max_range()) + " bytes) on " + context.device_name();
+      return LUMINAV_STATUS_INVALID_ARGUMENT;
+    }
+    for (size_t first = 0; first < job.num_elements; first += per) {
+      Chunk c{};
+      c.job = j;
+      c.first = first;
+      c.count = std::min(per, job.num_elements - first);
+      if (rows) {
+        c.row0 = first / job.layout.cols;
+        c.rows = c.count / job.layout.cols;
+      }
+      const bool factor_sums = pass == Pass::kReduce && rows && job.params.want_grad_sums;
+      if (pass == Pass::kReduce) {
+        c.partials_at = arena;
+        arena = round_up(arena + div_up(c.count, kTileElements) * sizeof(TilePartial), align);
+      }
+      if (factor_sums) {
+        c.rows_at = arena;
+        arena = round_up(arena + c.rows * sizeof(double), align);
+        c.cols_at = arena;
+        if (job.layout.kind == core::SecondMoment::kFactored) {
+          arena = round_up(arena + div_up(c.rows, kRowBlock) * job.layout.cols * sizeof(double), align);
+        }
+      }
+      const bool reads_factor = rows && (pass == Pass::kApply || job.params.want_update_sums);
+      if (reads_factor) {
+        c.factor_at = arena;
+        const size_t floats = c.rows + (job.layout.kind == core::SecondMoment::kFactored ? job.layout.cols : 0);
+        arena = round_up(arena + floats * sizeof(float), align);
+      }
+      chunks.push_back(c);
+    }
+  }
+  stats.chunks = chunks.size();
+
+  Batch batch(context);
+  VkBuffer arena_buffer = VK_NULL_HANDLE;
+  void* arena_mapped = nullptr;
+  if (int code = batch.host_buffer(arena, &arena_buffer, &arena_mapped, why); code) return code;
+  char* base = static_cast<char*>(arena_mapped);
+  std::memset(base, 0, static_cast<size_t>(arena));
+  for (size_t j = 0; j < jobs.size(); ++j) std::memcpy(base + j * kParamsSlotBytes, &jobs[j].params, sizeof(StepParams));
+  auto arena_bound = [&](VkDeviceSize at, VkDeviceSize bytes) {
+    Bound b;
+    b.buffer = arena_buffer;
+    b.offset = at;
+    b.range = std::max<VkDeviceSize>(round_up(bytes, 16), 16);
+    return b;
+  };
+  // Unused bindings point at the arena's first constants slot.
+  const Bound unused = arena_bound(0, kParamsSlotBytes);
+
+  const uint32_t dispatches_per_chunk = 2;
+  if (int code = batch.begin(static_cast<uint32_t>(chunks.size() * dispatches_per_chunk), why); code) return code;
+  for (Chunk& c : chunks) {
+    TensorJob& job = jobs[c.job];
+    const int pd = job.param_dtype, gd = job.grad_dtype;
+    const bool elementwise = job.layout.kind == core::SecondMoment::kElementwise;
+    const bool factored = job.layout.kind == core::SecondMoment::kFactored;
+    const bool rows = core::has_row_factor(job.layout);
+    const bool update_sums = pass == Pass::kReduce && job.params.want_update_sums;
+    const bool apply = pass == Pass::kApply;
+    Bound b[kBindingCount];
+    for (Bound& x : b) x = unused;
+    b[kBindParams] = arena_bound(c.job * kParamsSlotBytes, sizeof(StepParams));
+    ChunkPush push{};
+    push.n = static_cast<uint32_t>(c.count);
+    push.rows = static_cast<uint32_t>(c.rows);
+    push.index_base = job.index_offset + c.first;
+    int code = batch.bind(job.grad, c.first, c.count, dtype_bytes(gd), false, &b[kBindGrad], stats, why);
+    if (!code && (apply || update_sums)) {
+      code = batch.bind(job.exp_avg, c.first, c.count, 4, apply, &b[kBindExpAvg], stats, why);
+      if (!code && elementwise) code = batch.bind(job.exp_avg_sq, c.first, c.count, 4, apply, &b[kBindExpAvgSq], stats, why);
+      if (!code && job.master.present()) {
+        code = batch.bind(job.master, c.first, c.count, 4, apply, &b[kBindMaster], stats, why);
+      }
+      if (!code && (apply || !job.master.present())) {
+        code = batch.bind(job.param, c.first, c.count, dtype_bytes(pd), apply, &b[kBindParam], stats, why);
+      }
+      if (!code && rows) {
+        const size_t floats = c.rows + (factored ? job.layout.cols : 0);
+        float* f = reinterpret_cast<float*>(base + c.factor_at);
+        std::memcpy(f, job.row_factor + c.row0, c.rows * sizeof(float));
+        if (factored) std::memcpy(f + c.rows, job.col_over_rho, job.layout.cols * sizeof(float));
+        b[kBindFactor] = arena_bound(c.factor_at, floats * sizeof(float));
+      }
+    }
+    if (code) return code;
+    push.param_shift = b[kBindParam].shift;
+    push.grad_shift = b[kBindGrad].shift;
+    push.m_shift = b[kBindExpAvg].shift;
+    push.v_shift = b[kBindExpAvgSq].shift;
+    push.master_shift = b[kBindMaster].shift;
+    if (apply) {
+      const size_t groups = div_up(c.count, kWorkgroup);
+      const uint32_t x = static_cast<uint32_t>(std::min<size_t>(groups, kMaxGroups));
+      const uint32_t y = static_cast<uint32_t>(div_up(groups, x));
+      VkPipeline pipeline = context.pipeline(Shader::kApply, pd, gd, why);
+      code = pipeline ? batch.dispatch(pipeline, b, push, x, y, why) : LUMINAV_STATUS_DRIVER_ERROR;
+    } else {
+      Bound partials = arena_bound(c.partials_at, div_up(c.count, kTileElements) * sizeof(TilePartial));
+      b[kBindOut] = partials;
+      VkPipeline pipeline = context.pipeline(Shader::kReduce, pd, gd, why);
+      code = pipeline ? batch.dispatch(pipeline, b, push, static_cast<uint32_t>(div_up(c.count, kTileElements)), 1, why)
+                      : LUMINAV_STATUS_DRIVER_ERROR;
+      if (!code && rows && job.params.want_grad_sums) {
+        b[kBindOut] = arena_bound(c.rows_at, c.rows * sizeof(double));
+        const size_t blocks = factored ? div_up(c.rows, kRowBlock) : 0;
+        if (factored) b[kBindOut2] = arena_bound(c.cols_at, blocks * job.layout.cols * sizeof(double));
+        const bool wide = job.layout.cols >= 256;
+        const size_t row_groups = wide ? c.rows : div_up(c.rows, kWorkgroup);
+        const size_t col_groups = factored ? div_up(job.layout.cols, kWorkgroup) : 1;
+        const uint32_t x = static_cast<uint32_t>(std::min<size_t>(std::max(row_groups, col_groups), kMaxGroups));
+        VkPipeline sums = context.pipeline(Shader::kFactorSums, 0, gd, why);
+        code = sums ? batch.dispatch(sums, b, push, x, static_cast<uint32_t>(1 + blocks), why)
+                    : LUMINAV_STATUS_DRIVER_ERROR;
+      }
+    }
+    if (code) return code;
+  }
+  if (int code = batch.submit_and_wait(why); code) return code;
+
+  if (pass == Pass::kReduce) {
+    // The host's part of Note [fixed combination order]: tiles in order.
+    for (TensorJob& job : jobs) job.partials = luminav_partials{};
+    for (const Chunk& c : chunks) {
+      TensorJob& job = jobs[c.job];
+      const auto* tiles = reinterpret_cast<const TilePartial*>(base + c.partials_at);
+      for (size_t t = 0; t < div_up(c.count, kTileElements); ++t) {
+        job.partials.grad_sq_sum += tiles[t].grad_sq;
+        job.partials.update_sq_sum += tiles[t].update_sq;
+        job.partials.weight_sq_sum += tiles[t].weight_sq;
+        job.partials.nonfinite_count += tiles[t].nonfinite;
+        job.partials.agree_count += tiles[t].agree;
+      }
+      if (core::has_row_factor(job.layout) && job.params.want_grad_sums) {
+        std::memcpy(job.row_sq + c.row0, base + c.rows_at, c.rows * sizeof(double));
+        if (job.layout.kind == core::SecondMoment::kFactored) {
+          const size_t cols = job.layout.cols;
+          if (c.first == 0) std::fill(job.col_sq, job.col_sq + cols, 0.0);
+          const auto* blocks = reinterpret_cast<const double*>(base + c.cols_at);
+          for (size_t k = 0; k < div_up(c.rows, kRowBlock); ++k) {
+            for (size_t col = 0; col < cols; ++col) job.col_sq[col] += blocks[k * cols + col];
+          }
+        }
+      }
+    }
+  }
+  if (stats_out) *stats_out = stats;
+  return LUMINAV_STATUS_OK;
+}
+
+}  // namespace luminav::vulkan
