@@ -66,6 +66,18 @@ int exchanges_of(std::span<const luminav_group> groups) {
   return p;
 }
 
+// The sizes depend on the modes and shapes alone (the gradients may not exist yet).
+core::Status validate_shapes(std::span<const luminav_group> groups, const luminav_shard_layout* shards) {
+  size_t total = 0;
+  for (const luminav_group& g : groups) {
+    if (g.hp == nullptr || (g.tensors == nullptr && g.count > 0)) return core::Status::invalid("groups: NULL hp or tensors");
+    if (core::Status s = core::validate_hyperparams(g.hp); !s.ok()) return s;
+    total += g.count;
+  }
+  if (shards == nullptr && total > 0) return core::Status::invalid("shards must not be NULL");
+  return validate_shards(groups, shards);
+}
+
 core::Status validate_sharded(std::span<const luminav_group> groups, const luminav_shard_layout* shards) {
   if (core::Status s = core::validate_groups(groups); !s.ok()) return s;
   size_t total = 0;
@@ -222,14 +234,14 @@ int sharded_exchanges(const luminav_group* groups, size_t count) {
 size_t sharded_exchange_doubles(const luminav_group* groups, size_t count, const luminav_shard_layout* shards) {
   if (groups == nullptr || count == 0) return 0;
   const std::span<const luminav_group> all(groups, count);
-  if (!validate_sharded(all, shards).ok()) return 0;
+  if (!validate_shapes(all, shards).ok()) return 0;
   return sharded_layout(all, shards).exchange_doubles;
 }
 
 size_t sharded_workspace_bytes(const luminav_group* groups, size_t count, const luminav_shard_layout* shards) {
   if (groups == nullptr || count == 0) return 0;
   const std::span<const luminav_group> all(groups, count);
-  if (!validate_sharded(all, shards).ok()) return 0;
+  if (!validate_shapes(all, shards).ok()) return 0;
   // Host backends use the sharded layout, device backends the asynchronous step's.
   return std::max(sharded_layout(all, shards).workspace_bytes, groups_workspace_bytes(groups, count));
 }
