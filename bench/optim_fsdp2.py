@@ -168,7 +168,7 @@ def main():
             whole = whole_step_ms(loop, args.steps, args.windows)
             step = opt_step_ms(loop, max(5, args.steps))
             row = {"whole_step_ms": whole, "opt_step_ms": step, "opt_share": step / whole,
-                   "final_loss": float(loss), "params": params}
+                   "final_loss": float(loss.detach()), "params": params}
             if isinstance(opt, LuminaV):
                 plans = opt._plans or []
                 row["exchange_doubles"] = [int(p.exchange.numel()) for p in plans if p.exchange is not None]
