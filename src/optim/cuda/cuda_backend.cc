@@ -331,10 +331,7 @@ class CudaBackend final : public Backend {
     CallScope scope(this, ctx.device_index);
     if (scope.code != LUMINAV_STATUS_OK) return scope.code;
     ContextState* state = scope.state;
-    for (const AsyncGroup& g : groups) {
-      if (int code = check_device_pointers(g.tensors); code != LUMINAV_STATUS_OK) return code;
-    }
-    if (int code = check_small_device_pointers(groups, async, ctx.scratch); code != LUMINAV_STATUS_OK) return code;
+    if (int code = check_async_pointers(groups, async, ctx.scratch); code != LUMINAV_STATUS_OK) return code;
     mark("scope+pointer checks");
     const CUstream stream = static_cast<CUstream>(ctx.stream);
     const AsyncStep st = async_step(groups, ctx.scratch);
@@ -382,10 +379,7 @@ class CudaBackend final : public Backend {
     CallScope scope(this, ctx.device_index);
     if (scope.code != LUMINAV_STATUS_OK) return scope.code;
     ContextState* state = scope.state;
-    for (const AsyncGroup& g : groups) {
-      if (int code = check_device_pointers(g.tensors); code != LUMINAV_STATUS_OK) return code;
-    }
-    if (int code = check_small_device_pointers(groups, async, ctx.scratch); code != LUMINAV_STATUS_OK) return code;
+    if (int code = check_async_pointers(groups, async, ctx.scratch); code != LUMINAV_STATUS_OK) return code;
     if (!is_device_memory(exchange)) {
       return fail(LUMINAV_STATUS_INVALID_ARGUMENT, "exchange is not CUDA device memory");
     }
@@ -761,6 +755,14 @@ class CudaBackend final : public Backend {
 
   // The asynchronous step's small device buffers: a host pointer there would
   // poison the context like a host tensor would.
+  // Every tensor's buffers, the status word, the scale and found_inf, and the workspace in device memory.
+  int check_async_pointers(std::span<const AsyncGroup> groups, const luminav_async& async, void* scratch) {
+    for (const AsyncGroup& g : groups) {
+      if (int code = check_device_pointers(g.tensors); code != LUMINAV_STATUS_OK) return code;
+    }
+    return check_small_device_pointers(groups, async, scratch);
+  }
+
   static int check_small_device_pointers(std::span<const AsyncGroup> groups, const luminav_async& async,
                                          const void* workspace) {
     struct Named {
