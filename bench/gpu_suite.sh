@@ -3,7 +3,7 @@
 # machine (its Python differs), the GPU test suites, then the training-loop
 # benchmark. From the repository root, with the Debian simdjson/OpenSSL files
 # the GPU image lacks unpacked under .gpu_bundle/prefix:
-#   bench/gpu_suite.sh [build] [tests] [profile] [loop] [quality] [kernels] [headline]
+#   bench/gpu_suite.sh [build] [tests] [profile] [loop] [quality] [kernels] [headline] [sharded] [fsdp2]
 # Logs and JSON go to $OUT (or ./gpu_out).
 set -u
 phases=${*:-build tests loop}
@@ -31,6 +31,18 @@ for phase in $phases; do
       PYTHONPATH=$site LUMINAV_LIBRARY=$lib timeout 300 python3 -m pytest -q -p no:cacheprovider -o addopts= \
         tests/optim/test_gpu_async_step.py tests/optim/test_optim_cuda_frontend.py tests/optim/test_gpu_torch.py tests/optim/test_gpu_cuda.py \
         -rs 2>&1 | tee "$out/pytest.log" | tail -25 ;;
+    sharded)  # the sharded (DTensor) step's GPU tests, a one-rank NCCL group, and the async step's
+      lib=$(find $site -name 'libluminav.so*' | head -1)
+      NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 \
+      PYTHONPATH=$site LUMINAV_LIBRARY=$lib timeout ${SHARDED_TIMEOUT:-120} python3 -m pytest -q -p no:cacheprovider \
+        -o addopts= tests/optim/test_gpu_sharded.py tests/optim/test_gpu_async_step.py -rs 2>&1 \
+        | tee "$out/pytest_sharded.log" | tail -25 ;;
+    fsdp2)  # FSDP2 + NCCL under torchrun on every GPU of the machine (bench/optim_fsdp2.py)
+      gpus=$(nvidia-smi -L | wc -l)
+      NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 \
+      PYTHONPATH=$site timeout ${FSDP2_TIMEOUT:-200} python3 -m torch.distributed.run --standalone \
+        --nproc-per-node "$gpus" bench/optim_fsdp2.py --json "$out/fsdp2_world$gpus.json" ${FSDP2_ARGS:-} 2>&1 \
+        | tee "$out/fsdp2.log" | grep -v "^W" | tail -20 ;;
     profile)
       PYTHONPATH=$site:bench LUMINAV_TRACE_HOST=1 timeout 200 python3 bench/optim_host_profile.py 2>&1 | tee "$out/profile.log" | grep -v "luminav: step_async" | tail -40
       grep "luminav: step_async" "$out/profile.log" | tail -12 ;;

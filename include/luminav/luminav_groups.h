@@ -95,6 +95,56 @@ size_t luminav_groups_workspace_bytes(const luminav_group* groups, size_t count)
 int luminav_step_groups(const luminav_group* groups, size_t count, const struct luminav_options* options,
                         const luminav_async* async);
 
+/* --- Sharded tensors: the whole step in phases around one all-reduce -------
+ * For groups whose tensors are shards of logical tensors (FSDP2/DTensor
+ * Shard(0): whole rows, index_offset the shard's first logical index), every
+ * sum of spec "Objects" is over the logical tensor. The step runs in phases
+ * 0..P (P = luminav_sharded_exchanges, 1 or 2); between phase p and p + 1
+ * the caller all-reduces (SUM, in place) the exchange buffer of
+ * luminav_sharded_exchange_doubles float64s over the process group that
+ * shards every tensor of the call:
+ *   phase 0 .. P-1: (p > 0: folds the reduced exchange of round p-1 into the
+ *                    workspace: finite verdict, TD-CLM s / rho / R / column
+ *                    sums, cautious and bound scales) then writes this
+ *                    shard's pass-1 partials of round p into the exchange:
+ *                    every tensor's counts and sums, TD-CLM factored column
+ *                    sums of g^2, the row-factor sums, and a header that
+ *                    carries a non-zero async->found_inf;
+ *   phase P:         folds the last exchange and applies (pass 2, commit).
+ * The exchange's layout depends on the modes and the logical shapes alone
+ * (`shards`, one per tensor of the call, group by group), so it is the same
+ * on every rank, an empty shard included. Every rank reaches the same
+ * verdict from the same reduced numbers: a non-finite gradient on any shard
+ * (or found_inf on any rank) makes every rank write nothing. Call every
+ * phase on every rank even then (later phases exchange zeros), so the
+ * collectives stay matched and the sequence can be captured.
+ * Host memory: synchronous; the last phase returns NONFINITE_GRAD (unless
+ * skip_nonfinite) and fills async->status when given. Device memory: every
+ * phase is enqueued on options->stream (no host synchronisation; the
+ * all-reduce must be ordered on that stream too, as torch.distributed's
+ * NCCL collectives are), the verdict lands in async->status.
+ * The workspace (options->scratch; host or device memory like the tensors,
+ * luminav_sharded_workspace_bytes, zeroed once) carries the state between
+ * phases: it must not change between the phases of one step. */
+typedef struct luminav_shard_layout {
+  uint64_t logical_num_elements; /* N of the logical tensor */
+  uint64_t logical_rows;         /* R of the logical tensor (TD-CLM factored/row; else ignored) */
+} luminav_shard_layout;
+
+/* P: the exchanges of a step over `groups` (max over groups of the reduction
+ * rounds, at least 1); -status when a group's hyperparameters are invalid. */
+int luminav_sharded_exchanges(const luminav_group* groups, size_t count);
+/* float64s of the exchange buffer (0 for NULL arguments). */
+size_t luminav_sharded_exchange_doubles(const luminav_group* groups, size_t count,
+                                        const luminav_shard_layout* shards);
+/* Workspace bytes (0 for NULL arguments). */
+size_t luminav_sharded_workspace_bytes(const luminav_group* groups, size_t count,
+                                       const luminav_shard_layout* shards);
+/* Phase `phase` of one sharded step (see above). */
+int luminav_step_groups_sharded(const luminav_group* groups, size_t count,
+                                const luminav_shard_layout* shards, const struct luminav_options* options,
+                                const luminav_async* async, int phase, double* exchange);
+
 #ifdef __cplusplus
 }
 #endif

@@ -35,13 +35,14 @@ using StepResult = std::tuple<int, std::string, int64_t>;
 
 // Interned attribute and key names, created once.
 struct Names {
+  nb::object local_tensor;  // DTensor's local shard (Note [sharded plan])
   nb::object grad, data_ptr, numel, is_contiguous, contiguous, dtype, lr, betas, eps, weight_decay, tau, lam,
       bound_ratio;
   nb::object state_keys[4];  // step, exp_avg, exp_avg_sq, master
   static constexpr int kFixedKeys = 8;
   nb::object fixed_keys[kFixedKeys];  // group options a description fixes
   Names()
-      : grad(nb::str("grad")), data_ptr(nb::str("data_ptr")), numel(nb::str("numel")), is_contiguous(nb::str("is_contiguous")),
+      : local_tensor(nb::str("_local_tensor")), grad(nb::str("grad")), data_ptr(nb::str("data_ptr")), numel(nb::str("numel")), is_contiguous(nb::str("is_contiguous")),
         contiguous(nb::str("contiguous")), dtype(nb::str("dtype")), lr(nb::str("lr")), betas(nb::str("betas")),
         eps(nb::str("eps")), weight_decay(nb::str("weight_decay")), tau(nb::str("tau")), lam(nb::str("lam")),
         bound_ratio(nb::str("bound_ratio")),
@@ -65,6 +66,19 @@ nb::object call_method0(nb::handle self, const nb::object& name) {
 
 uintptr_t data_ptr_of(nb::handle tensor) { return nb::cast<uintptr_t>(call_method0(tensor, names().data_ptr)); }
 
+// Note [sharded plan]: a DTensor (FSDP2's sharded parameter, its gradient
+// and the state zeros_like made of it) is a wrapper without storage of its
+// own; the plan reads its local shard, `_local_tensor` (what to_local()
+// returns, without the autograd call), where the tensor has one.
+nb::object local_of(nb::handle tensor) {
+  PyObject* local = PyObject_GetAttr(tensor.ptr(), names().local_tensor.ptr());
+  if (local == nullptr) {
+    PyErr_Clear();
+    return nb::borrow(tensor);
+  }
+  return nb::steal(local);
+}
+
 // A group's dict entry, borrowed (the dict keeps it alive).
 nb::handle group_item(nb::handle group, const nb::object& key) {
   PyObject* v = PyDict_GetItemWithError(group.ptr(), key.ptr());
@@ -80,11 +94,12 @@ struct Entry {
   nb::object param_dtype;     // torch dtype object of the parameter
   nb::object state;           // its optimizer state dict
   nb::object state_values[4]; // the tensors described: step, exp_avg, exp_avg_sq, master (or None)
-  uintptr_t param_ptr = 0;    // data pointer when described
+  uintptr_t param_ptr = 0;    // data pointer when described (of the local shard)
   int64_t position = 0;       // flat index in the optimizer (for messages)
+  bool sharded = false;       // a DTensor parameter (Note [sharded plan])
 };
 
-uintptr_t ptr_or_zero(nb::handle tensor) { return tensor.is_none() ? 0 : data_ptr_of(tensor); }
+uintptr_t ptr_or_zero(nb::handle tensor) { return tensor.is_none() ? 0 : data_ptr_of(local_of(tensor)); }
 
 // True when the state dict still holds the tensors the entry describes
 // (anyone may replace them: load_state_dict, a user's own code).
@@ -122,7 +137,8 @@ class StepPlan {
   // by the group's state dicts, host or device memory like the tensors), its
   // lr tensor where the device reads it, and per parameter a tuple
   // (param, param dtype object, state dict, position, dtype code, seed, rows,
-  // td_factor code); the
+  // td_factor code), and for a sharded (DTensor) parameter also
+  // (index_offset, logical elements, logical rows); the
   // state dict holds "exp_avg", "exp_avg_sq" and maybe "master", already
   // validated by the front end.
   void add_group(nb::object dict, const luminav_hyperparams& hp, nb::list tensors, nb::object step,
@@ -142,7 +158,9 @@ class StepPlan {
       e.param_dtype = nb::borrow(t[1]);
       e.state = nb::borrow(t[2]);
       e.position = nb::cast<int64_t>(t[3]);
-      e.param_ptr = data_ptr_of(e.param);
+      e.sharded = t.size() > 8;
+      nb::object local = e.sharded ? local_of(e.param) : e.param;
+      e.param_ptr = data_ptr_of(local);
       for (int i = 0; i < 4; ++i) {
         PyObject* v = PyDict_GetItemWithError(e.state.ptr(), names().state_keys[i].ptr());
         if (v == nullptr && PyErr_Occurred()) throw nb::python_error();
@@ -154,12 +172,19 @@ class StepPlan {
       d.exp_avg = reinterpret_cast<float*>(ptr_or_zero(e.state_values[1]));
       d.exp_avg_sq = reinterpret_cast<float*>(ptr_or_zero(e.state_values[2]));
       d.master = reinterpret_cast<float*>(ptr_or_zero(e.state_values[3]));
-      d.num_elements = nb::cast<size_t>(call_method0(e.param, names().numel));
+      d.num_elements = nb::cast<size_t>(call_method0(local, names().numel));
       d.param_dtype = nb::cast<int>(t[4]);
       d.seed = nb::cast<uint64_t>(t[5]);
       d.rows = nb::cast<uint64_t>(t[6]);
       d.td_factor = nb::cast<int>(t[7]);
       d.grad_dtype = d.param_dtype;  // torch gives a gradient its parameter's dtype
+      if (e.sharded) {
+        d.index_offset = nb::cast<uint64_t>(t[8]);
+        shards_.push_back({nb::cast<uint64_t>(t[9]), nb::cast<uint64_t>(t[10])});
+      } else {
+        shards_.push_back({d.num_elements, d.rows});  // a whole tensor is its own shard
+      }
+      sharded_ = sharded_ || e.sharded;
       g.tensors.push_back(d);
       g.entries.push_back(std::move(e));
     }
@@ -181,14 +206,42 @@ class StepPlan {
 
   size_t workspace_bytes() const {
     std::vector<luminav_group> c = c_groups();
+    if (sharded_) return luminav_sharded_workspace_bytes(c.data(), c.size(), shards_.data());
     return luminav_groups_workspace_bytes(c.data(), c.size());
   }
+
+  // Sharded plans: float64s of the exchange buffer, and the exchanges of a step.
+  size_t exchange_doubles() const {
+    std::vector<luminav_group> c = c_groups();
+    return luminav_sharded_exchange_doubles(c.data(), c.size(), shards_.data());
+  }
+  int exchanges() const {
+    std::vector<luminav_group> c = c_groups();
+    return luminav_sharded_exchanges(c.data(), c.size());
+  }
+  bool sharded() const { return sharded_; }
 
   // One step. Reads the gradients and refreshes the pointers and numeric
   // hyperparameters, then one luminav_step_groups call with the GIL released.
   StepResult step(uintptr_t stream, uintptr_t grad_scale, uintptr_t found_inf, bool skip_nonfinite) {
+    if (StepResult r = refresh(); std::get<0>(r) != 0) return r;
+    return call(stream, grad_scale, found_inf, skip_nonfinite, -1, 0);
+  }
+
+  // One phase of a sharded step (luminav_step_groups_sharded); phase 0
+  // refreshes the pointers, later phases run on what phase 0 read.
+  StepResult step_sharded(uintptr_t stream, uintptr_t grad_scale, uintptr_t found_inf, bool skip_nonfinite,
+                          int phase, uintptr_t exchange) {
+    if (phase == 0) {
+      if (StepResult r = refresh(); std::get<0>(r) != 0) return r;
+    }
+    return call(stream, grad_scale, found_inf, skip_nonfinite, phase, exchange);
+  }
+
+ private:
+  StepResult refresh() {
     const Names& n = names();
-    std::vector<nb::object> dense_grads;  // contiguous copies, alive until the call is enqueued
+    dense_grads_.clear();
     for (const nb::object& p : excluded_) {
       nb::object grad = nb::steal(PyObject_GetAttr(p.ptr(), n.grad.ptr()));
       if (!grad.is_valid()) throw nb::python_error();
@@ -198,11 +251,14 @@ class StepPlan {
       if (StepResult r = refresh_hyperparams(g); std::get<0>(r) != 0) return r;
       for (size_t i = 0; i < g.entries.size(); ++i) {
         Entry& e = g.entries[i];
-        if (data_ptr_of(e.param) != e.param_ptr) return {kRebuild, "parameter storage changed", e.position};
+        if (data_ptr_of(e.sharded ? local_of(e.param) : e.param) != e.param_ptr) {
+          return {kRebuild, "parameter storage changed", e.position};
+        }
         if (!state_unchanged(e)) return {kRebuild, "state replaced", e.position};
         nb::object grad = nb::steal(PyObject_GetAttr(e.param.ptr(), n.grad.ptr()));
         if (!grad.is_valid()) throw nb::python_error();
         if (grad.is_none()) return {kRebuild, "gradient missing", e.position};
+        if (e.sharded) grad = local_of(grad);
         bool contiguous = false;
         try {
           contiguous = nb::handle(call_method0(grad, n.is_contiguous)).is(Py_True);
@@ -211,7 +267,7 @@ class StepPlan {
         }
         if (!contiguous) {
           grad = call_method0(grad, n.contiguous);  // read-only: a dense copy is as good
-          dense_grads.push_back(grad);
+          dense_grads_.push_back(grad);
         }
         // torch refuses a .grad of another dtype, size or device, and a
         // sparse .grad has no strides: the dtype check covers .data swaps.
@@ -222,6 +278,11 @@ class StepPlan {
         g.tensors[i].grad = reinterpret_cast<const void*>(data_ptr_of(grad));
       }
     }
+    return {0, std::string(), -1};
+  }
+
+  StepResult call(uintptr_t stream, uintptr_t grad_scale, uintptr_t found_inf, bool skip_nonfinite, int phase,
+                  uintptr_t exchange) {
     std::vector<luminav_group> c = c_groups();
     options_.backend = backend_.c_str();
     options_.stream = reinterpret_cast<void*>(stream);
@@ -234,12 +295,17 @@ class StepPlan {
     int status;
     {
       nb::gil_scoped_release release;
-      status = luminav_step_groups(c.data(), c.size(), &options_, status_ ? &async : nullptr);
+      status = phase < 0 ? luminav_step_groups(c.data(), c.size(), &options_, status_ ? &async : nullptr)
+                         : luminav_step_groups_sharded(c.data(), c.size(), shards_.data(), &options_,
+                                                       status_ ? &async : nullptr, phase,
+                                                       reinterpret_cast<double*>(exchange));
     }
     std::string message = status == LUMINAV_STATUS_OK ? std::string() : luminav_last_error_message();
     return {status, std::move(message), -1};
   }
 
+
+ public:
   size_t num_tensors() const {
     size_t count = 0;
     for (const Group& g : groups_) count += g.tensors.size();
@@ -306,6 +372,9 @@ class StepPlan {
   luminav_step_status* host_status_ = nullptr;
   std::vector<Group> groups_;
   std::vector<nb::object> excluded_;
+  std::vector<luminav_shard_layout> shards_;  // one per tensor of the call
+  bool sharded_ = false;
+  std::vector<nb::object> dense_grads_;  // contiguous copies, alive until the step's last phase is enqueued
 };
 
 }  // namespace
@@ -322,6 +391,12 @@ void register_optim_step_plan(nb::module_& m) {
       .def("set_async", &StepPlan::set_async, nb::arg("status"), nb::arg("host_status"), nb::arg("workspace"),
            nb::arg("workspace_bytes"))
       .def("workspace_bytes", &StepPlan::workspace_bytes)
+      .def("exchange_doubles", &StepPlan::exchange_doubles)
+      .def("exchanges", &StepPlan::exchanges)
+      .def_prop_ro("sharded", &StepPlan::sharded)
+      .def("step_sharded", &StepPlan::step_sharded, nb::arg("stream"), nb::arg("grad_scale"), nb::arg("found_inf"),
+           nb::arg("skip_nonfinite"), nb::arg("phase"), nb::arg("exchange"),
+           "One phase of a sharded step (luminav_step_groups_sharded); returns (code, message, position).")
       .def("num_tensors", &StepPlan::num_tensors)
       .def("position_of", &StepPlan::position_of)
       .def("step", &StepPlan::step, nb::arg("stream"), nb::arg("grad_scale"), nb::arg("found_inf"),

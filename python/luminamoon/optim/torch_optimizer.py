@@ -5,10 +5,20 @@ Each ``step()`` makes one native call per device for the whole optimizer
 src/python/optim_step_plan.cc) describes the parameters once and reads only
 the gradients' and parameters' pointers on each step. On a CUDA device the
 call is asynchronous and device-resident (Note [asynchronous errors]).
-Sharded DTensor parameters (FSDP2, Shard(0) placements) take the
-pass-1/pass-2 route of the C API: their partial sums are all-reduced over the
-parameter's process group between the rounds, so TD-CLM, the cautious mask
-and the tensor bound see the whole logical tensor.
+Sharded DTensor parameters (FSDP2, Shard(0) placements) get one plan per
+device and process group, run in phases (Note [sharded step]).
+
+Note [sharded step]: the plan's native phases write every tensor's pass-1
+partials (finite verdict, sums, TD-CLM's column and row-factor sums, the
+cautious and bound sums, GradScaler's found_inf) into one float64 exchange
+tensor on the parameters' device; one ``dist.all_reduce`` per exchange (one
+for CLM, two for TD-CLM with the cautious mask or the tensor bound, whose
+sums need the second moment) adds the shards' partials, stream-ordered on
+NCCL (no host synchronisation) and in place on gloo; the next phase folds the
+reduced values on the device and the last one applies. Every rank folds the
+same numbers, so a NaN on one rank's shard makes every rank write nothing
+and report it, so TD-CLM, the cautious mask and the tensor bound see the
+whole logical tensor.
 
 Note [asynchronous errors]: on CUDA, ``step()`` returns before the GPU has
 run the step. A non-finite gradient (``check_finite``) makes the step write
@@ -29,7 +39,7 @@ rank reaches the same decision).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
 import torch
@@ -37,8 +47,8 @@ from torch.optim import Optimizer
 
 from .. import _native
 from .errors import NonFiniteGradientError, raise_for_status
-from .functional import (_FLOAT_DTYPES, DTYPE_F32, Buffer, check_no_overlap, cuda_stream_handle,
-                         describe_buffer, make_hyperparams, rows_of, run_options, td_factor_code)
+from .functional import (_FLOAT_DTYPES, DTYPE_F32, describe_buffer, make_hyperparams, rows_of,
+                         td_factor_code)
 
 __all__ = ["LuminaV"]
 
@@ -85,8 +95,6 @@ class _Entry:
     state: dict
     step: int          # t of this step
     shard: _Shard | None
-    buffers: list[Buffer] = field(default_factory=list)
-    desc: Any = None
 
 
 class _DeviceStatus:
@@ -130,6 +138,10 @@ class _Plan:
     names: list[str]          # call position -> parameter name
     status: _DeviceStatus | None   # CUDA
     host_status: Any          # CPU: the status word (a NumPy view), filled synchronously
+    group: Any = None         # sharded: the process group the exchange is all-reduced over (None: one rank)
+    exchange: Any = None      # sharded: the float64 exchange tensor (Note [sharded step])
+    exchanges: int = 0        # sharded: all-reduces per step
+    workspace: Any = None     # sharded on the host: the workspace the phases share
 
 
 def _checked_grad(p, name: str) -> torch.Tensor:
@@ -420,12 +432,6 @@ class LuminaV(Optimizer):
             for _ in range(3):
                 if self._plans is None:
                     self._plans = self._describe_plans()
-                if self._plans == "sharded":
-                    if grad_scale is not None or found_inf is not None:
-                        raise NotImplementedError("GradScaler with sharded (DTensor) parameters is not supported yet")
-                    self._plans = None
-                    self._step_sharded()
-                    break
                 if self._run_plans(self._plans, grad_scale, found_inf):
                     break
                 self._plans = None  # stale: describe anew (Note [step plan])
@@ -457,7 +463,10 @@ class LuminaV(Optimizer):
                 stream = torch._C._cuda_getCurrentRawStream(plan.device.index)
             gs = grad_scale.data_ptr() if grad_scale is not None else 0
             fi = found_inf.data_ptr() if found_inf is not None else 0
-            code, message, position = plan.native.step(stream, gs, fi, self.skip_nonfinite)
+            if plan.exchange is not None:
+                code, message, position = self._run_phases(plan, stream, gs, fi)
+            else:
+                code, message, position = plan.native.step(stream, gs, fi, self.skip_nonfinite)
             if code == _native.PLAN_REBUILD:
                 return False
             if code == _native.STATUS_OK:
@@ -490,6 +499,18 @@ class LuminaV(Optimizer):
             raise NonFiniteGradientError(f"NaN or Inf in the gradient of {name}; parameters and optimizer "
                                          "state are unchanged", name)
 
+    def _run_phases(self, plan: _Plan, stream: int, gs: int, fi: int):
+        """A sharded plan's step: its phases around the all-reduces of the exchange (Note [sharded step])."""
+        exchange = plan.exchange
+        for phase in range(plan.exchanges + 1):
+            result = plan.native.step_sharded(stream, gs, fi, self.skip_nonfinite, phase, exchange.data_ptr())
+            if result[0] != _native.STATUS_OK or phase == plan.exchanges:
+                return result  # an argument error or a rebuild comes from phase 0, before any collective
+            if plan.group is not None:
+                import torch.distributed as dist
+                dist.all_reduce(exchange, op=dist.ReduceOp.SUM, group=plan.group)
+        raise AssertionError("unreachable")
+
     def _name_at(self, position: int) -> str:
         for group in self.param_groups:
             if position < len(group["params"]):
@@ -507,12 +528,16 @@ class LuminaV(Optimizer):
             for pi, p in enumerate(group["params"]):
                 flat = position
                 position += 1
+                shard = None
                 if _is_dtensor(p):
                     if group["backend"] == "triton":
                         raise NotImplementedError("backend='triton' does not take sharded (DTensor) parameters yet; "
                                                   "use backend='auto' (the CUDA kernels) for FSDP2")
-                    return "sharded"
-                where = per_device.setdefault(p.device, {"groups": {}, "excluded": []})
+                    name = self._cached_name(group, pi)
+                    # A replicated DTensor is a shard of one rank: a plan of its own, no exchange.
+                    shard = _shard_of(p, name) or _Shard(0, p.numel(), None)
+                key = (p.device, None if shard is None else ("sharded", shard.group))
+                where = per_device.setdefault(key, {"groups": {}, "excluded": [], "shards": shard is not None})
                 if p.grad is None:
                     where["excluded"].append(p)
                     continue
@@ -524,28 +549,29 @@ class LuminaV(Optimizer):
                 if not state:
                     state = self.state[p] = self._new_state(group, p)
                     self._created.append(p)
-                    # New states of a group and device share one step counter (no device read to
+                    # New states of a group and plan share one step counter (no device read to
                     # find that they are equal: _step_buckets).
-                    state["step"] = fresh_steps.setdefault((id(group), p.device), state["step"])
+                    state["step"] = fresh_steps.setdefault((id(group), key), state["step"])
                 self._check_state(group, p, state, name)
-                entry = _Entry(p, name, p, grad, state, 0, None)
+                entry = _Entry(p, name, _local(p), grad, state, 0, shard)
                 self._state_buffers(entry, state.get("master"))  # validates dtypes, sizes, devices
                 if state["step"].device != p.device or state["step"].dtype != torch.float32:
                     state["step"] = state["step"].to(device=p.device, dtype=torch.float32)
-                where["groups"].setdefault(id(group), (group, hp, []))[2].append((p, state, flat, name))
+                where["groups"].setdefault(id(group), (group, hp, []))[2].append((p, state, flat, name, shard))
         plans = []
-        for device, where in per_device.items():
-            plans.append(self._plan_for(device, where))
+        for (device, kind), where in per_device.items():
+            plans.append(self._plan_for(device, where, kind))
         return plans
 
-    def _plan_for(self, device: torch.device, where: dict) -> _Plan:
+    def _plan_for(self, device: torch.device, where: dict, kind) -> _Plan:
         is_cuda = device.type == "cuda"
         status = None
         if is_cuda:
             index = device.index if device.index is not None else torch.cuda.current_device()
-            status = self._devices.get(index)
+            # One status word and workspace per plan: a device may hold a plain and a sharded plan.
+            status = self._devices.get((index, kind))
             if status is None:
-                status = self._devices[index] = _DeviceStatus(torch.device("cuda", index))
+                status = self._devices[(index, kind)] = _DeviceStatus(torch.device("cuda", index))
         backends = {group["backend"] for group, _, _ in where["groups"].values()}
         if len(backends) > 1:
             raise ValueError(f"param groups on {device} name different backends {sorted(backends)}; "
@@ -569,9 +595,11 @@ class LuminaV(Optimizer):
                     lr_tensor, lr_dtype = lr, (1 if lr.dtype == torch.float64 else 0)
                 factor = td_factor_code(group["td_factor"])
                 native.add_group(group, hp, [(p, p.dtype, state, flat, _DTYPE_CODES[p.dtype], int(state["seed"]),
-                                              rows_of(p.shape), factor)
-                                             for p, state, flat, _ in bucket], step, lr_tensor, lr_dtype)
-                names.extend(name for _, _, _, name in bucket)
+                                              rows_of(_local(p).shape), factor)
+                                             + (() if shard is None else
+                                                (shard.index_offset, shard.logical_numel, rows_of(p.shape)))
+                                             for p, state, flat, _, shard in bucket], step, lr_tensor, lr_dtype)
+                names.extend(name for _, _, _, name, _ in bucket)
         native.add_excluded(where["excluded"])
         host_status = None
         if is_cuda:
@@ -581,9 +609,26 @@ class LuminaV(Optimizer):
                              workspace.numel())
         else:
             word = torch.zeros(4, dtype=torch.int32)
-            native.set_async(word.data_ptr(), 0, 0, 0)
+            workspace = torch.zeros(native.workspace_bytes() if native.sharded else 0, dtype=torch.uint8)
+            native.set_async(word.data_ptr(), 0, workspace.data_ptr(), workspace.numel())
             host_status = word.numpy()  # keeps `word` alive
-        return _Plan(native, device, names, status, host_status)
+        plan = _Plan(native, device, names, status, host_status)
+        if native.sharded:
+            plan.group = kind[1]
+            plan.exchanges = native.exchanges()
+            plan.exchange = torch.zeros(native.exchange_doubles(), dtype=torch.float64, device=device)
+            plan.workspace = workspace
+            if plan.group is not None:
+                self._check_collective_device(plan.group, device)
+        return plan
+
+    @staticmethod
+    def _check_collective_device(group, device: torch.device) -> None:
+        import torch.distributed as dist
+        backend = str(dist.get_backend(group))
+        if device.type == "cuda" and backend == "gloo" or device.type == "cpu" and backend == "nccl":
+            raise ValueError(f"sharded parameters on {device} with a '{backend}' process group: the exchange "
+                             "tensor lives on the parameters' device (NCCL for CUDA, gloo for CPU)")
 
     def _triton_plan(self, device: torch.device, where: dict, status: _DeviceStatus | None) -> _Plan:
         """backend="triton": the step through the Triton kernels (triton_step.py; imports triton)."""
@@ -593,7 +638,7 @@ class LuminaV(Optimizer):
             options = triton_step.GroupOptions.of_group(group)
             for counter, bucket in self._step_buckets(entries):
                 tensors = []
-                for p, state, _, name in bucket:
+                for p, state, _, name, _ in bucket:
                     tensors.append(triton_step.TensorStep(p, state, name, len(names), seed=int(state["seed"])))
                     names.append(name)
                 groups.append(triton_step.GroupStep(options, counter, tensors))
@@ -610,7 +655,7 @@ class LuminaV(Optimizer):
     @staticmethod
     def _step_buckets(entries):
         """Entries grouped by step count, each group sharing one fp32 step counter tensor."""
-        steps = [state["step"] for _, state, _, _ in entries]
+        steps = [state["step"] for _, state, *_ in entries]
         if all(t is steps[0] for t in steps):
             return [(steps[0], entries)]
         # Distinct counters (a loaded checkpoint): their values, read once per description.
@@ -623,53 +668,10 @@ class LuminaV(Optimizer):
         out = []
         for value, bucket in buckets.items():
             shared = torch.full((), value, dtype=torch.float32, device=bucket[0][0].device)
-            for _, state, _, _ in bucket:
+            for _, state, *_ in bucket:
                 state["step"] = shared
             out.append((shared, bucket))
         return out
-
-    def _step_sharded(self) -> None:
-        """The pass-split route of DTensor parameters (one native call per tensor and round)."""
-        entries_by_group, staged = self._collect()
-        try:
-            self._run(entries_by_group)
-        except NonFiniteGradientError:
-            if not self.skip_nonfinite:
-                raise
-            self._host_skipped += 1
-            return
-        for p, state in staged.items():
-            self.state[p] = state
-        for entries in entries_by_group.values():
-            for e in entries:
-                e.state["step"].fill_(e.step)
-
-    def _collect(self):
-        """Validates every parameter with a gradient; stages new state (committed on success)."""
-        entries_by_group: dict[int, list[_Entry]] = {}
-        staged: dict[torch.Tensor, dict] = {}
-        for gi, group in enumerate(self.param_groups):
-            entries = []
-            for pi, p in enumerate(group["params"]):
-                if p.grad is None:
-                    continue
-                name = self._cached_name(group, pi)
-                grad = _checked_grad(p, name)
-                state = self.state.get(p)
-                committed = bool(state)
-                if not committed:
-                    state = staged[p] = self._new_state(group, p)
-                self._check_state(group, p, state, name)
-                local_p, local_g = _local(p), _local(grad)
-                if not local_g.is_contiguous():
-                    local_g = local_g.contiguous()  # read-only: a dense copy is as good
-                shard = _shard_of(p, name)
-                entry = _Entry(p, name, local_p, local_g, state, int(state["step"]) + 1, shard)
-                self._describe(entry, committed, group["td_factor"])
-                entries.append(entry)
-            if entries:
-                entries_by_group[gi] = entries
-        return entries_by_group, staged
 
     @staticmethod
     def _second_moment_length(group, p) -> int:
@@ -687,44 +689,6 @@ class LuminaV(Optimizer):
             raise ValueError(f"{name}: exp_avg_sq holds {state['exp_avg_sq'].numel()} values but mode "
                              f"{group['mode']!r} (td_factor {group['td_factor']!r}) needs {want}; the mode "
                              "cannot change during training")
-
-    def _describe(self, e: _Entry, committed: bool, td_factor: str) -> None:
-        """Validates the buffers of one parameter and builds its native descriptor.
-
-        Note [prepared buffers]: the parameter and state buffers rarely change
-        between steps; their checked views are cached per parameter under a
-        signature (pointers, identities, dtype, layout) and rebuilt when it
-        changes. Gradients are checked on every step. Only committed state is
-        cached (staged state may be discarded by a failing step).
-        """
-        p = e.local_param
-        state = e.state
-        master = state.get("master")
-        exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
-        cacheable = committed and e.shard is None and not _is_dtensor(e.param)
-        signature = None
-        if cacheable:
-            signature = (p.data_ptr(), p.dtype, p.is_contiguous(), p.device, id(exp_avg), exp_avg.data_ptr(),
-                         id(exp_avg_sq), exp_avg_sq.data_ptr(), id(master),
-                         master.data_ptr() if master is not None else 0)
-        prepared = self._prepared.get(e.param) if cacheable else None
-        if prepared is not None and prepared[0] == signature:
-            param, exp_avg_buf, exp_avg_sq_buf, master_buf, seed = prepared[1]
-        else:
-            param, exp_avg_buf, exp_avg_sq_buf, master_buf = self._state_buffers(e, master)
-            seed = int(state["seed"])
-            if cacheable:
-                self._prepared[e.param] = (signature, (param, exp_avg_buf, exp_avg_sq_buf, master_buf, seed))
-        if e.local_grad.device != p.device:
-            raise ValueError(f"{e.name}: the gradient is on {e.local_grad.device}, the parameter on {p.device}")
-        grad = describe_buffer(e.local_grad, f"{e.name}.grad", _FLOAT_DTYPES, writable=False)
-        if grad.numel != param.numel:
-            raise ValueError(f"{grad.name} has {grad.numel} elements but the parameter (shard) has {param.numel}")
-        e.buffers = [b for b in (param, grad, exp_avg_buf, exp_avg_sq_buf, master_buf) if b is not None]
-        e.desc = _native.TensorDesc(param.ptr, grad.ptr, exp_avg_buf.ptr, exp_avg_sq_buf.ptr,
-                                    master_buf.ptr if master_buf else 0, param.numel,
-                                    e.shard.index_offset if e.shard else 0, seed, param.dtype, grad.dtype,
-                                    rows_of(p.shape), td_factor_code(td_factor))
 
     @staticmethod
     def _state_buffers(e: _Entry, master) -> tuple:
@@ -748,100 +712,3 @@ class LuminaV(Optimizer):
             raise ValueError(f"{e.name}: parameter and state are on different devices: "
                              + ", ".join(f"{b.name} on {b.device_label}" for b in buffers))
         return param, exp_avg, exp_avg_sq, master_buf
-
-    def _run(self, entries_by_group: dict[int, list[_Entry]]) -> None:
-        calls = []      # (group, hp, entries, options): one native multi-tensor call each
-        sharded = []    # (group, hp, entries, options): the pass-split route
-        for gi, entries in entries_by_group.items():
-            group = self.param_groups[gi]
-            buckets: dict[tuple, list[_Entry]] = {}
-            for e in entries:
-                key = (e.buffers[0].device_label, e.step, e.shard is not None)
-                buckets.setdefault(key, []).append(e)
-            for (label, t, is_sharded), bucket in buckets.items():
-                hp = self._hyperparams(group, t)
-                first = bucket[0].buffers[0]
-                stream = cuda_stream_handle(first.device_index) if label.startswith("cuda") else 0
-                options = run_options(first.device_type, first.device_index, group["backend"], stream)
-                (sharded if is_sharded else calls).append((group, hp, bucket, options))
-
-        native_calls = len(calls) + sum(len(item[2]) for item in sharded)
-        if native_calls > 1:
-            # The library refuses overlapping buffers within one native call; only this check
-            # sees overlaps across calls (groups, devices, step counts, sharded tensors).
-            check_no_overlap([b for entries in entries_by_group.values() for e in entries for b in e.buffers])
-        # Pass 1 of sharded tensors (collectives; every rank reaches the same verdict).
-        sharded_globals = [self._sharded_globals(*item) for item in sharded]
-        if len(calls) > 1 or (calls and sharded):
-            self._check_finite_first(calls)
-        for (group, hp, bucket, options), globals_ in zip(sharded, sharded_globals):
-            for e, g in zip(bucket, globals_):
-                status, message = _native.apply(hp, e.desc, g, options)
-                raise_for_status(status, message)
-        self.last_native_calls = native_calls
-        for group, hp, bucket, options in calls:
-            status, message = _native.step_multi(hp, [e.desc for e in bucket], options)
-            if status == _native.STATUS_NONFINITE_GRAD:
-                self._raise_nonfinite(bucket, message)
-            raise_for_status(status, message)
-
-    def _check_finite_first(self, calls) -> None:
-        for group, _, bucket, _ in calls:
-            if group["check_finite"]:
-                bad = [e for e in bucket if not bool(torch.isfinite(e.local_grad).all())]
-                if bad:
-                    self._raise_nonfinite(bad, "non-finite gradient; nothing was written")
-
-    @staticmethod
-    def _raise_nonfinite(entries: list[_Entry], message: str):
-        bad = [e.name for e in entries if not bool(torch.isfinite(e.local_grad).all())] or \
-              [e.name for e in entries]
-        raise NonFiniteGradientError(f"NaN or Inf in the gradient of {', '.join(bad)} ({message}); "
-                                     "parameters and optimizer state are unchanged", bad[0])
-
-    def _sharded_globals(self, group, hp, bucket: list[_Entry], options) -> list:
-        """Pass 1 of sharded parameters: reduce, all-reduce (SUM) over each process group, finalize."""
-        import torch.distributed as dist
-        rounds = _native.reduction_rounds(hp)
-        if rounds < 0:
-            raise_for_status(-rounds, "invalid hyperparameters")
-        globals_ = [_native.Globals() for _ in bucket]
-        s_old = [float(_local(e.state["exp_avg_sq"]).reshape(-1)[0]) if group["mode"] == "tdclm" else 0.0
-                 for e in bucket]
-        if rounds == 0:
-            for i, e in enumerate(bucket):
-                status, message, globals_[i] = _native.finalize(hp, _native.Partials(), e.shard.logical_numel,
-                                                                0, s_old[i], globals_[i])
-                raise_for_status(status, message)
-            return globals_
-        by_group: dict[Any, list[int]] = {}
-        for i, e in enumerate(bucket):
-            by_group.setdefault(e.shard.group, []).append(i)
-        for r in range(rounds):
-            rows = []
-            for i, e in enumerate(bucket):
-                status, message, part = _native.reduce(hp, e.desc, r, globals_[i], options)
-                raise_for_status(status, message)
-                rows.append([part.nonfinite_count, part.agree_count, part.grad_sq_sum, part.update_sq_sum,
-                             part.weight_sq_sum])
-            # float64 carries the counts exactly below 2^53 elements.
-            packed = torch.tensor(rows, dtype=torch.float64)
-            for pg, idx in by_group.items():
-                device = "cuda" if dist.get_backend(pg) == "nccl" else "cpu"
-                part_sum = packed[idx].to(device)
-                dist.all_reduce(part_sum, op=dist.ReduceOp.SUM, group=pg)
-                packed[idx] = part_sum.cpu()
-            verdicts = []
-            for i, e in enumerate(bucket):
-                total = _native.Partials()
-                total.nonfinite_count, total.agree_count = int(packed[i, 0]), int(packed[i, 1])
-                total.grad_sq_sum, total.update_sq_sum, total.weight_sq_sum = (float(v) for v in packed[i, 2:])
-                status, message, globals_[i] = _native.finalize(hp, total, e.shard.logical_numel, r, s_old[i],
-                                                                globals_[i])
-                verdicts.append((status, message, e))
-            for status, message, e in verdicts:
-                if status == _native.STATUS_NONFINITE_GRAD:
-                    raise NonFiniteGradientError(f"NaN or Inf in the gradient of {e.name} (sharded; {message}); "
-                                                 "parameters and optimizer state are unchanged", e.name)
-                raise_for_status(status, message)
-        return globals_

@@ -8,12 +8,14 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <type_traits>
 #include <unordered_set>
 #include <vector>
 
 #include "optim/core/reduction_rounds.h"
 #include "optim/core/second_moment_layout.h"
 #include "optim/dispatch/async_workspace.h"
+#include "optim/dispatch/sharded_layout.h"
 #include "optim/cuda/cuda_driver.h"
 #include "optim/cuda/embedded_files.h"
 #include "optim/cuda/launch_params.h"
@@ -282,6 +284,30 @@ class CudaBackend final : public Backend {
     return LUMINAV_STATUS_OK;
   }
 
+  // The asynchronous step's workspace, carved (dispatch/async_workspace.h).
+  struct AsyncStep {
+    dispatch::AsyncWorkspaceLayout layout;
+    unsigned char* base;
+    dispatch::AsyncStepWords* words;
+    core::StepConstants* constants;
+    core::TensorGlobals* globals;
+    luminav_partials* tensor_partials;
+    unsigned char* tile_partials;
+    uint32_t* slot_counters;
+  };
+  static AsyncStep async_step(std::span<const AsyncGroup> groups, void* scratch) {
+    AsyncStep st{};
+    st.layout = dispatch::async_workspace_layout(groups);
+    st.base = static_cast<unsigned char*>(scratch);
+    st.words = reinterpret_cast<dispatch::AsyncStepWords*>(st.base + st.layout.words);
+    st.constants = reinterpret_cast<core::StepConstants*>(st.base + st.layout.constants);
+    st.globals = reinterpret_cast<core::TensorGlobals*>(st.base + st.layout.globals);
+    st.tensor_partials = reinterpret_cast<luminav_partials*>(st.base + st.layout.tensor_partials);
+    st.tile_partials = st.base + st.layout.tile_partials;
+    st.slot_counters = reinterpret_cast<uint32_t*>(st.base + st.layout.slot_counters);
+    return st;
+  }
+
   bool supports_async() const override { return true; }
 
   // Note [device-resident step]: prepare (constants, words) -> per group and
@@ -305,90 +331,26 @@ class CudaBackend final : public Backend {
     CallScope scope(this, ctx.device_index);
     if (scope.code != LUMINAV_STATUS_OK) return scope.code;
     ContextState* state = scope.state;
-    for (const AsyncGroup& g : groups) {
-      if (int code = check_device_pointers(g.tensors); code != LUMINAV_STATUS_OK) return code;
-    }
-    if (int code = check_small_device_pointers(groups, async, ctx.scratch); code != LUMINAV_STATUS_OK) return code;
+    if (int code = check_async_pointers(groups, async, ctx.scratch); code != LUMINAV_STATUS_OK) return code;
     mark("scope+pointer checks");
     const CUstream stream = static_cast<CUstream>(ctx.stream);
-    const dispatch::AsyncWorkspaceLayout layout = dispatch::async_workspace_layout(groups);
-    auto* base = static_cast<unsigned char*>(ctx.scratch);
-    auto* words = reinterpret_cast<dispatch::AsyncStepWords*>(base + layout.words);
-    auto* constants = reinterpret_cast<core::StepConstants*>(base + layout.constants);
-    auto* globals = reinterpret_cast<core::TensorGlobals*>(base + layout.globals);
-    auto* tensor_partials = reinterpret_cast<luminav_partials*>(base + layout.tensor_partials);
-    auto* tile_partials = base + layout.tile_partials;
-    const Kernel* prepare = find_kernel(*state, "luminav_prepare_step");
-    const Kernel* commit = find_kernel(*state, "luminav_commit_step");
-    auto* slot_counters = reinterpret_cast<uint32_t*>(base + layout.slot_counters);
-    if (prepare == nullptr || commit == nullptr) {
-      return fail(LUMINAV_STATUS_INTERNAL, "asynchronous step kernels missing from the module");
-    }
-
-    for (size_t first = 0; first < groups.size(); first += kMaxPrepareGroups) {
-      PrepareParams pp{};
-      pp.k_out = constants + first;
-      pp.words = words;
-      pp.status = async.status;
-      pp.found_inf = async.found_inf;
-      pp.grad_scale = async.grad_scale;
-      pp.reset_words = first == 0;
-      pp.num_groups = static_cast<uint32_t>(std::min<size_t>(kMaxPrepareGroups, groups.size() - first));
-      for (uint32_t i = 0; i < pp.num_groups; ++i) {
-        const AsyncGroup& g = groups[first + i];
-        PrepareGroup& out = pp.groups[i];
-        out.k = g.k;
-        out.step_counter = g.step_counter;
-        out.lr = g.lr;
-        out.lr_dtype = g.lr_dtype;
-        out.lr_host = g.lr_host;
-        out.beta1 = g.beta1;
-        out.beta2 = g.beta2;
-        out.weight_decay = g.weight_decay;
-      }
-      if (int code = launch_struct(*prepare, 1, &pp, stream); code != LUMINAV_STATUS_OK) return code;
-    }
+    const AsyncStep st = async_step(groups, ctx.scratch);
+    if (int code = launch_prepare(*state, groups, async, st, stream); code != LUMINAV_STATUS_OK) return code;
 
     mark("prepare");
     // Pass 1 of every group before any pass 2 (the finite check covers the call).
-    std::vector<std::vector<core::TensorGlobals>> initial(groups.size());
     uint32_t dense = 0;
-    size_t factor_offset = layout.factors;
+    size_t factor_offset = st.layout.factors;
     for (size_t gi = 0; gi < groups.size(); ++gi) {
       const AsyncGroup& g = groups[gi];
-      initial[gi].assign(g.tensors.size(), core::initial_globals(g.k, 0.0f));
       const int rounds = core::reduction_rounds(g.k);
       for (int round = 0; round < rounds; ++round) {
-        uint32_t fields = 0;
-        if (core::round_has_grad_sums(round)) fields |= kReduceGrad;
-        if (core::round_has_update_sums(g.k, round)) fields |= kReduceUpdate;
-        LaunchParams lp{};
-        lp.k = g.k;
-        lp.k_device = constants + gi;
-        lp.words = words;
-        lp.reduce_fields = fields;
-        lp.round = static_cast<uint32_t>(round);
-        lp.tile_elems = kReduceTileElems;
-        lp.tile_partials = tile_partials;
-        int code = for_each_batch(g.tensors, initial[gi], kReduceTileElems, lp, [&](size_t first, const LaunchParams& batch) {
-          const Kernel* kernel = find_kernel(*state, kernel_name("reduce", g.tensors[first].param_dtype,
-                                                                  g.tensors[first].grad_dtype));
-          if (kernel == nullptr) return fail(LUMINAV_STATUS_INTERNAL, "reduce kernel missing from the module");
-          LaunchParams p = batch;
-          set_positions(p, g, first);
-          p.globals_base = dense + static_cast<uint32_t>(first);
-          // Round 0 reads the initial globals of the slots; later rounds the device's.
-          p.globals = round == 0 ? nullptr : globals;
-          p.finalized = globals;
-          p.slot_counters = slot_counters;
-          // Round 1 reads the factors round 0's factor kernels formed (TD-CLM).
-          p.factor_views = reinterpret_cast<const dispatch::FactorView*>(base + layout.factor_views);
-          p.tensor_partials = tensor_partials + dense + first;
-          return launch(*kernel, p.first_tile[p.num_slots], p, stream);
-        });
-        if (code != LUMINAV_STATUS_OK) return code;
+        if (int code = launch_reduce(*state, g, gi, dense, round, st, true, stream); code != LUMINAV_STATUS_OK) {
+          return code;
+        }
         if (round == 0 && g.k.tdclm) {
-          if (int c = launch_factors(*state, g, dense, constants + gi, words, base, layout, &factor_offset, stream);
+          if (int c = launch_factors(*state, g, dense, st.constants + gi, st.words, st.base, st.layout,
+                                     &factor_offset, stream);
               c != LUMINAV_STATUS_OK) {
             return c;
           }
@@ -398,55 +360,122 @@ class CudaBackend final : public Backend {
     }
 
     mark("pass 1");
-    dense = 0;
+    if (int code = launch_apply_and_commit(*state, groups, async, st, stream); code != LUMINAV_STATUS_OK) return code;
+    mark("pass 2+commit+copy");
+    return LUMINAV_STATUS_OK;
+  }
+
+  // Note [sharded phases on the device]: luminav_step_groups_sharded's
+  // phases (luminav_groups.h) as the asynchronous step's kernels, split at
+  // the exchanges: phase 0 prepares; each phase p < P reduces round p
+  // without the last-block finalize, combines each tensor's tiles in order
+  // and packs the sums into the exchange (luminav_sharded_exchange, pack);
+  // the phase after an exchange folds the reduced records into the globals
+  // on the device (fold: the finite verdict of every rank's shards, the
+  // found_inf of every rank); phase P applies and commits. Nothing waits for
+  // the device; the caller's all-reduce is ordered on the same stream.
+  int step_sharded(std::span<const AsyncGroup> groups, const dispatch::ShardedLayout& layout, int phase,
+                   int exchanges, const luminav_async& async, double* exchange, const ExecContext& ctx) override {
+    CallScope scope(this, ctx.device_index);
+    if (scope.code != LUMINAV_STATUS_OK) return scope.code;
+    ContextState* state = scope.state;
+    if (int code = check_async_pointers(groups, async, ctx.scratch); code != LUMINAV_STATUS_OK) return code;
+    if (!is_device_memory(exchange)) {
+      return fail(LUMINAV_STATUS_INVALID_ARGUMENT, "exchange is not CUDA device memory");
+    }
+    const Kernel* pack_fold = find_kernel(*state, "luminav_sharded_exchange");
+    const Kernel* combine = find_kernel(*state, "luminav_combine_partials");
+    if (pack_fold == nullptr || combine == nullptr) {
+      return fail(LUMINAV_STATUS_INTERNAL, "sharded step kernels missing from the module");
+    }
+    const CUstream stream = static_cast<CUstream>(ctx.stream);
+    const AsyncStep st = async_step(groups, ctx.scratch);
+    auto exchange_launch = [&](uint32_t mode, uint32_t round, const LaunchParams* batch) {
+      LaunchParams p = batch ? *batch : LaunchParams{};
+      p.words = st.words;
+      p.exchange = exchange;
+      p.exchange_mode = mode;
+      p.round = round;
+      return launch(*pack_fold, 1, p, stream);
+    };
+    if (phase == 0) {
+      if (int code = launch_prepare(*state, groups, async, st, stream); code != LUMINAV_STATUS_OK) return code;
+    } else {
+      // Fold the reduced records of round phase - 1 (every group that has that round).
+      const uint32_t round = static_cast<uint32_t>(phase - 1);
+      uint32_t dense = 0;
+      for (size_t gi = 0; gi < groups.size(); ++gi) {
+        const AsyncGroup& g = groups[gi];
+        if (static_cast<int>(round) < core::reduction_rounds(g.k)) {
+          std::vector<core::TensorGlobals> initial(g.tensors.size(), core::initial_globals(g.k, 0.0f));
+          LaunchParams lp{};
+          lp.k = g.k;
+          lp.k_device = st.constants + gi;
+          lp.tile_elems = kReduceTileElems;
+          int code = for_each_batch(g.tensors, initial, kReduceTileElems, lp, [&](size_t first, const LaunchParams& b) {
+            LaunchParams p = b;
+            set_positions(p, g, first);
+            p.globals_base = dense + static_cast<uint32_t>(first);
+            p.finalized = st.globals;
+            return exchange_launch(kExchangeFold, round, &p);
+          });
+          if (code != LUMINAV_STATUS_OK) return code;
+        }
+        dense += static_cast<uint32_t>(g.tensors.size());
+      }
+      if (round == 0) {  // the column factors from the reduced column sums, rho and R
+        if (int code = sharded_factors(*state, groups, st, layout, kExchangeFold, exchange, stream);
+            code != LUMINAV_STATUS_OK) {
+          return code;
+        }
+      }
+    }
+    if (phase == exchanges) return launch_apply_and_commit(*state, groups, async, st, stream);
+
+    // Round `phase`: reduce, combine, pack into the zeroed exchange.
+    const CUresult r = api().cuMemsetD8Async(reinterpret_cast<CUdeviceptr>(exchange), 0,
+                                             layout.exchange_doubles * sizeof(double), stream);
+    if (r != drv::CUDA_SUCCESS) return fail(LUMINAV_STATUS_DRIVER_ERROR, driver().error("cuMemsetD8Async", r));
+    if (phase == 0) {  // the header: found_inf (or an earlier failure) on this rank
+      if (int code = exchange_launch(kExchangeHeader, 0, nullptr); code != LUMINAV_STATUS_OK) return code;
+    }
+    uint32_t dense = 0;
     for (size_t gi = 0; gi < groups.size(); ++gi) {
       const AsyncGroup& g = groups[gi];
-      const bool device_globals = core::reduction_rounds(g.k) > 0;
-      LaunchParams lp{};
-      lp.k = g.k;
-      lp.k_device = constants + gi;
-      lp.words = words;
-      lp.tile_elems = kApplyTileElems;
-      int code = for_each_batch(g.tensors, initial[gi], kApplyTileElems, lp, [&](size_t first, const LaunchParams& batch) {
-        const Kernel* kernel = find_kernel(*state, kernel_name("apply", g.tensors[first].param_dtype,
-                                                                g.tensors[first].grad_dtype));
-        if (kernel == nullptr) return fail(LUMINAV_STATUS_INTERNAL, "apply kernel missing from the module");
-        LaunchParams p = batch;
-        set_positions(p, g, first);
-        p.globals = device_globals ? globals : nullptr;
-        p.factor_views = reinterpret_cast<const dispatch::FactorView*>(base + layout.factor_views);
-        p.globals_base = dense + static_cast<uint32_t>(first);
-        return launch(*kernel, p.first_tile[p.num_slots], p, stream);
-      });
-      if (code != LUMINAV_STATUS_OK) return code;
+      if (phase < core::reduction_rounds(g.k)) {
+        if (int code = launch_reduce(*state, g, gi, dense, phase, st, false, stream, [&](const LaunchParams& p) {
+              if (int c = launch(*combine, p.num_slots, p, stream); c != LUMINAV_STATUS_OK) return c;
+              return exchange_launch(kExchangePack, static_cast<uint32_t>(phase), &p);
+            });
+            code != LUMINAV_STATUS_OK) {
+          return code;
+        }
+      }
       dense += static_cast<uint32_t>(g.tensors.size());
     }
-
-    mark("pass 2");
-    std::vector<float*> counters;
-    for (const AsyncGroup& g : groups) {
-      if (g.step_counter != nullptr) counters.push_back(g.step_counter);
+    if (phase == 0) {  // after every record is packed: the row-factor sums and column sums
+      return sharded_factors(*state, groups, st, layout, kExchangePack, exchange, stream);
     }
-    size_t next = 0;
-    do {
-      CommitParams cp{};
-      cp.words = words;
-      cp.status = async.status;
-      cp.found_inf = async.found_inf;
-      cp.skip_nonfinite = async.skip_nonfinite ? 1u : 0u;
-      cp.decide = next == 0;
-      cp.num_counters = static_cast<uint32_t>(std::min<size_t>(kMaxCommitCounters, counters.size() - next));
-      for (uint32_t i = 0; i < cp.num_counters; ++i) cp.step_counters[i] = counters[next + i];
-      next += cp.num_counters;
-      if (int code = launch_struct(*commit, 1, &cp, stream); code != LUMINAV_STATUS_OK) return code;
-    } while (next < counters.size());
+    return LUMINAV_STATUS_OK;
+  }
 
-    if (async.host_status != nullptr) {
-      const CUresult r = api().cuMemcpyDtoHAsync(async.host_status, reinterpret_cast<CUdeviceptr>(async.status),
-                                                 sizeof(luminav_step_status), stream);
-      if (r != drv::CUDA_SUCCESS) return fail(LUMINAV_STATUS_DRIVER_ERROR, driver().error("cuMemcpyDtoHAsync", r));
+  // The factor kernels of every TD-CLM group of a sharded step in `mode`,
+  // walking the workspace's factor region in call order as the unsharded step does.
+  int sharded_factors(ContextState& state, std::span<const AsyncGroup> groups, const AsyncStep& st,
+                      const dispatch::ShardedLayout& layout, uint32_t mode, double* exchange, CUstream stream) {
+    uint32_t dense = 0;
+    size_t offset = st.layout.factors;
+    for (size_t gi = 0; gi < groups.size(); ++gi) {
+      const AsyncGroup& g = groups[gi];
+      if (g.k.tdclm) {
+        if (int c = launch_factors(state, g, dense, st.constants + gi, st.words, st.base, st.layout, &offset, stream,
+                                   &layout, mode, exchange);
+            c != LUMINAV_STATUS_OK) {
+          return c;
+        }
+      }
+      dense += static_cast<uint32_t>(g.tensors.size());
     }
-    mark("commit+copy");
     return LUMINAV_STATUS_OK;
   }
 
@@ -726,6 +755,14 @@ class CudaBackend final : public Backend {
 
   // The asynchronous step's small device buffers: a host pointer there would
   // poison the context like a host tensor would.
+  // Every tensor's buffers, the status word, the scale and found_inf, and the workspace in device memory.
+  int check_async_pointers(std::span<const AsyncGroup> groups, const luminav_async& async, void* scratch) {
+    for (const AsyncGroup& g : groups) {
+      if (int code = check_device_pointers(g.tensors); code != LUMINAV_STATUS_OK) return code;
+    }
+    return check_small_device_pointers(groups, async, scratch);
+  }
+
   static int check_small_device_pointers(std::span<const AsyncGroup> groups, const luminav_async& async,
                                          const void* workspace) {
     struct Named {
@@ -777,11 +814,140 @@ class CudaBackend final : public Backend {
   // [factors on the device]): batches of kMaxFactorSlots, each a sums launch
   // per gradient dtype and one update launch. `offset` walks the workspace's
   // factor region in call order.
+  // Every group's constants on the device and the step's words reset.
+  int launch_prepare(ContextState& state, std::span<const AsyncGroup> groups, const luminav_async& async,
+                     const AsyncStep& st, CUstream stream) {
+    const Kernel* prepare = find_kernel(state, "luminav_prepare_step");
+    if (prepare == nullptr) return fail(LUMINAV_STATUS_INTERNAL, "luminav_prepare_step missing from the module");
+    for (size_t first = 0; first < groups.size(); first += kMaxPrepareGroups) {
+      PrepareParams pp{};
+      pp.k_out = st.constants + first;
+      pp.words = st.words;
+      pp.status = async.status;
+      pp.found_inf = async.found_inf;
+      pp.grad_scale = async.grad_scale;
+      pp.reset_words = first == 0;
+      pp.num_groups = static_cast<uint32_t>(std::min<size_t>(kMaxPrepareGroups, groups.size() - first));
+      for (uint32_t i = 0; i < pp.num_groups; ++i) {
+        const AsyncGroup& g = groups[first + i];
+        PrepareGroup& out = pp.groups[i];
+        out.k = g.k;
+        out.step_counter = g.step_counter;
+        out.lr = g.lr;
+        out.lr_dtype = g.lr_dtype;
+        out.lr_host = g.lr_host;
+        out.beta1 = g.beta1;
+        out.beta2 = g.beta2;
+        out.weight_decay = g.weight_decay;
+      }
+      if (int code = launch_struct(*prepare, 1, &pp, stream); code != LUMINAV_STATUS_OK) return code;
+    }
+    return LUMINAV_STATUS_OK;
+  }
+
+  // One reduction round of a group, batch by batch. `finalize`: each
+  // slot's last block folds its sums on the device (the unsharded step);
+  // else `after(batch)` runs after each batch's reduction (the sharded
+  // step's combine and pack).
+  template <class After = int (*)(const LaunchParams&)>
+  int launch_reduce(ContextState& state, const AsyncGroup& g, size_t gi, uint32_t dense, int round,
+                    const AsyncStep& st, bool finalize, CUstream stream, After after = nullptr) {
+    uint32_t fields = 0;
+    if (core::round_has_grad_sums(round)) fields |= kReduceGrad;
+    if (core::round_has_update_sums(g.k, round)) fields |= kReduceUpdate;
+    std::vector<core::TensorGlobals> initial(g.tensors.size(), core::initial_globals(g.k, 0.0f));
+    LaunchParams lp{};
+    lp.k = g.k;
+    lp.k_device = st.constants + gi;
+    lp.words = st.words;
+    lp.reduce_fields = fields;
+    lp.round = static_cast<uint32_t>(round);
+    lp.tile_elems = kReduceTileElems;
+    lp.tile_partials = st.tile_partials;
+    return for_each_batch(g.tensors, initial, kReduceTileElems, lp, [&](size_t first, const LaunchParams& batch) {
+      const Kernel* kernel = find_kernel(state, kernel_name("reduce", g.tensors[first].param_dtype,
+                                                            g.tensors[first].grad_dtype));
+      if (kernel == nullptr) return fail(LUMINAV_STATUS_INTERNAL, "reduce kernel missing from the module");
+      LaunchParams p = batch;
+      set_positions(p, g, first);
+      p.globals_base = dense + static_cast<uint32_t>(first);
+      // Round 0 reads the initial globals of the slots; later rounds the device's.
+      p.globals = round == 0 ? nullptr : st.globals;
+      p.finalized = st.globals;
+      p.slot_counters = finalize ? st.slot_counters : nullptr;
+      // Round 1 reads the factors round 0's factor kernels formed (TD-CLM).
+      p.factor_views = reinterpret_cast<const dispatch::FactorView*>(st.base + st.layout.factor_views);
+      p.tensor_partials = st.tensor_partials + dense + first;
+      if (int c = launch(*kernel, p.first_tile[p.num_slots], p, stream); c != LUMINAV_STATUS_OK) return c;
+      if constexpr (!std::is_same_v<After, int (*)(const LaunchParams&)>) return static_cast<int>(after(p));
+      return static_cast<int>(LUMINAV_STATUS_OK);
+    });
+  }
+
+  // Pass 2 of every group (nothing written when the step is blocked), the
+  // verdict and step counters, and the asynchronous copy of the status word.
+  int launch_apply_and_commit(ContextState& state, std::span<const AsyncGroup> groups, const luminav_async& async,
+                              const AsyncStep& st, CUstream stream) {
+    const Kernel* commit = find_kernel(state, "luminav_commit_step");
+    if (commit == nullptr) return fail(LUMINAV_STATUS_INTERNAL, "luminav_commit_step missing from the module");
+    uint32_t dense = 0;
+    for (size_t gi = 0; gi < groups.size(); ++gi) {
+      const AsyncGroup& g = groups[gi];
+      const bool device_globals = core::reduction_rounds(g.k) > 0;
+      std::vector<core::TensorGlobals> initial(g.tensors.size(), core::initial_globals(g.k, 0.0f));
+      LaunchParams lp{};
+      lp.k = g.k;
+      lp.k_device = st.constants + gi;
+      lp.words = st.words;
+      lp.tile_elems = kApplyTileElems;
+      int code = for_each_batch(g.tensors, initial, kApplyTileElems, lp, [&](size_t first, const LaunchParams& batch) {
+        const Kernel* kernel = find_kernel(state, kernel_name("apply", g.tensors[first].param_dtype,
+                                                              g.tensors[first].grad_dtype));
+        if (kernel == nullptr) return fail(LUMINAV_STATUS_INTERNAL, "apply kernel missing from the module");
+        LaunchParams p = batch;
+        set_positions(p, g, first);
+        p.globals = device_globals ? st.globals : nullptr;
+        p.factor_views = reinterpret_cast<const dispatch::FactorView*>(st.base + st.layout.factor_views);
+        p.globals_base = dense + static_cast<uint32_t>(first);
+        return launch(*kernel, p.first_tile[p.num_slots], p, stream);
+      });
+      if (code != LUMINAV_STATUS_OK) return code;
+      dense += static_cast<uint32_t>(g.tensors.size());
+    }
+    std::vector<float*> counters;
+    for (const AsyncGroup& g : groups) {
+      if (g.step_counter != nullptr) counters.push_back(g.step_counter);
+    }
+    size_t next = 0;
+    do {
+      CommitParams cp{};
+      cp.words = st.words;
+      cp.status = async.status;
+      cp.found_inf = async.found_inf;
+      cp.skip_nonfinite = async.skip_nonfinite ? 1u : 0u;
+      cp.decide = next == 0;
+      cp.num_counters = static_cast<uint32_t>(std::min<size_t>(kMaxCommitCounters, counters.size() - next));
+      for (uint32_t i = 0; i < cp.num_counters; ++i) cp.step_counters[i] = counters[next + i];
+      next += cp.num_counters;
+      if (int code = launch_struct(*commit, 1, &cp, stream); code != LUMINAV_STATUS_OK) return code;
+    } while (next < counters.size());
+    if (async.host_status != nullptr) {
+      const CUresult r = api().cuMemcpyDtoHAsync(async.host_status, reinterpret_cast<CUdeviceptr>(async.status),
+                                                 sizeof(luminav_step_status), stream);
+      if (r != drv::CUDA_SUCCESS) return fail(LUMINAV_STATUS_DRIVER_ERROR, driver().error("cuMemcpyDtoHAsync", r));
+    }
+    return LUMINAV_STATUS_OK;
+  }
+
+  // `sharded` (the sharded step): kExchangePack runs the sums and packs the
+  // shard's factor sums into the exchange, kExchangeFold finishes the
+  // column factors from the reduced exchange (Note [sharded phases on the device]).
   int launch_factors(ContextState& state, const AsyncGroup& g, uint32_t dense, const core::StepConstants* k,
                      dispatch::AsyncStepWords* words, unsigned char* base,
-                     const dispatch::AsyncWorkspaceLayout& layout, size_t* offset, CUstream stream) {
-    const Kernel* update = find_kernel(state, "luminav_factor_update");
-    if (update == nullptr) return fail(LUMINAV_STATUS_INTERNAL, "luminav_factor_update missing from the module");
+                     const dispatch::AsyncWorkspaceLayout& layout, size_t* offset, CUstream stream,
+                     const dispatch::ShardedLayout* sharded = nullptr, uint32_t mode = 0, double* exchange = nullptr) {
+    const Kernel* update = find_kernel(state, sharded ? "luminav_sharded_factors" : "luminav_factor_update");
+    if (update == nullptr) return fail(LUMINAV_STATUS_INTERNAL, "factor kernels missing from the module");
     auto* views = reinterpret_cast<dispatch::FactorView*>(base + layout.factor_views);
     auto* globals = reinterpret_cast<core::TensorGlobals*>(base + layout.globals);
     FactorParams fp{};
@@ -791,7 +957,11 @@ class CudaBackend final : public Backend {
       static const char* kNames[] = {"f32", "bf16", "f16"};
       const Kernel* sums = find_kernel(state, std::string("luminav_factor_sums_g") + kNames[grad_dtype]);
       if (sums == nullptr) return fail(LUMINAV_STATUS_INTERNAL, "luminav_factor_sums missing from the module");
-      if (int c = launch_struct(*sums, fp.first_block[fp.num_slots], &fp, stream); c != LUMINAV_STATUS_OK) return c;
+      fp.exchange = exchange;
+      fp.mode = mode;
+      if (mode != kExchangeFold) {
+        if (int c = launch_struct(*sums, fp.first_block[fp.num_slots], &fp, stream); c != LUMINAV_STATUS_OK) return c;
+      }
       if (int c = launch_struct(*update, fp.num_slots, &fp, stream); c != LUMINAV_STATUS_OK) return c;
       fp = FactorParams{};
       return LUMINAV_STATUS_OK;
@@ -822,6 +992,8 @@ class CudaBackend final : public Backend {
       f.cols = m.cols;
       f.row_blocks = static_cast<uint32_t>((m.rows + kFactorRowsPerBlock - 1) / kFactorRowsPerBlock);
       f.col_blocks = factored ? static_cast<uint32_t>((m.cols + kBlockSize - 1) / kBlockSize) : 0u;
+      f.position = g.positions[j];
+      if (sharded) f.exchange_cols = sharded->tensors[g.positions[j]].columns;
       const uint64_t col_blocks = uint64_t{f.col_blocks} * dispatch::factor_chunks(m.rows);
       if (fp.num_slots == 0) {
         fp.k_device = k;

@@ -3,6 +3,7 @@
 #include <cstdint>
 
 #include "optim/core/element_io.h"
+#include "optim/core/exchange_record.h"
 #include "optim/core/half_convert.h"
 #include "optim/core/reduction_rounds.h"
 #include "optim/core/second_moment_layout.h"
@@ -742,6 +743,49 @@ extern "C" __global__ void __launch_bounds__(luminav::cuda::kBlockSize)
   for (uint32_t i = 0; i < params.num_counters; ++i) *params.step_counters[i] += 1.0f;
 }
 
+// ---- the sharded step (Note [sharded phases on the device] in cuda_backend.cc)
+
+// One block; thread j works on slot j (kMaxSlots <= kBlockSize). Header:
+// this rank's found_inf or earlier failure (prepare's `blocked`) into the
+// exchange header. Pack: the slot's combined partials (and its elements)
+// into its record; nothing when the step is blocked (the exchange is zero).
+// Fold: the all-reduced record into the slot's globals (core's
+// fold_round_sums, as the unsharded step's finalize), the smallest position
+// of a non-finite logical tensor into first_bad, and any rank's found_inf
+// into `blocked`.
+extern "C" __global__ void __launch_bounds__(luminav::cuda::kBlockSize)
+    luminav_sharded_exchange(const __grid_constant__ LaunchParams params) {
+  using namespace luminav;
+  using namespace luminav::cuda;
+  dispatch::AsyncStepWords* w = params.words;
+  const uint32_t j = threadIdx.x;
+  if (params.exchange_mode == kExchangeHeader) {
+    if (j == 0) params.exchange[0] = w->blocked != 0 ? 1.0 : 0.0;
+    return;
+  }
+  const int round = static_cast<int>(params.round);
+  if (params.exchange_mode == kExchangeFold && round == 0 && params.exchange[0] != 0.0) {
+    if (j == 0) w->blocked = 1u;
+    return;
+  }
+  if (w->blocked != 0 || j >= params.num_slots) return;
+  const TensorSlot& s = params.slots[j];
+  double* record = params.exchange + core::kExchangeHeaderDoubles + uint64_t{s.position} * core::kExchangeRecordDoubles;
+  if (params.exchange_mode == kExchangePack) {
+    core::store_exchange_record(params.tensor_partials[j], s.num_elements, record);
+    return;
+  }
+  const core::StepConstants& k = *params.k_device;
+  const luminav_partials sum = core::load_exchange_record(record);
+  const uint64_t logical_n = core::exchange_record_elements(record);
+  if (core::round_has_grad_sums(round) && k.check_finite && sum.nonfinite_count > 0) {
+    atomicMin(&w->first_bad, s.position);
+  }
+  const float s_old = (k.tdclm && round == 0 && s.moment_kind == static_cast<uint32_t>(core::SecondMoment::kTensor))
+                          ? s.exp_avg_sq[0] : 0.0f;
+  core::fold_round_sums(k, sum, logical_n, round, s_old, params.finalized[params.globals_base + j]);
+}
+
 // ---- TD-CLM factors (Note [factors on the device]) ---------------------------
 
 using luminav::cuda::FactorParams;
@@ -755,6 +799,56 @@ LUMINAV_FACTOR_SUMS_FOR(f32, LUMINAV_DTYPE_F32)
 LUMINAV_FACTOR_SUMS_FOR(bf16, LUMINAV_DTYPE_BF16)
 LUMINAV_FACTOR_SUMS_FOR(f16, LUMINAV_DTYPE_F16)
 
+namespace luminav::cuda {
+namespace {
+
+// The new row factors of a slot's rows (local rows: a shard's own) and their
+// sum in double by the block's fixed tree (valid in thread 0).
+__device__ double update_row_factors(const FactorSlot& f, const core::StepConstants& k) {
+  Accum a;
+  for (uint64_t r = threadIdx.x; r < f.rows; r += kBlockSize) {
+    const float row = core::factor_ema(k, f.old_factors[r], core::factor_mean(f.row_sums[r], static_cast<double>(f.cols)));
+    f.row_new[r] = row;
+    a.grad_sq += static_cast<double>(row);
+  }
+  return block_sum(a).grad_sq;
+}
+
+// The view pass 2 reads (Note [factors on the device]); thread 0.
+__device__ void write_factor_view(const FactorSlot& f) {
+  FactorView v;
+  v.row = f.row_new;
+  v.col = f.col_new;
+  v.col_over_rho = f.col_over_rho;
+  v.rows = f.rows;
+  v.cols = f.cols;
+  *f.view = v;
+}
+
+// The new column factors and col/rho from each column's sum of g^2 over the
+// logical tensor's `logical_rows` rows.
+template <class ColumnSum>
+__device__ void update_column_factors(const FactorSlot& f, const core::StepConstants& k, float rho,
+                                      uint64_t logical_rows, ColumnSum column_sum) {
+  for (uint64_t c = threadIdx.x; c < f.cols; c += kBlockSize) {
+    const float col = core::factor_ema(k, f.old_factors[f.rows + c],
+                                       core::factor_mean(column_sum(c), static_cast<double>(logical_rows)));
+    f.col_new[c] = col;
+    f.col_over_rho[c] = core::column_over_rho(col, rho);
+  }
+}
+
+// A slot's column sums of g^2, its chunks added in chunk order.
+__device__ __forceinline__ double chunked_column_sum(const FactorSlot& f, uint64_t c) {
+  const uint64_t chunks = dispatch::factor_chunks(f.rows);
+  double sum = 0.0;
+  for (uint64_t q = 0; q < chunks; ++q) sum += f.col_sums[q * f.cols + c];  // chunk order
+  return sum;
+}
+
+}  // namespace
+}  // namespace luminav::cuda
+
 // One block per tensor: the new row factors and rho (their mean, summed in
 // double by the block's fixed tree), then the new column factors and col/rho;
 // the view pass 2 reads; rho and R in the tensor's globals.
@@ -765,35 +859,48 @@ extern "C" __global__ void __launch_bounds__(luminav::cuda::kBlockSize)
   if (params.words->blocked) return;
   const FactorSlot& f = params.slots[blockIdx.x];
   const core::StepConstants& k = *params.k_device;
-  Accum a;
-  for (uint64_t r = threadIdx.x; r < f.rows; r += kBlockSize) {
-    const float row = core::factor_ema(k, f.old_factors[r], core::factor_mean(f.row_sums[r], static_cast<double>(f.cols)));
-    f.row_new[r] = row;
-    a.grad_sq += static_cast<double>(row);
-  }
-  const Accum total = block_sum(a);
+  const double row_sum = update_row_factors(f, k);
   __shared__ float rho;
   if (threadIdx.x == 0) {
-    rho = core::factor_mean(total.grad_sq, static_cast<double>(f.rows));
+    rho = core::factor_mean(row_sum, static_cast<double>(f.rows));
     f.globals->row_factor_mean = rho;
     f.globals->logical_rows = f.rows;
-    FactorView v;
-    v.row = f.row_new;
-    v.col = f.col_new;
-    v.col_over_rho = f.col_over_rho;
-    v.rows = f.rows;
-    v.cols = f.cols;
-    *f.view = v;
+    write_factor_view(f);
   }
   __syncthreads();
   if (f.col_new == nullptr) return;
-  const uint64_t chunks = dispatch::factor_chunks(f.rows);
-  for (uint64_t c = threadIdx.x; c < f.cols; c += kBlockSize) {
-    double col_sum = 0.0;
-    for (uint64_t q = 0; q < chunks; ++q) col_sum += f.col_sums[q * f.cols + c];  // chunk order
-    const float col = core::factor_ema(k, f.old_factors[f.rows + c],
-                                       core::factor_mean(col_sum, static_cast<double>(f.rows)));
-    f.col_new[c] = col;
-    f.col_over_rho[c] = core::column_over_rho(col, rho);
+  update_column_factors(f, k, rho, f.rows, [&](uint64_t c) { return chunked_column_sum(f, c); });
+}
+
+// The sharded step's factors (Note [sharded phases on the device] in
+// cuda_backend.cc), one block per tensor. Pack (after the factor sums of
+// round 0): this shard's new row factors, their sum and row count into its
+// exchange record, its column sums into the exchange. Finish (after the
+// fold gave rho and R of the logical tensor): the column factors from the
+// all-reduced column sums, and the view.
+extern "C" __global__ void __launch_bounds__(luminav::cuda::kBlockSize)
+    luminav_sharded_factors(const __grid_constant__ FactorParams params) {
+  using namespace luminav;
+  using namespace luminav::cuda;
+  if (params.words->blocked) return;
+  const FactorSlot& f = params.slots[blockIdx.x];
+  const core::StepConstants& k = *params.k_device;
+  double* record = params.exchange + core::kExchangeHeaderDoubles + uint64_t{f.position} * core::kExchangeRecordDoubles;
+  if (params.mode == kExchangePack) {
+    const double row_sum = update_row_factors(f, k);
+    if (threadIdx.x == 0) {
+      record[5] = row_sum;                       // luminav_partials.row_factor_sum
+      record[6] = static_cast<double>(f.rows);   // luminav_partials.row_count
+    }
+    if (f.col_new == nullptr) return;
+    for (uint64_t c = threadIdx.x; c < f.cols; c += kBlockSize) {
+      params.exchange[f.exchange_cols + c] = chunked_column_sum(f, c);
+    }
+    return;
   }
+  if (threadIdx.x == 0) write_factor_view(f);
+  if (f.col_new == nullptr) return;
+  const float rho = f.globals->row_factor_mean;
+  const uint64_t logical_rows = f.globals->logical_rows;
+  update_column_factors(f, k, rho, logical_rows, [&](uint64_t c) { return params.exchange[f.exchange_cols + c]; });
 }

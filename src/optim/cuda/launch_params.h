@@ -29,13 +29,19 @@ inline constexpr int kMaxSlots = 40;        // keeps LaunchParams under the 4 Ki
 // whenever LaunchParams changes, so that stale artifact directories are refused.
 // (Every kernel takes one by-value struct: LaunchParams, or PrepareParams and
 // CommitParams for the first and last kernel of an asynchronous step.)
-inline constexpr const char* kLaunchAbi = "(const LaunchParams) luminav-cuda-abi-4";
+inline constexpr const char* kLaunchAbi = "(const LaunchParams) luminav-cuda-abi-5";
 
 // Which fields of luminav_partials a reduction fills (Note [reduction rounds]).
 enum ReduceFields : uint32_t {
   kReduceGrad = 1u,    // nonfinite_count, grad_sq_sum
   kReduceUpdate = 2u,  // agree_count, update_sq_sum, weight_sq_sum
 };
+
+// What luminav_sharded_exchange does (Note [sharded phases on the device] in
+// cuda_backend.cc): the header of this rank (found_inf or an earlier
+// failure), pack each slot's combined partials into its exchange record, or
+// fold each slot's reduced record into its globals.
+enum ExchangeMode : uint32_t { kExchangeHeader = 0u, kExchangePack = 1u, kExchangeFold = 2u };
 
 struct TensorSlot {
   void* param;
@@ -79,7 +85,8 @@ struct LaunchParams {
   dispatch::AsyncStepWords* words;
   const FactorView* factor_views;     // Note [factors on the device]; indexed like the globals
   uint32_t globals_base;
-  uint32_t reserved2;
+  uint32_t exchange_mode;             // luminav_sharded_exchange: an ExchangeMode
+  double* exchange;                   // sharded step: the caller's exchange buffer (core/exchange_record.h)
   uint32_t first_tile[kMaxSlots + 1];
   TensorSlot slots[kMaxSlots];
 };
@@ -129,13 +136,17 @@ struct FactorSlot {
   uint64_t rows, cols;
   uint32_t row_blocks;       // ceil(rows / kFactorRowsPerBlock)
   uint32_t col_blocks;       // per chunk of rows: ceil(cols / kBlockSize) (factored), else 0
+  uint64_t exchange_cols;    // sharded: float64 offset of its column sums in the exchange
+  uint32_t position;         // sharded: its position in the call (its exchange record)
+  uint32_t reserved;
 };
-inline constexpr int kMaxFactorSlots = 36;
+inline constexpr int kMaxFactorSlots = 32;
 struct FactorParams {
   const core::StepConstants* k_device;
   const dispatch::AsyncStepWords* words;
+  double* exchange;          // luminav_sharded_factors: the exchange buffer
   uint32_t num_slots;
-  uint32_t reserved;
+  uint32_t mode;             // luminav_sharded_factors: kExchangePack or kExchangeFold (finish)
   uint32_t first_block[kMaxFactorSlots + 1];
   FactorSlot slots[kMaxFactorSlots];
 };

@@ -11,6 +11,10 @@
 
 namespace luminav {
 
+namespace dispatch {
+struct ShardedLayout;  // dispatch/sharded_layout.h
+}
+
 // Note [reduction rounds]: pass 1 is split in rounds so that sharded tensors
 // can all-reduce between them (luminav.h, "pass-1 / pass-2 split").
 //   CLM    round 0: nonfinite count, sum g^2 (may be left 0 when
@@ -108,6 +112,21 @@ class Backend {
                          const ExecContext& ctx) {
     (void)groups;
     (void)async;
+    (void)ctx;
+    return LUMINAV_STATUS_BACKEND_UNAVAILABLE;
+  }
+  // Device backends: one phase of a sharded whole step (luminav_step_groups_sharded),
+  // enqueued on ctx.stream: `groups` holds the tensors with elements (positions
+  // over the call), `layout` the exchange's offsets by call position; ctx.scratch
+  // is laid out as dispatch/async_workspace.h says for `groups`.
+  virtual int step_sharded(std::span<const AsyncGroup> groups, const dispatch::ShardedLayout& layout, int phase,
+                           int exchanges, const luminav_async& async, double* exchange, const ExecContext& ctx) {
+    (void)groups;
+    (void)layout;
+    (void)phase;
+    (void)exchanges;
+    (void)async;
+    (void)exchange;
     (void)ctx;
     return LUMINAV_STATUS_BACKEND_UNAVAILABLE;
   }

@@ -15,9 +15,6 @@
 #include "optim/dispatch/registry.h"
 
 namespace luminav::dispatch {
-namespace {
-
-thread_local std::string last_backend;
 
 ExecContext context_of(const luminav_options* options) {
   ExecContext ctx;
@@ -30,6 +27,24 @@ ExecContext context_of(const luminav_options* options) {
   return ctx;
 }
 
+core::Status backend_failure(const Backend& backend, int code, const char* entry) {
+  std::string message = take_backend_error();
+  if (message.empty()) {
+    message = "backend '" + std::string(backend.name()) + "' failed in " + entry;
+  }
+  return core::Status::error(code, std::move(message));
+}
+
+core::StepConstants whole_step_constants(const luminav_hyperparams& hp) {
+  core::StepConstants k = core::make_step_constants(hp);
+  k.grad_sq_wanted = k.tdclm;  // a whole step: only TD-CLM's s uses sum g^2
+  return k;
+}
+
+namespace {
+
+thread_local std::string last_backend;
+
 // Validates hyperparameters, tensors and the caller's scratch.
 core::Status validate_call(const luminav_hyperparams* hp, std::span<const luminav_tensor> tensors,
                            const luminav_options* options) {
@@ -37,14 +52,6 @@ core::Status validate_call(const luminav_hyperparams* hp, std::span<const lumina
   const void* scratch = options ? options->scratch : nullptr;
   const size_t scratch_bytes = options ? options->scratch_bytes : 0;
   return core::validate_tensors(*hp, tensors, scratch, scratch_bytes);
-}
-
-core::Status backend_failure(const Backend& backend, int code, const char* entry) {
-  std::string message = take_backend_error();
-  if (message.empty()) {
-    message = "backend '" + std::string(backend.name()) + "' failed in " + entry;
-  }
-  return core::Status::error(code, std::move(message));
 }
 
 core::TensorGlobals to_core(const luminav_globals& g) {
@@ -124,13 +131,7 @@ core::Status check_round(const core::StepConstants& k, int round, bool for_final
 }
 
 
-// The tensors of a call that have elements, with their positions.
-struct Work {
-  std::vector<luminav_tensor> tensors;
-  std::vector<size_t> position;
-  std::vector<uint32_t> call_position;  // luminav_step_groups: position over the whole call
-  size_t total_elements = 0;
-};
+}  // namespace
 
 Work nonempty(std::span<const luminav_tensor> all) {
   Work w;
@@ -142,6 +143,8 @@ Work nonempty(std::span<const luminav_tensor> all) {
   }
   return w;
 }
+
+namespace {
 
 // Pass 1 of a whole step on the host side of the driver: the reduction
 // rounds and their finalize (TD-CLM's row and column sums in `factor_sums`,
@@ -186,13 +189,9 @@ core::Status reduce_and_finalize(Backend& backend, const core::StepConstants& k,
   return core::Status::success();
 }
 
-core::StepConstants whole_step_constants(const luminav_hyperparams& hp) {
-  core::StepConstants k = core::make_step_constants(hp);
-  k.grad_sq_wanted = k.tdclm;  // a whole step: only TD-CLM's s uses sum g^2
-  return k;
-}
-
 }  // namespace
+
+void note_last_backend(const Backend& backend) { last_backend = backend_label(backend); }
 
 core::Status run_step(const luminav_hyperparams* hp, const luminav_tensor* tensors, size_t count,
                       const luminav_options* options) {
@@ -278,6 +277,8 @@ core::Status run_groups_on_host(std::span<const luminav_group> groups, std::span
   return core::Status::success();
 }
 
+}  // namespace
+
 std::vector<AsyncGroup> async_groups(std::span<const luminav_group> groups, std::span<Work> work) {
   std::vector<AsyncGroup> out;
   uint32_t first_position = 0;
@@ -306,8 +307,6 @@ std::vector<AsyncGroup> async_groups(std::span<const luminav_group> groups, std:
   }
   return out;
 }
-
-}  // namespace
 
 core::Status run_step_groups(const luminav_group* groups, size_t count, const luminav_options* options,
                              const luminav_async* async) {

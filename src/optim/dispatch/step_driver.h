@@ -4,9 +4,13 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
+#include <vector>
 
 #include "luminav/luminav.h"
 #include "optim/core/status.h"
+#include "optim/core/step_constants.h"
+#include "optim/dispatch/backend.h"
 
 namespace luminav::dispatch {
 
@@ -32,6 +36,30 @@ core::Status run_finalize(const luminav_hyperparams* hp, const luminav_partials*
 core::Status run_apply(const luminav_hyperparams* hp, const luminav_tensor* shard,
                        const luminav_globals* globals, const luminav_factor_sums* factor_sums,
                        const luminav_options* options);
+
+// luminav_step_groups_sharded and its sizes (sharded_step.cc).
+core::Status run_step_groups_sharded(const luminav_group* groups, size_t count, const luminav_shard_layout* shards,
+                                     const luminav_options* options, const luminav_async* async, int phase,
+                                     double* exchange);
+int sharded_exchanges(const luminav_group* groups, size_t count);
+size_t sharded_exchange_doubles(const luminav_group* groups, size_t count, const luminav_shard_layout* shards);
+size_t sharded_workspace_bytes(const luminav_group* groups, size_t count, const luminav_shard_layout* shards);
+
+// Shared by the drivers of this folder.
+// The tensors of a call that have elements, with their positions.
+struct Work {
+  std::vector<luminav_tensor> tensors;
+  std::vector<size_t> position;
+  std::vector<uint32_t> call_position;  // luminav_step_groups: position over the whole call
+  size_t total_elements = 0;
+};
+Work nonempty(std::span<const luminav_tensor> all);
+// The groups with elements as a device backend takes them (`work` keeps the arrays).
+std::vector<AsyncGroup> async_groups(std::span<const luminav_group> groups, std::span<Work> work);
+ExecContext context_of(const luminav_options* options);
+core::Status backend_failure(const Backend& backend, int code, const char* entry);
+core::StepConstants whole_step_constants(const luminav_hyperparams& hp);
+void note_last_backend(const Backend& backend);
 
 // "name" or "name:detail" of the backend of this thread's last successful
 // step, reduce or apply ("" before the first).
