@@ -13,7 +13,7 @@ namespace luminamoon::bridge {
 namespace nb = nanobind;
 
 // The Python class every data-engine error becomes.
-inline constexpr const char* kDataErrorModule = "luminamoon.data_pipeline";
+inline constexpr const char* kDataErrorModule = "luminamoon.data.pipeline";
 
 [[noreturn]] inline void raise_data_error(const DataError& e) {
   nb::object cls = nb::module_::import_(kDataErrorModule).attr("DataError");
