@@ -162,15 +162,15 @@ def test_resume_yields_exactly_what_the_uninterrupted_run_had_left(corpus, world
             assert resumed[r][1] == remaining
 
 
-def test_stateful_dataloader_resumes_in_the_main_process(corpus):
-    # num_workers=0: with worker processes the StatefulDataLoader run hung on this machine (to be
-    # investigated); TokenLoader's own state covers worker-count changes.
+@pytest.mark.parametrize("workers", [0, 2])
+def test_stateful_dataloader_resumes_with_the_same_worker_count(corpus, workers):
     sdl = pytest.importorskip("torchdata.stateful_dataloader")
     from luminamoon.data import PackedSequenceOrder, PackedTokenDataset
     order = PackedSequenceOrder(corpus[0] / "a", L, seed=5, shuffle_window=3)
 
     def loader():
-        return sdl.StatefulDataLoader(PackedTokenDataset(order, 4), batch_size=None, num_workers=0)
+        dataset = PackedTokenDataset(order, 4, end=order.epoch_samples)  # one epoch (default: forever)
+        return sdl.StatefulDataLoader(dataset, batch_size=None, num_workers=workers)
 
     full = [b["sample_index"].tolist() for b in loader()]
     dl = loader()
