@@ -44,7 +44,8 @@ def main() -> None:
     states = {}
     for name, index in (("page_index", True), ("decode_discard", False)):
         src = os.path.join(work, f"{name}.parquet")
-        pq.write_table(table, src, row_group_size=args.rows, data_page_size=64 << 10, write_page_index=index,
+        pq.write_table(table, src, row_group_size=args.rows, data_page_size=64 << 10, write_batch_size=64,
+                       write_page_index=index,
                        compression="zstd")
         state = os.path.join(work, f"{name}-state")
         env = dict(os.environ, LUMINAMOON_TEST_CRASH_AT="meta_written:1")

@@ -28,7 +28,7 @@ def test_resume_inside_a_row_group(tmp_path, page_index):
     table = pa.table({"id": [f"p{i}" for i in range(n)], "text": [long_text(i) for i in range(n)],
                       "score": [i * 0.5 for i in range(n)]})
     # One row group, pages of ~1 KB (about two documents each).
-    pq.write_table(table, src, row_group_size=n, data_page_size=1024, write_page_index=page_index,
+    pq.write_table(table, src, row_group_size=n, data_page_size=1024, write_batch_size=2, write_page_index=page_index,
                    use_dictionary=False, compression="zstd")
     ref = tmp_path / "ref"
     assert run_cli(_args(src, ref)).returncode == 0
