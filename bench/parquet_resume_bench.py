@@ -3,7 +3,7 @@ index against decode-and-discard (the same file written without a page index), s
 
     .venv/bin/python bench/parquet_resume_bench.py [--rows 60000] [--at 0.9] [--repeats 5]
 
-One row group of --rows documents (~600 B each, zstd, 64 KiB pages). A pipeline run with every stage
+One row group of --rows documents (~600 B of random words each, zstd, 64 KiB pages). A pipeline run with every stage
 off is SIGKILLed right after its checkpoint at row --at x rows (part size = that row count); the
 resumed run is then timed (it decodes from the checkpoint row to the end either way). The
 checkpointed directory is copied before each timed resume, so every repeat resumes from the same state.
@@ -37,8 +37,10 @@ def main() -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
     work = tempfile.mkdtemp(prefix="lm-pq-resume-")
-    words = "river mountain garden window letter market winter summer teacher village story".split()
-    texts = [" ".join(words[(i * 7 + k) % len(words)] for k in range(90)) + f" {i}" for i in range(args.rows)]
+    import random
+    rng = random.Random(1)
+    vocab = ["".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randint(2, 9))) for _ in range(5000)]
+    texts = [" ".join(rng.choices(vocab, k=100)) for _ in range(args.rows)]  # ~600 B, compresses like text
     table = pa.table({"id": [f"d{i}" for i in range(args.rows)], "text": texts})
     part_rows = int(args.rows * args.at)
     states = {}

@@ -80,7 +80,19 @@ def main() -> None:
     from luminamoon.data.cli import generate_corpus
     work = tempfile.mkdtemp(prefix="lm-tokens-bench-")
     per_shard = int(args.size_mb * 1e6 / 1450 / 4) + 1
-    shards = generate_corpus(os.path.join(work, "corpus"), shards=4, docs_per_shard=per_shard, seed=3)
+    generated = generate_corpus(os.path.join(work, "generated"), shards=4, docs_per_shard=per_shard, seed=3)
+    # Re-written through json.dumps so that both sides read the same documents (the generator plants
+    # malformed lines and raw control characters for the pipeline's own tests).
+    shards = []
+    for k, path in enumerate(generated):
+        out = os.path.join(work, f"corpus-{k}.jsonl")
+        with open(path, encoding="utf-8", errors="replace") as f, open(out, "w", encoding="utf-8") as g:
+            for line in f:
+                try:
+                    g.write(json.dumps({"text": json.loads(line, strict=False)["text"]}) + "\n")
+                except (ValueError, KeyError, TypeError):
+                    pass
+        shards.append(out)
     texts = [json.loads(l)["text"] for l in open(shards[0], encoding="utf-8")][:2000]
     tok_path = os.path.join(work, "tokenizer.json")
     train_bpe_tokenizer(texts, vocab_size=8192, path=tok_path)

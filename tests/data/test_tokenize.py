@@ -163,3 +163,14 @@ def test_cli_run_with_tokenizer(setup, tmp_path):
     docs, _ = shard_docs(out / "tokens")
     assert 0 < len(kept) < len(texts)  # the pipeline dropped some
     assert docs == [e.ids + [eos] for e in tok.encode_batch(kept)]
+
+
+def test_demo_streams_packed_batches_into_the_model(tmp_path, capsys):
+    pytest.importorskip("torch")
+    from luminamoon.data.cli import run_demo
+    from luminamoon.demo import train_on_packed_batches
+    assert run_demo(str(tmp_path / "clean")) == 0
+    result = train_on_packed_batches(str(tmp_path / "clean"), steps=30)
+    assert result["exact_resume"]
+    assert sum(result["losses"][-5:]) < sum(result["losses"][:5])  # the model learns from the stream
+    assert "packed tokens" in capsys.readouterr().out
