@@ -20,17 +20,7 @@ constexpr uint8_t kMegatronInt32 = 4;
 constexpr uint8_t kMegatronUint16 = 8;
 
 void pread_all(int fd, char* out, size_t n, uint64_t at, const std::string& path) {
-  while (n > 0) {
-    ssize_t got = ::pread(fd, out, n, static_cast<off_t>(at));
-    if (got < 0 && errno == EINTR) continue;
-    if (got <= 0) {
-      throw DataError(DataErrorKind::kInput, "[read] " + path + ": " +
-                                                 (got < 0 ? std::strerror(errno) : "unexpected end of file"));
-    }
-    out += got;
-    n -= static_cast<size_t>(got);
-    at += static_cast<uint64_t>(got);
-  }
+  durable::pread_exact(fd, out, n, at, path, "read", DataErrorKind::kInput);
 }
 
 template <class T>
