@@ -102,5 +102,69 @@ def main(steps: int | None = None, seed: int = 0) -> int:
     print(f"largest |CLM - AdamW| loss difference over {steps} steps: {gap:.2e} "
           "(CLM with default options is AdamW's update)")
     print("\ndata engine: the FusedPipeline over the small corpus shipped with the package")
+    import tempfile
     from .data.cli import main as data_main  # the pipeline's half of the demo (issue 8)
-    return data_main(["demo"])
+    with tempfile.TemporaryDirectory(prefix="luminamoon-demo-") as work:
+        clean = f"{work}/clean"
+        code = data_main(["demo", "-o", clean])
+        if code:
+            return code
+        print("\ntraining data: tokenize the cleaned corpus, stream packed batches into a small language model")
+        train_on_packed_batches(clean, seed=seed)
+    return 0
+
+
+LM_SEQ_LEN, LM_BATCH, LM_STEPS, LM_VOCAB = 64, 16, 60, 1024
+
+
+def train_on_packed_batches(clean_dir: str, seed: int = 0, steps: int = LM_STEPS) -> dict:
+    """BPE trained on the cleaned corpus with `tokenizers`' trainer, token shards, then a TokenLoader
+    streaming packed sequences into a next-token MLP trained with LuminaV; the loss is masked at
+    document boundaries (segment_ids). Returns the figures it prints."""
+    import os
+
+    import torch
+
+    from .data import FusedPipeline, TokenLoader, committed_part_files, tokenize_corpus, train_bpe_tokenizer
+    from .optim import LuminaV
+    parts = committed_part_files(clean_dir)
+    reader = FusedPipeline(clean=False, quality=False, dedup=False, minhash=False, pii=False, format="ndjson")
+    texts = [t for batch in reader.stream(parts) for t in batch.text]
+    tok_path = os.path.join(clean_dir, "tokenizer.json")
+    train_bpe_tokenizer(texts, vocab_size=LM_VOCAB, path=tok_path)
+    tokens_dir = os.path.join(clean_dir, "tokens")
+    summary = tokenize_corpus(parts, tokens_dir, tok_path)
+    print(f"tokenized {summary['documents']} kept documents: {summary['tokens']:,} tokens in "
+          f"{summary['shards']} shard(s) + Megatron .bin/.idx (BPE vocabulary {LM_VOCAB})")
+    loader = TokenLoader(tokens_dir, LM_SEQ_LEN, LM_BATCH, seed=seed, num_epochs=None)
+    torch.manual_seed(seed)
+    model = torch.nn.Sequential(torch.nn.Embedding(LM_VOCAB, 64), torch.nn.Linear(64, 128), torch.nn.GELU(),
+                                torch.nn.Linear(128, LM_VOCAB))
+    opt = LuminaV(model.parameters(), lr=3e-3, weight_decay=0.01)
+    losses, saved, start = [], None, time.perf_counter()
+    for step, batch in enumerate(loader):
+        if step == steps:
+            break
+        ids, seg = batch["input_ids"], batch["segment_ids"]
+        target = ids[:, 1:]
+        keep = (seg[:, 1:] == seg[:, :-1]) & (seg[:, 1:] >= 0)  # never predict across a document boundary
+        logits = model(ids[:, :-1])
+        loss = torch.nn.functional.cross_entropy(logits[keep], target[keep])
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        losses.append(float(loss.detach()))
+        if step == steps // 2:
+            saved = (loader.state_dict(), None)
+        elif step == steps // 2 + 1:
+            saved = (saved[0], batch["sample_index"].clone())
+    seconds = time.perf_counter() - start
+    resumed = TokenLoader(tokens_dir, LM_SEQ_LEN, LM_BATCH, seed=seed, num_epochs=None, world_size=1)
+    resumed.load_state_dict(saved[0])
+    exact = bool(torch.equal(next(iter(resumed))["sample_index"], saved[1]))
+    streamed = steps * LM_BATCH * LM_SEQ_LEN
+    print(f"{steps} steps of batch {LM_BATCH} x {LM_SEQ_LEN} packed tokens, LuminaV CLM: loss "
+          f"{sum(losses[:5]) / 5:.3f} -> {sum(losses[-5:]) / 5:.3f} (first/last 5 steps), "
+          f"{streamed / seconds:,.0f} tokens/s through loader + model")
+    print(f"loader state_dict at step {steps // 2} -> a new loader resumes at the same next batch: {exact}")
+    return {"losses": losses, "exact_resume": exact, "tokens_per_second": streamed / seconds}

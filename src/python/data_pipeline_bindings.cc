@@ -20,30 +20,12 @@ namespace nb = nanobind;
 #include "luminamoon/fused_pipeline.h"
 #include "luminamoon/reader.h"
 #include "luminamoon/writer.h"
+#include "python/data_error_bridge.h"
 
 using namespace luminamoon;
+using bridge::translating;
 
 namespace {
-
-// Raises luminamoon.data.pipeline.DataError(message, exit_code).
-[[noreturn]] void raise_data_error(const DataError& e) {
-  nb::object cls = nb::module_::import_("luminamoon.data.pipeline").attr("DataError");
-  // Messages name paths, which need not be UTF-8.
-  std::string_view what = e.what();
-  nb::object message = nb::steal(PyUnicode_DecodeUTF8(what.data(), static_cast<Py_ssize_t>(what.size()), "replace"));
-  nb::object exc = cls(message, e.exit_code());
-  PyErr_SetObject(cls.ptr(), exc.ptr());
-  throw nb::python_error();
-}
-
-template <class F>
-auto translating(F&& f) -> decltype(f()) {
-  try {
-    return f();
-  } catch (const DataError& e) {
-    raise_data_error(e);
-  }
-}
 
 [[noreturn]] void bad_value(const std::string& key, const char* want) {
   throw DataError(DataErrorKind::kUsage, "config key '" + key + "' must be " + want);
@@ -226,7 +208,7 @@ class BatchStream {
       std::lock_guard<std::mutex> lock(mu_);
       error = std::move(error_);
     }
-    if (error) raise_data_error(*error);
+    if (error) bridge::raise_data_error(*error);
     return nb::none();
   }
 

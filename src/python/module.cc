@@ -8,6 +8,8 @@ void register_optim_step_plan(nb::module_& m);
 void register_data_batch(nb::module_& m);
 void register_data_dedup(nb::module_& m);
 void register_data_pipeline(nb::module_& m);
+void register_data_tokens(nb::module_& m);
+void register_data_state(nb::module_& m);
 
 NB_MODULE(_native, m) {
   m.doc() = "LuminaMoon native core (LuminaV optimizer and data engine)";
@@ -16,4 +18,6 @@ NB_MODULE(_native, m) {
   register_data_batch(m);
   register_data_dedup(m);
   register_data_pipeline(m);
+  register_data_tokens(m);
+  register_data_state(m);
 }

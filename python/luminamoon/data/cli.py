@@ -93,6 +93,10 @@ def _build_parser() -> _Parser:
     run.add_argument("--strict", action="store_true", default=None,
                      help="fail the run (exit 3) on the first rejected record instead of counting it")
     run.add_argument("--progress", choices=("auto", "bar", "log", "none"), default="auto")
+    run.add_argument("--tokenizer", metavar="PATH",
+                     help="a Hugging Face tokenizer.json: tokenize the kept documents into OUTPUT_DIR/tokens "
+                          "(token shards + Megatron .bin/.idx)")
+    run.add_argument("--eos-token", metavar="TOKEN", help="end-of-document token (default <|endoftext|>)")
     demo = sub.add_parser("demo", help="run the pipeline over the small corpus shipped with the package")
     demo.add_argument("-o", "--output", metavar="DIR")
     gen = sub.add_parser("generate", help="write a synthetic JSONL corpus")
@@ -231,6 +235,11 @@ def _print_summary(summary: dict, output: str) -> None:
           f"{run.get('documents_per_second', 0):,.0f} docs/s, {run.get('mb_per_second', 0):.1f} MB/s"
           + (" (resumed)" if run.get("resumed") else ""))
     print(f"summary: {_display(os.path.join(output, 'summary.json'))}")
+    tok = summary.get("tokenize")
+    if tok:
+        print(f"tokenized {tok['documents']} documents into {tok['tokens']:,} tokens, {tok['shards']} shard(s) "
+              f"in {_display(tok['output'])}" + (f"; Megatron {_display(tok['megatron_prefix'])}.bin/.idx"
+                                                  if tok.get("megatron_prefix") else ""))
     for bad in summary.get("shards_damaged", []):
         print(f"warning: shard {bad['shard']} cannot be decoded past line {bad['line']} "
               f"({bad['message']}); the rest of it is lost", file=sys.stderr)
@@ -245,6 +254,7 @@ def _config_from_args(args) -> PipelineConfig:
         "write_metrics": args.write_metrics, "num_threads": args.threads,
         "max_batches_in_flight": args.max_batches_in_flight,
         "max_record_bytes": args.max_record_bytes, "strict": args.strict,
+        "tokenizer": args.tokenizer, "eos_token": args.eos_token,
     }
     for stage in _STAGES:
         overrides[stage] = getattr(args, stage)

@@ -187,7 +187,10 @@ _SECTIONS: dict[str, dict[str, str]] = {
                "write_dropped": "write_dropped", "write_metrics": "write_metrics"},
     "runtime": {"num_threads": "num_threads", "max_batches_in_flight": "max_batches_in_flight",
                 "strict": "strict"},
+    "tokenize": {"tokenizer": "tokenizer", "eos_token": "eos_token", "shard_tokens": "token_shard_tokens"},
 }
+# Keys the Python front end handles itself (the tokenization stage), not the C++ pipeline.
+_FRONT_END_KEYS = ("tokenizer", "eos_token", "token_shard_tokens")
 
 
 @dataclass
@@ -232,6 +235,11 @@ class PipelineConfig:
     max_batches_in_flight: int = 0
     #: a rejected record fails the run (DataError, exit 3) instead of being counted
     strict: bool = False
+    #: a Hugging Face tokenizer.json: run() then tokenizes the kept documents into
+    #: OUTPUT_DIR/tokens (token shards + Megatron .bin/.idx; luminamoon.data.tokenization)
+    tokenizer: str = ""
+    eos_token: str = "<|endoftext|>"
+    token_shard_tokens: int = 64 << 20
 
     @classmethod
     def keys(cls) -> list[str]:
@@ -304,7 +312,7 @@ class PipelineConfig:
                             + _suggestion(self.invalid_utf8, ("replace", "drop", "error")), 2)
 
     def to_native(self) -> dict:
-        d = {f.name: getattr(self, f.name) for f in fields(self)}
+        d = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in _FRONT_END_KEYS}
         d["quality_thresholds"] = dict(self.quality_thresholds)
         d["pii_types"] = list(self.pii_types)
         d["minhash_threshold"] = float(self.minhash_threshold)
@@ -410,8 +418,18 @@ class FusedPipeline:
     def run(self, inputs: Any, output_dir: Any, resume: bool = True) -> dict:
         shards = resolve_inputs(inputs)
         self._native = self._make()
-        summary = self._native.run(shards, os.fspath(output_dir), bool(resume))
-        return json.loads(summary)
+        summary = json.loads(self._native.run(shards, os.fspath(output_dir), bool(resume)))
+        if self.config.tokenizer and summary.get("complete", True):
+            from .tokenization import committed_part_files, tokenize_corpus
+            parts = committed_part_files(output_dir)
+            if not parts:
+                raise DataError("tokenizing needs parquet or ndjson output parts, found none in "
+                                f"{os.fspath(output_dir)}", 2)
+            summary["tokenize"] = tokenize_corpus(
+                parts, os.path.join(os.fspath(output_dir), "tokens"), self.config.tokenizer,
+                eos_token=self.config.eos_token, text_field=self.config.text_field,
+                shard_max_tokens=self.config.token_shard_tokens, resume=resume)
+        return summary
 
     def progress(self) -> dict:
         """Live counters of the current or last run (documents, bytes, parts)."""

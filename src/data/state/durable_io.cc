@@ -92,6 +92,22 @@ void read_chunks(int fd, const std::string& path, size_t chunk, F&& consume) {
 
 }  // namespace
 
+void pread_exact(int fd, void* dst, size_t n, uint64_t offset, const std::string& path, const char* operation,
+                 DataErrorKind kind) {
+  auto* p = static_cast<char*>(dst);
+  while (n > 0) {
+    const ssize_t got = ::pread(fd, p, n, static_cast<off_t>(offset));
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) {
+      throw DataError(kind, std::string("[") + operation + "] " + path + ": " +
+                                                            (got < 0 ? std::strerror(errno) : "file shorter than written"));
+    }
+    p += got;
+    n -= static_cast<size_t>(got);
+    offset += static_cast<uint64_t>(got);
+  }
+}
+
 std::string read_file(const std::string& path) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {

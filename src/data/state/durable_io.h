@@ -7,6 +7,8 @@
 #include <string>
 #include <string_view>
 
+#include "luminamoon/data_error.h"
+
 namespace luminamoon::durable {
 
 // write(2) until every byte is out (EINTR retried); DataError(kOutput) naming
@@ -20,6 +22,10 @@ void fsync_parent_dir(const std::string& path);
 // Renames and then fsyncs the destination's directory.
 void rename_durably(const std::string& from, const std::string& to);
 std::string read_file(const std::string& path);
+// pread(2) of exactly n bytes at `offset` (EINTR retried); a short file or a
+// read error is DataError(kind) naming `path` and `operation`.
+void pread_exact(int fd, void* dst, size_t n, uint64_t offset, const std::string& path, const char* operation,
+                 DataErrorKind kind);
 // Size and CRC-32 (zlib) of a file, read in 1 MiB chunks; nullopt when it
 // cannot be opened (missing).
 struct FileDigest {

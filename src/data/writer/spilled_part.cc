@@ -23,18 +23,7 @@ void append_column(std::string& out, const StringColumn& c) {
 }
 
 void read_exact(int fd, void* dst, size_t n, uint64_t offset, const std::string& path) {
-  auto* p = static_cast<char*>(dst);
-  while (n > 0) {
-    const ssize_t got = ::pread(fd, p, n, static_cast<off_t>(offset));
-    if (got < 0 && errno == EINTR) continue;
-    if (got <= 0) {
-      throw DataError(DataErrorKind::kOutput, "[read spill] " + path + ": " +
-                                                  (got < 0 ? std::strerror(errno) : "file shorter than written"));
-    }
-    p += got;
-    n -= static_cast<size_t>(got);
-    offset += static_cast<uint64_t>(got);
-  }
+  durable::pread_exact(fd, dst, n, offset, path, "read spill", DataErrorKind::kOutput);
 }
 
 void read_column(int fd, StringColumn& c, uint64_t rows, uint64_t bytes, uint64_t& offset, const std::string& path) {

@@ -1,7 +1,9 @@
 // Parquet shard reader through Arrow C++ (the pyarrow wheel's): whole row
 // groups before the resume coordinate are skipped without being read or
-// decoded; the text and id columns are picked out, other columns become
-// per-row JSON metadata.
+// decoded, and so are the text column's pages before the resume row inside
+// its row group where the file has an offset index (parquet_page_skip.h);
+// the text and id columns are picked out, other columns become per-row JSON
+// metadata.
 #include <arrow/api.h>
 #include <arrow/io/file.h>
 #include <parquet/arrow/reader.h>
@@ -17,6 +19,7 @@
 #include "data/writer/json_text.h"
 #include "luminamoon/data_error.h"
 #include "luminamoon/reader.h"
+#include "python/data_io/parquet_page_skip.h"
 
 namespace luminamoon {
 namespace {
@@ -137,7 +140,9 @@ class ParquetShardReader final : public ShardReader {
       return true;
     }
     while (row_group_ < static_cast<uint32_t>(num_row_groups_)) {
+      if (!table_ && row_in_group_ > 0) table_ = read_group_from_row();
       if (!table_) {
+        table_first_row_ = 0;
         auto table = reader_->ReadRowGroup(static_cast<int>(row_group_));
         if (!table.ok()) {
           batch.malformed.push_back({shard_.shard_id, rows_before_group_ + 1,
@@ -153,7 +158,7 @@ class ParquetShardReader final : public ShardReader {
         if (!combined.ok()) throw DataError(DataErrorKind::kInput, combined.status().ToString());
         table_ = *combined;
       }
-      const int64_t rows = table_->num_rows();
+      const int64_t rows = table_->num_rows() + table_first_row_;
       if (static_cast<int64_t>(row_in_group_) >= rows) {
         skip_group();
         continue;
@@ -182,8 +187,47 @@ class ParquetShardReader final : public ShardReader {
           reader_->parquet_reader()->metadata()->RowGroup(static_cast<int>(row_group_))->num_rows());
     }
     table_.reset();
+    table_first_row_ = 0;
     ++row_group_;
     row_in_group_ = 0;
+  }
+
+  // The resumed row group from row row_in_group_ on: the text column through
+  // page skipping, the other (small) columns decoded and sliced. nullptr when
+  // the file or schema does not allow it (then the whole group is decoded).
+  std::shared_ptr<arrow::Table> read_group_from_row() {
+    parquet::ParquetFileReader* file = reader_->parquet_reader();
+    auto text_type = schema_->field(text_column_)->type();
+    // One Parquet leaf per Arrow field, so that field i is leaf column i.
+    if (file->metadata()->schema()->num_columns() != schema_->num_fields()) return nullptr;
+    if (text_type->id() != arrow::Type::STRING && text_type->id() != arrow::Type::LARGE_STRING) return nullptr;
+    const int group = static_cast<int>(row_group_);
+    const int64_t from = row_in_group_;
+    const int64_t rows = file->metadata()->RowGroup(group)->num_rows();
+    std::shared_ptr<arrow::Array> text;
+    try {
+      text = read_byte_array_column_from_row(*file, group, text_column_, from, text_type);
+    } catch (const std::exception&) {
+      return nullptr;  // decoded the usual way, which reports a damaged page
+    }
+    if (!text || text->length() != rows - from) return nullptr;
+    std::vector<int> others;
+    for (int c = 0; c < schema_->num_fields(); ++c) {
+      if (c != text_column_) others.push_back(c);
+    }
+    std::vector<std::shared_ptr<arrow::ChunkedArray>> columns(schema_->num_fields());
+    if (!others.empty()) {
+      auto small = reader_->ReadRowGroup(group, others);
+      if (!small.ok()) return nullptr;
+      auto combined = (*small)->CombineChunks();
+      if (!combined.ok()) return nullptr;
+      for (size_t k = 0; k < others.size(); ++k) {
+        columns[others[k]] = std::make_shared<arrow::ChunkedArray>((*combined)->column(k)->chunk(0)->Slice(from));
+      }
+    }
+    columns[text_column_] = std::make_shared<arrow::ChunkedArray>(text);
+    table_first_row_ = from;
+    return arrow::Table::Make(schema_, columns, rows - from);
   }
 
   void fill(DocBatch& batch, int64_t rows) {
@@ -193,8 +237,9 @@ class ParquetShardReader final : public ShardReader {
     std::string meta;
     while (static_cast<int64_t>(row_in_group_) < rows && batch.size() < options_.batch_docs &&
            batch.text.bytes.size() < options_.batch_bytes) {
-      const int64_t r = row_in_group_++;
-      const uint64_t line = rows_before_group_ + static_cast<uint64_t>(r) + 1;
+      const int64_t in_group = row_in_group_++;
+      const int64_t r = in_group - table_first_row_;  // the row in table_
+      const uint64_t line = rows_before_group_ + static_cast<uint64_t>(in_group) + 1;
       ++global_row_;
       ++batch.records_in;
       if (text.IsNull(r)) {
@@ -245,6 +290,7 @@ class ParquetShardReader final : public ShardReader {
   uint32_t row_in_group_;
   uint64_t global_row_;
   uint64_t rows_before_group_ = 0;
+  int64_t table_first_row_ = 0;  // the row of the group that table_'s first row is
   std::string name_;
 };
 
