@@ -19,7 +19,7 @@ namespace luminav::core {
 // noise; where the data is in cache it shows: N = 2^18, one thread, CLM fp32
 // without the finite check 0.169 against 0.223 ms, and with it (its pass 1
 // was made cheaper at the same time) 0.192 against 0.264 ms;
-// bench/optim_simd_pass_split.py --log2-n 18 --threads 1, docs/benchmarks.md.)
+// bench/optim_simd_pass_split.py --log2-n 18 --threads 1, docs/benchmarks-history.md.)
 template <int kTdclm>
 struct PlainStep : StepConstants {
   static constexpr int tdclm = kTdclm;

@@ -35,7 +35,7 @@ using core::TensorGlobals;
 // tail elements), although the PTX computed index_offset + i; the cause (in
 // ptxas or in our reading of it) was not established.
 // Build-time tuning knobs of the update kernels, chosen from side-by-side
-// runs on an H200 (docs/benchmarks.md): LUMINAV_CUDA_MIN_BLOCKS, the blocks
+// runs on an H200 (docs/benchmarks-history.md): LUMINAV_CUDA_MIN_BLOCKS, the blocks
 // per SM the register budget must allow (4: at most 64 registers; without the
 // cap the 16-bit kernels took 80-100 and ran at 2 blocks per SM, 66% of the
 // copy bandwidth instead of 85%), and LUMINAV_CUDA_STREAMING, evict-first

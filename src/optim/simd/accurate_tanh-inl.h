@@ -7,7 +7,7 @@
 // double ulp, ~1e-15 relative), and the result is rounded once to fp32: the
 // error is 0.5 fp32 ulp plus ~1e-8 ulp. accurate_tanh_test.cc measures both
 // functions against std::tanh in double over a dense sweep of every binade
-// (results in docs/benchmarks.md). |x| > 10 gives +-1 exactly (tanh(10) is
+// (results in docs/benchmarks-history.md). |x| > 10 gives +-1 exactly (tanh(10) is
 // within 4e-9 of 1, below half an fp32 ulp of 1), so the function saturates
 // and never returns NaN for finite or infinite input.
 

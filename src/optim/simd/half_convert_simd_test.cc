@@ -6,7 +6,7 @@
 // subnormal rounding) combined with 40 low halves (ties, one above/below,
 // all-ones, random), plus 2^20 random patterns; LUMINAV_EXHAUSTIVE_F32=1
 // runs all 2^32 patterns instead (minutes; run by hand, see
-// docs/benchmarks.md). Stochastic rounding: random draws plus the draws on
+// docs/benchmarks-history.md). Stochastic rounding: random draws plus the draws on
 // each side of the exact f16 threshold. Hash: random keys and indices
 // around 2^32 and 2^64 wrap-around.
 

@@ -17,7 +17,7 @@
 // torch.get_num_threads()) (Python: luminamoon._native.set_num_threads), or
 // LUMINAV_NUM_THREADS equal to OMP_NUM_THREADS; and set OMP_WAIT_POLICY=PASSIVE
 // if profiles show OpenMP workers still spinning while the step runs (libgomp
-// spins for a while after each parallel region by default; docs/benchmarks.md
+// spins for a while after each parallel region by default; docs/benchmarks-history.md
 // has the measurement). Steps too small to pay for a wake-up run
 // inline on the calling thread (simd_backend.cc, kMinPieceElements).
 

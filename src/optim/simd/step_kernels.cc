@@ -152,7 +152,7 @@ inline Buffers buffers_of(const luminav_tensor& t, const StepConstants& k) {
 // it asks for its lines ahead: the hardware prefetcher alone does not keep
 // enough lines in flight. Each such loop prefetches every stream it reads
 // 1,024 elements (4 KiB of fp32) ahead. Measured at 2^26 on the 2-core
-// AVX-512 VM (docs/benchmarks.md, issue 3, third session): the finite check
+// AVX-512 VM (docs/benchmarks-history.md, issue 3, third session): the finite check
 // plus sum g^2 32 -> 26 ms on one core (a bare read: 22 ms); on two, the
 // apply pass of CLM fp32 (check off) 44.4-45.1 -> 41.8-42.3 ms and of TD-CLM
 // bf16 + master with stochastic rounding 44.7-45.5 -> 32.8-33.8 ms.
