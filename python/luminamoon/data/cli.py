@@ -93,6 +93,12 @@ def _build_parser() -> _Parser:
     run.add_argument("--strict", action="store_true", default=None,
                      help="fail the run (exit 3) on the first rejected record instead of counting it")
     run.add_argument("--progress", choices=("auto", "bar", "log", "none"), default="auto")
+    run.add_argument("--executor", default="local", metavar="NAME",
+                     help="local (default) or ray: the same result on a Ray cluster (docs/ray.md)")
+    run.add_argument("--address", metavar="ADDRESS",
+                     help="with --executor ray: join this Ray cluster (default: start a local instance)")
+    run.add_argument("--workers", type=int, metavar="N",
+                     help="with --executor ray: CPUs of the local instance and key-range partitions")
     demo = sub.add_parser("demo", help="run the pipeline over the small corpus shipped with the package")
     demo.add_argument("-o", "--output", metavar="DIR")
     gen = sub.add_parser("generate", help="write a synthetic JSONL corpus")
@@ -391,7 +397,15 @@ def main(argv: Optional[list[str]] = None) -> int:
             return run_demo(args.output)
         config = _config_from_args(args)
         pipeline = FusedPipeline(config)
-        summary = _run_with_progress(pipeline, args.inputs, args.output, args.resume, args.progress)
+        if args.executor == "local" and (args.address or args.workers):
+            raise DataError("--address and --workers need --executor ray", 2)
+        if args.executor != "local":
+            from .ray_executor import print_progress
+            summary = pipeline.run(args.inputs, args.output, resume=args.resume, executor=args.executor,
+                                   address=args.address, workers=args.workers,
+                                   progress=None if args.progress == "none" else print_progress)
+        else:
+            summary = _run_with_progress(pipeline, args.inputs, args.output, args.resume, args.progress)
         _print_summary(summary, args.output)
         if not summary.get("complete", True):
             return 130

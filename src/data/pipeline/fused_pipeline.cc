@@ -208,6 +208,238 @@ std::string now_json_number(double v) {
 std::string summary_json(const PipelineConfig& config, const RunTotals& all, const RunTotals& session,
                          size_t inputs, bool complete, const std::vector<std::string>& stage_names,
                          const std::vector<std::string>& missing, bool resumed, double seconds) {
+  std::string summary = all.to_json();
+  summary.pop_back();  // reopen the object to add the run's own figures
+  summary += ",\"inputs\":" + std::to_string(inputs);
+  summary += ",\"format\":\"" + std::string(output_format_name(config.writer.format)) + "\"";
+  summary += ",\"complete\":" + std::string(complete ? "true" : "false");
+  summary += ",\"stages\":[";
+  for (size_t i = 0; i < stage_names.size(); ++i) summary += (i ? ",\"" : "\"") + stage_names[i] + "\"";
+  summary += "],\"stages_missing\":[";
+  for (size_t i = 0; i < missing.size(); ++i) summary += (i ? ",\"" : "\"") + missing[i] + "\"";
+  summary += "],\"this_run\":{\"resumed\":" + std::string(resumed ? "true" : "false");
+  summary += ",\"seconds\":" + now_json_number(seconds);
+  summary += ",\"documents\":" + std::to_string(session.documents);
+  summary += ",\"bytes_in\":" + std::to_string(session.bytes_in);
+  summary += ",\"documents_per_second\":" + now_json_number(seconds > 0 ? session.documents / seconds : 0);
+  summary += ",\"mb_per_second\":" + now_json_number(seconds > 0 ? session.bytes_in / seconds / 1e6 : 0);
+  summary += ",\"threads\":" + std::to_string(thread_count(config)) + "}}";
+  return summary;
+}
+}  // namespace pipeline_internal
+
+using namespace pipeline_internal;
+
+std::string PipelineConfig::fingerprint() const {
+  std::string s;
+  auto add = [&](const char* name, const std::string& value) {
+    s += name;
+    s += '=';
+    s += value;
+    s += ';';
+  };
+  add("text_field", reader.text_field);
+  add("id_field", reader.id_field);
+  add("txt_mode", std::to_string(static_cast<int>(reader.txt_mode)));
+  add("batch_docs", std::to_string(reader.batch_docs));
+  add("batch_bytes", std::to_string(reader.batch_bytes));
+  add("max_record_bytes", std::to_string(reader.max_record_bytes));
+  add("format", output_format_name(writer.format));
+  add("compression", writer.parquet_compression + ":" + std::to_string(writer.parquet_compression_level));
+  add("row_group", std::to_string(writer.parquet_row_group_rows));
+  add("part_rows", std::to_string(writer.part_max_rows));
+  add("part_bytes", std::to_string(writer.part_max_bytes));
+  add("dropped", std::to_string(writer.write_dropped));
+  add("metrics", std::to_string(writer.write_metrics));
+  add("clean", clean ? invalid_utf8 : "off");
+  std::string q = quality ? "on" : "off";
+  for (const auto& [name, bound] : quality_thresholds) {
+    q += "," + name + ":" + (bound ? now_json_number(*bound) : "none");
+  }
+  add("quality", q);
+  add("dedup", dedup ? (dedup_normalized ? "normalized" : "text") : "off");
+  add("minhash", minhash ? std::to_string(minhash_num_perm) + "/" + std::to_string(minhash_ngram) +
+                               "/" + std::to_string(minhash_bands) + "x" +
+                               std::to_string(minhash_rows) + "/" +
+                               now_json_number(minhash_threshold) + "/" +
+                               std::to_string(minhash_seed) + "/" + minhash_scheme
+                         : "off");
+  std::string p = pii ? "on" : "off";
+  for (const auto& t : pii_types) p += "," + t;
+  if (pii_keep_private_ip) p += ",keep_private_ip";
+  add("pii", p);
+  return s;
+}
+
+FusedPipeline::FusedPipeline(PipelineConfig config) : config_(std::move(config)) {
+  // Without the cleaner nothing would repair invalid UTF-8 before the writers.
+  if (!config_.clean) config_.reader.reject_invalid_utf8 = true;
+}
+FusedPipeline::~FusedPipeline() = default;
+
+std::string FusedPipeline::run(const std::vector<std::string>& inputs,
+                               const std::string& output_dir, bool resume) {
+  const auto started = std::chrono::steady_clock::now();
+  cancelled_ = false;
+  std::vector<ShardInfo> shards = describe_all(inputs);
+  std::vector<ShardStat> stats;
+  uint64_t total_bytes = 0;
+  for (const auto& shard : shards) {
+    stats.push_back(stat_shard(shard.path));
+    total_bytes += stats.back().size;
+  }
+  const std::string state_dir = output_dir + "/_state";
+  const std::string meta_path = state_dir + "/checkpoint.meta";
+  const std::string manifest_path = state_dir + "/manifest.json";
+  const std::string fingerprint = config_.fingerprint();
+
+  check_inputs_outside_output(shards, output_dir);
+
+  // One run per output directory: a second one would interleave commits. The
+  // lock dies with its process, so a killed run never leaves it behind.
+  durable::make_dirs(output_dir);
+  const std::string lock_path = output_dir + "/.luminamoon.lock";
+  int lock_fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (lock_fd < 0 || ::flock(lock_fd, LOCK_EX | LOCK_NB) != 0) {
+    if (lock_fd >= 0) ::close(lock_fd);
+    throw DataError(DataErrorKind::kOutput,
+                    "another run is writing to " + output_dir + " (" + lock_path + " is locked)");
+  }
+  struct LockGuard {
+    int fd;
+    ~LockGuard() { ::close(fd); }
+  } lock_guard{lock_fd};
+
+  StateTracker tracker(meta_path);
+  std::optional<Checkpoint> checkpoint;
+  if (resume) checkpoint = tracker.load();  // both slots corrupt: throws, never restarts
+  RunTotals previous;
+  StageContext context;
+  context.state_dir = state_dir;
+  context.num_threads = config_.num_threads;
+  for (const auto& shard : shards) context.shard_names.push_back(fs::path(shard.path).filename().string());
+
+  if (checkpoint) {
+    if (!durable::exists(manifest_path)) {
+      throw DataError(DataErrorKind::kStateCorrupt, "checkpoint without " + manifest_path);
+    }
+    check_manifest(durable::read_file(manifest_path), stats, fingerprint);
+    for (uint64_t part = 0; part < checkpoint->output_position; ++part) {
+      std::string path = commit_record_path(state_dir, part);
+      if (!durable::exists(path)) {
+        throw DataError(DataErrorKind::kStateCorrupt, "checkpoint covers part " +
+                                                          std::to_string(part) + " but " + path +
+                                                          " is missing");
+      }
+      CommitRecord record = CommitRecord::from_json(durable::read_file(path));
+      verify_part_files(output_dir, record);
+      previous.merge(record.totals);
+      if (part + 1 == checkpoint->output_position) context.resume_positions = record.positions;
+    }
+    context.resuming = true;
+  } else {
+    // A fresh run: whatever an earlier, uncheckpointed run left is ours to remove.
+    std::error_code ec;
+    fs::remove_all(state_dir, ec);
+    fs::remove(output_dir + "/summary.json", ec);
+    durable::make_dirs(state_dir);
+    durable::write_file(manifest_path, manifest_json(stats, fingerprint));
+  }
+
+  CorpusWriter writer(output_dir, config_.reader.text_field, config_.writer);
+  const uint64_t committed_parts = checkpoint ? checkpoint->output_position : 0;
+  writer.discard_uncommitted(committed_parts);
+  if (!checkpoint) {
+    std::error_code ec;
+    for (const auto& entry : fs::directory_iterator(state_dir, ec)) {
+      std::string name = entry.path().filename().string();
+      if (name.rfind("commit-", 0) == 0) fs::remove(entry.path(), ec);
+    }
+  } else {
+    // Commit records past the checkpoint belong to parts that were discarded.
+    std::error_code ec;
+    for (const auto& entry : fs::directory_iterator(state_dir, ec)) {
+      std::string name = entry.path().filename().string();
+      if (name.rfind("commit-", 0) != 0) continue;
+      unsigned long long part = std::strtoull(name.c_str() + 7, nullptr, 10);
+      bool temp = name.size() > 4 && name.substr(name.size() - 4) == ".tmp";
+      if (temp || part >= committed_parts) fs::remove(entry.path(), ec);
+    }
+  }
+
+  std::vector<std::string> missing;
+  auto stages = make_stages(config_, context, &missing);
+
+  RunTotals session;
+  progress_.input_bytes_total = total_bytes;
+  progress_.documents_in = previous.documents;
+  progress_.documents_kept = previous.kept;
+  progress_.bytes_in = previous.bytes_in;
+  progress_.parts_committed = committed_parts;
+  StreamCoordinate start = checkpoint ? checkpoint->coordinate : StreamCoordinate{};
+  uint64_t done = 0;
+  for (uint32_t s = 0; s < start.shard_id && s < stats.size(); ++s) done += stats[s].size;
+  if (start.shard_id < shards.size() && shards[start.shard_id].compression == Compression::kNone) {
+    done += start.byte_offset;
+  }
+  progress_.input_bytes_done = done;
+  progress_.running = true;
+
+  const bool already_finished = checkpoint && (checkpoint->flags & kCheckpointFinished);
+  if (!already_finished) {
+    StreamSource source(shards, config_.reader, start, progress_, stats);
+    RunTotals part_totals;
+    StreamCoordinate last_end = start;
+    std::map<std::string, uint64_t> positions = context.resume_positions;
+    bool pending = false;
+
+    auto commit = [&](bool finished) {
+      if (pending) {
+        part_totals.bytes_out = writer.write_part();
+        part_totals.parts = 1;
+        crash_point("part_renamed");
+        for (auto& stage : stages) stage->sync();
+        crash_point("state_synced");
+        CommitRecord record;
+        record.part = writer.next_part() - 1;
+        record.coordinate = last_end;
+        record.positions = positions;
+        record.totals = part_totals;
+        record.files = part_files(output_dir, record.part, config_.writer);
+        durable::write_file(commit_record_path(state_dir, record.part), record.to_json());
+      }
+      tracker.commit(last_end, writer.next_part(), finished ? kCheckpointFinished : 0);
+      crash_point("meta_written");
+      session.merge(part_totals);
+      part_totals = RunTotals{};
+      pending = false;
+      progress_.parts_committed = writer.next_part();
+    };
+
+    struct NotRunningOnExit {
+      PipelineProgress& p;
+      ~NotRunningOnExit() { p.running = false; }
+    } not_running{progress_};
+    run_stages(config_, source, stages, cancelled_, [&](BatchPtr batch) {
+      fail_if_strict(config_, *batch);
+      writer.add(*batch);
+      part_totals.add_batch(*batch);
+      last_end = batch->end;
+      for (const auto& [name, position] : batch->state_positions) positions[name] = position;
+      pending = true;
+      progress_.documents_in += batch->size();
+      progress_.bytes_in += batch->bytes_in;
+      for (size_t i = 0; i < batch->size(); ++i) progress_.documents_kept += batch->kept(i);
+      if (writer.part_full()) commit(false);
+    });
+    if (!cancelled_) commit(true);
+  }
+  progress_.running = false;
+
+  RunTotals all = previous;
+  all.merge(session);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   std::vector<std::string> stage_names;
   for (const auto& stage : stages) stage_names.emplace_back(stage->name());
   std::string summary = summary_json(config_, all, session, shards.size(), !cancelled_, stage_names,
