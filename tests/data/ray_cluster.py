@@ -18,6 +18,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 
 CLONE_NEWNET = 0x40000000
@@ -40,7 +41,9 @@ class LoopbackNetns:
 
 
 def interfaces() -> list[str]:
-    return sorted(os.listdir("/sys/class/net"))
+    """The network interfaces this thread sees (/sys/class/net shows sysfs's namespace, not ours)."""
+    with open("/proc/thread-self/net/dev", encoding="ascii") as f:
+        return sorted(line.split(":")[0].strip() for line in f.readlines()[2:])
 
 
 def free_port() -> int:
@@ -87,11 +90,12 @@ class RayNode:
 class Cluster:
     def __init__(self, work: str) -> None:
         self.work = work
+        # Ray's socket paths must stay under 108 bytes: a short root of its own
+        self.ray_tmp = tempfile.mkdtemp(prefix="lmray-", dir="/tmp")
         self.port = free_port()
         self.address = f"127.0.0.1:{self.port}"
         self.head = RayNode(["--head", "--node-ip-address=127.0.0.1", f"--port={self.port}", "--num-cpus=1",
-                             "--include-dashboard=false", f"--temp-dir={work}/ray",
-                             f"--ray-client-server-port={free_port()}"] + node_ports(), f"{work}/head.log")
+                             "--include-dashboard=false", f"--temp-dir={self.ray_tmp}"] + node_ports(), f"{work}/head.log")
         self.worker = None
         self.wait_nodes(1)
         self.start_worker()
@@ -110,11 +114,12 @@ class Cluster:
         import ray
         return sum(1 for n in ray.nodes() if n.get("Alive"))
 
-    def wait_nodes(self, count: int, timeout: float = 120.0) -> None:
+    def wait_nodes(self, count: int, timeout: float = 90.0) -> None:
         import ray
         deadline = time.monotonic() + timeout
         while True:
             try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()  # GCS up?
                 ray.init(address=self.address, logging_level="ERROR", log_to_driver=False)
                 try:
                     if self.alive_nodes() >= count:
@@ -123,6 +128,9 @@ class Cluster:
                     ray.shutdown()
             except Exception:  # noqa: BLE001 (not up yet)
                 pass
+            for node in (self.head, self.worker):
+                if node is not None and node.proc.poll() is not None:
+                    raise RuntimeError(f"ray start exited with {node.proc.returncode}: see {node.log.name}")
             if time.monotonic() > deadline:
                 raise TimeoutError(f"the Ray cluster did not reach {count} nodes; see {self.work}/*.log")
             time.sleep(0.5)
@@ -130,3 +138,4 @@ class Cluster:
     def stop(self) -> None:
         self.stop_worker(signal.SIGTERM)
         self.head.stop(signal.SIGTERM)
+        shutil.rmtree(self.ray_tmp, ignore_errors=True)
