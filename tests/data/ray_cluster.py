@@ -72,7 +72,7 @@ class RayNode:
                                      stdout=self.log, stderr=subprocess.STDOUT, env=env,
                                      start_new_session=True)
 
-    def stop(self, sig: int = signal.SIGTERM, timeout: float = 20.0) -> None:
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 5.0) -> None:
         if self.proc.poll() is None:
             try:
                 os.killpg(self.proc.pid, sig)

@@ -166,7 +166,7 @@ def test_second_node_stopped_mid_run(cluster, driver, corpus, local, tmp_path):
 
 
 def cli(args: list, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "luminamoon", "data", "run", *args],
+    return subprocess.run([sys.executable, "-m", "luminamoon.data.cli", "run", *args],
                           capture_output=True, text=True, env=dict(os.environ, **(env or {})), timeout=300)
 
 
@@ -219,7 +219,7 @@ def test_embedded_instance_from_the_cli(cluster, corpus, local, tmp_path):
     """Without --address the run starts (and stops) its own local Ray."""
     out = str(tmp_path / "out")
     done = cli([*corpus, "-o", out, "--executor", "ray", "--workers", "2", "--format", "ndjson",
-                "--write-dropped", "--part-rows", "150"])
+                "--write-dropped", "--part-rows", "150", "--batch-docs", "64"])
     assert done.returncode == 0, done.stderr
     assert "documents in" in done.stdout and "[ray]: finish" in done.stderr
     assert_same(read_run(out), local)
