@@ -105,9 +105,12 @@ def main() -> int:
     ap.add_argument("--work", default=os.path.join(tempfile.gettempdir(), "luminamoon-ray-bench"))
     ap.add_argument("--skip-datatrove", action="store_true")
     args = ap.parse_args()
+    # A HOME of our own: another Ray user's ~/.ray/auth_token would turn on token auth
+    os.environ["HOME"] = os.path.join(args.work, "home")
+    os.makedirs(os.environ["HOME"], exist_ok=True)
     import ray
     from pipeline_bench import corpus
-    from ray_cluster import Cluster, LoopbackNetns
+    from ray_cluster import Cluster, LoopbackNetns, connect
     from luminamoon.data import FusedPipeline
 
     os.makedirs(args.work, exist_ok=True)
@@ -141,12 +144,12 @@ def main() -> int:
     equal = {}
     try:
         cluster.stop_worker()
-        ray.init(address=cluster.address, logging_level="ERROR", log_to_driver=False)
+        connect(cluster.address)
         runs["ray 1 node (1 CPU)"] = [timed(on_ray()) for _ in range(args.repeats)]
         equal["ray 1 node (1 CPU)"] = kept_rows(out) == reference["full"]
         ray.shutdown()
         cluster.start_worker()
-        ray.init(address=cluster.address, logging_level="ERROR", log_to_driver=False)
+        connect(cluster.address)
         runs["ray 2 nodes (1 CPU each)"] = [timed(on_ray()) for _ in range(args.repeats)]
         equal["ray 2 nodes (1 CPU each)"] = kept_rows(out) == reference["full"]
         runs["ray 2 nodes, dedup alone"] = [timed(on_ray(stages=DEDUP_ONLY)) for _ in range(args.repeats)]

@@ -12,6 +12,7 @@ DEB_PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libssl-dev
   clang libclang-rt-dev
+  iproute2  # issue 17: `ip link set lo up` in the Ray tests' loopback-only network namespace
 )
 missing=()
 for p in "${DEB_PACKAGES[@]}"; do

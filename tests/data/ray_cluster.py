@@ -59,6 +59,12 @@ def node_ports() -> list[str]:
         "dashboard-agent-grpc-port", "runtime-env-agent-port", "metrics-export-port")]
 
 
+def connect(address: str, **kwargs) -> None:
+    """ray.init as a driver of the cluster; this host's address in the namespace is loopback."""
+    import ray
+    ray.init(address=address, logging_level="ERROR", log_to_driver=False, _node_ip_address="127.0.0.1", **kwargs)
+
+
 def ray_cli() -> list[str]:
     exe = shutil.which("ray", path=os.path.dirname(sys.executable))
     return [exe] if exe else [sys.executable, "-c", "from ray.scripts.scripts import main; main()"]
@@ -67,7 +73,11 @@ def ray_cli() -> list[str]:
 class RayNode:
     def __init__(self, args: list[str], log_path: str) -> None:
         self.log = open(log_path, "ab")
-        env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0")
+        # A HOME of its own: a ~/.ray/auth_token left by another Ray user of
+        # this machine would switch the nodes to token authentication.
+        home = os.path.join(os.path.dirname(log_path), "home")
+        os.makedirs(home, exist_ok=True)
+        env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0", HOME=home, RAY_AUTH_MODE="disabled")
         self.proc = subprocess.Popen(ray_cli() + ["start", "--block", "--disable-usage-stats"] + args,
                                      stdout=self.log, stderr=subprocess.STDOUT, env=env,
                                      start_new_session=True)
@@ -97,8 +107,12 @@ class Cluster:
         self.head = RayNode(["--head", "--node-ip-address=127.0.0.1", f"--port={self.port}", "--num-cpus=1",
                              "--include-dashboard=false", f"--temp-dir={self.ray_tmp}"] + node_ports(), f"{work}/head.log")
         self.worker = None
-        self.wait_nodes(1)
-        self.start_worker()
+        try:
+            self.wait_nodes(1)
+            self.start_worker()
+        except BaseException:
+            self.stop()
+            raise
 
     def start_worker(self) -> None:
         self.worker = RayNode([f"--address={self.address}", "--node-ip-address=127.0.0.1", "--num-cpus=1"]
@@ -114,25 +128,26 @@ class Cluster:
         import ray
         return sum(1 for n in ray.nodes() if n.get("Alive"))
 
-    def wait_nodes(self, count: int, timeout: float = 90.0) -> None:
+    def wait_nodes(self, count: int, timeout: float = 180.0) -> None:
         import ray
         deadline = time.monotonic() + timeout
+        last: object = None
         while True:
             try:
                 socket.create_connection(("127.0.0.1", self.port), timeout=1).close()  # GCS up?
-                ray.init(address=self.address, logging_level="ERROR", log_to_driver=False)
+                connect(self.address)
                 try:
                     if self.alive_nodes() >= count:
                         return
                 finally:
                     ray.shutdown()
-            except Exception:  # noqa: BLE001 (not up yet)
-                pass
+            except Exception as e:  # noqa: BLE001 (not up yet)
+                last = e
             for node in (self.head, self.worker):
                 if node is not None and node.proc.poll() is not None:
                     raise RuntimeError(f"ray start exited with {node.proc.returncode}: see {node.log.name}")
             if time.monotonic() > deadline:
-                raise TimeoutError(f"the Ray cluster did not reach {count} nodes; see {self.work}/*.log")
+                raise TimeoutError(f"the Ray cluster did not reach {count} nodes ({last!r}); see {self.work}/*.log")
             time.sleep(0.5)
 
     def stop(self) -> None:

@@ -24,7 +24,7 @@ from luminamoon.data import DataError, FusedPipeline  # noqa: E402
 from luminamoon.data.cli import generate_corpus  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(__file__))
-from ray_cluster import Cluster, LoopbackNetns, interfaces  # noqa: E402
+from ray_cluster import Cluster, LoopbackNetns, connect, interfaces  # noqa: E402
 
 CONFIG = dict(format="ndjson", write_dropped=True, part_rows=150, batch_docs=64)
 
@@ -93,12 +93,11 @@ def local(corpus, tmp_path_factory):
 @pytest.fixture
 def driver(cluster):
     """This process as a driver of the cluster; env: variables for its workers."""
-    def connect(**env):
+    def join(**env):
         if ray.is_initialized():
             ray.shutdown()
-        ray.init(address=cluster.address, logging_level="ERROR", log_to_driver=False,
-                 runtime_env={"env_vars": env} if env else None)
-    yield connect
+        connect(cluster.address, runtime_env={"env_vars": env} if env else None)
+    yield join
     if ray.is_initialized():
         ray.shutdown()
 
@@ -166,8 +165,11 @@ def test_second_node_stopped_mid_run(cluster, driver, corpus, local, tmp_path):
 
 
 def cli(args: list, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "luminamoon.data.cli", "run", *args],
-                          capture_output=True, text=True, env=dict(os.environ, **(env or {})), timeout=300)
+    # HOME of the cluster's nodes: no other Ray user's ~/.ray/auth_token (ray_cluster.RayNode)
+    home = os.path.join(os.path.dirname(os.path.dirname(args[0])), "home")
+    os.makedirs(home, exist_ok=True)
+    return subprocess.run([sys.executable, "-m", "luminamoon.data.cli", "run", *args], capture_output=True,
+                          text=True, env=dict(os.environ, HOME=home, **(env or {})), timeout=300)
 
 
 def test_driver_sigkill_then_resume(cluster, corpus, local, tmp_path):
