@@ -51,6 +51,7 @@ def timed(fn) -> dict:
     start = time.perf_counter()
     summary = fn()
     seconds = time.perf_counter() - start
+    print(f"  {seconds:.2f} s, load {load:.1f}..{os.getloadavg()[0]:.1f}", file=sys.stderr, flush=True)
     return {"seconds": seconds, "documents": summary["documents_in"], "bytes": summary["bytes_in"],
             "kept": summary["documents_kept"], "load1_before": load, "load1_after": os.getloadavg()[0]}
 
@@ -66,7 +67,7 @@ from datatrove.pipeline.readers import JsonlReader
 from datatrove.pipeline.writers import JsonlWriter
 from datatrove.utils.hashing import HashConfig
 corpus, work, tasks = sys.argv[1], sys.argv[2], int(sys.argv[3])
-config = MinhashConfig(n_grams=5, num_buckets=8, hashes_per_bucket=8, hash_config=HashConfig(precision=64))
+config = MinhashConfig(n_grams=5, num_buckets=8, hashes_per_bucket=8, hash_config=HashConfig(precision=64, hash_fc="sha1"))  # its xxhash path passes str to xxhash, which wants bytes here
 sigs, buckets, remove, logs = (os.path.join(work, n) for n in ("signatures", "buckets", "remove_ids", "logs"))
 s1 = LocalPipelineExecutor(pipeline=[JsonlReader(corpus, glob_pattern="*.jsonl"),
      MinhashDedupSignature(output_folder=sigs, config=config)], tasks=tasks, workers=tasks,
@@ -164,6 +165,8 @@ def main() -> int:
     runs[f"ray embedded ({cores} CPUs, start+stop timed)"] = [timed(on_ray(workers=cores))
                                                              for _ in range(args.repeats)]
     equal[f"ray embedded ({cores} CPUs, start+stop timed)"] = kept_rows(out) == reference["full"]
+    print(json.dumps({k: [round(r["seconds"], 2) for r in v] for k, v in runs.items()}), json.dumps(equal),
+          file=sys.stderr, flush=True)
     if netns:
         netns.leave()
     dt = None

@@ -100,6 +100,7 @@ class RayNode:
 class Cluster:
     def __init__(self, work: str) -> None:
         self.work = work
+        os.makedirs(work, exist_ok=True)
         # Ray's socket paths must stay under 108 bytes: a short root of its own
         self.ray_tmp = tempfile.mkdtemp(prefix="lmray-", dir="/tmp")
         self.port = free_port()

@@ -4,6 +4,8 @@
 - dedup.py: exact (StreamDeduplicator) and near (MinHashLSH) deduplication.
 - pipeline.py: FusedPipeline, its config and errors.
 - cli.py: ``luminamoon data ...``.
+- ray_executor.py: the pipeline on Ray (``FusedPipeline.run(..., executor="ray")``), with
+  global_dedup.py, the exact and near-duplicate decisions across shards (docs/ray.md).
 """
 from .batch import *  # noqa: F401,F403
 from .dedup import *  # noqa: F401,F403
