@@ -2,6 +2,7 @@
 
     luminamoon data run INPUT... -o OUTPUT_DIR [--config FILE] [--format parquet|arrow|arrow_stream|ndjson]
                         [--resume/--no-resume] [--dedup/--no-dedup] ...
+                        [--executor local|ray [--address ADDRESS] [--workers N]]   (docs/ray.md)
     luminamoon data demo [-o DIR]        the pipeline over the small corpus shipped with the package
     luminamoon data generate DIR         a synthetic corpus (planted duplicates, PII, junk)
 
