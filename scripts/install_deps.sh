@@ -13,6 +13,7 @@ DEB_PACKAGES=(
   libssl-dev
   clang libclang-rt-dev
   libvulkan-dev mesa-vulkan-drivers glslc glslang-tools spirv-tools vulkan-tools vulkan-validationlayers
+  iproute2  # issue 17: `ip link set lo up` in the Ray tests' loopback-only network namespace
 )
 missing=()
 for p in "${DEB_PACKAGES[@]}"; do

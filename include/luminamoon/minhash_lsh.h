@@ -86,6 +86,12 @@ class MinHasher {
   std::shared_ptr<const PermutationLanes> lanes_;
 };
 
+// The LSH key of band `band` of a signature: XXH3-64 of its `rows` values
+// (as stored, little-endian) seeded with the band number. Two documents are
+// candidates when one band's keys are equal; the MinHashLSH tables and a
+// distributed band shuffle (python/luminamoon/data/global_dedup.py) use this one key.
+uint64_t minhash_band_key(std::span<const uint64_t> signature, int band, int rows);
+
 // Fraction of equal positions of two signatures (estimates Jaccard similarity).
 double estimated_jaccard(std::span<const uint64_t> a, std::span<const uint64_t> b);
 

@@ -19,6 +19,7 @@ namespace nb = nanobind;
 #include "luminamoon/data_error.h"
 #include "luminamoon/fused_pipeline.h"
 #include "luminamoon/reader.h"
+#include "luminamoon/shard_tasks.h"
 #include "luminamoon/writer.h"
 #include "python/data_error_bridge.h"
 
@@ -280,6 +281,59 @@ void register_data_pipeline(nb::module_& m) {
            })
       .def("next", &BatchStream::next)
       .def("close", &BatchStream::close);
+
+  // One shard at a time, for a distributed executor (ray_executor.py).
+  nb::class_<ShardTasks>(m, "_ShardTasks")
+      .def("__init__",
+           [](ShardTasks* self, nb::dict config, nb::list input_list) {
+             std::vector<std::string> inputs = paths_from(input_list);
+             translating([&] { new (self) ShardTasks(config_from(config), std::move(inputs)); });
+           })
+      .def("shard_count", &ShardTasks::shard_count)
+      .def("preflight",
+           [](const ShardTasks& t, nb::object output) {
+             std::string dir = path_from(output);
+             translating([&] {
+               nb::gil_scoped_release release;
+               t.preflight(dir);
+             });
+           })
+      .def("manifest", [](const ShardTasks& t) { return translating([&] { return t.manifest(); }); })
+      .def("check_manifest",
+           [](const ShardTasks& t, const std::string& json) { translating([&] { t.check_manifest(json); }); })
+      .def("map_shard",
+           [](const ShardTasks& t, uint32_t shard) {
+             ShardSurvivors s = translating([&] {
+               nb::gil_scoped_release release;
+               return t.map_shard(shard);
+             });
+             nb::dict out;
+             out["refs"] = array_of(std::make_shared<std::vector<int64_t>>(std::move(s.refs)));
+             out["exact_keys"] = array_of(std::make_shared<std::vector<uint64_t>>(std::move(s.exact_keys)));
+             out["signatures"] = array_of(std::make_shared<std::vector<uint64_t>>(std::move(s.signatures)));
+             out["band_keys"] = array_of(std::make_shared<std::vector<uint64_t>>(std::move(s.band_keys)));
+             return out;
+           })
+      .def("finish_shard",
+           [](const ShardTasks& t, uint32_t shard, nb::object output,
+              nb::ndarray<const int64_t, nb::ndim<1>, nb::c_contig, nb::device::cpu> refs,
+              nb::ndarray<const uint8_t, nb::ndim<1>, nb::c_contig, nb::device::cpu> near,
+              nb::ndarray<const int64_t, nb::ndim<1>, nb::c_contig, nb::device::cpu> matched) {
+             std::string dir = path_from(output);
+             PlannedDrops drops;
+             drops.refs.assign(refs.data(), refs.data() + refs.shape(0));
+             drops.near.assign(near.data(), near.data() + near.shape(0));
+             drops.matched.assign(matched.data(), matched.data() + matched.shape(0));
+             return translating([&] {
+               nb::gil_scoped_release release;
+               return t.finish_shard(shard, dir, drops);
+             });
+           })
+      .def("summary",
+           [](const ShardTasks& t, const std::vector<std::string>& totals, const std::vector<uint8_t>& session,
+              bool resumed, double seconds) {
+             return translating([&] { return t.summary(totals, session, resumed, seconds); });
+           });
 
   m.def("pipeline_available_stages", &FusedPipeline::available_stages);
   m.def("pipeline_parquet_input_available", &parquet_reader_available);

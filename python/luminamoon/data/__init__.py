@@ -7,6 +7,8 @@
 - tokenization.py: the tokenization stage (Hugging Face tokenizers -> token shards, Megatron .bin/.idx).
 - token_shards.py: reading token shards; token_loader.py: TokenLoader (packed, resumable batches).
 - cli.py: ``luminamoon data ...``.
+- ray_executor.py: the pipeline on Ray (``FusedPipeline.run(..., executor="ray")``), with
+  global_dedup.py, the exact and near-duplicate decisions across shards (docs/ray.md).
 """
 from .batch import *  # noqa: F401,F403
 from .dedup import *  # noqa: F401,F403

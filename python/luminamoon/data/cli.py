@@ -2,6 +2,7 @@
 
     luminamoon data run INPUT... -o OUTPUT_DIR [--config FILE] [--format parquet|arrow|arrow_stream|ndjson]
                         [--resume/--no-resume] [--dedup/--no-dedup] ...
+                        [--executor local|ray [--address ADDRESS] [--workers N]]   (docs/ray.md)
     luminamoon data demo [-o DIR]        the pipeline over the small corpus shipped with the package
     luminamoon data generate DIR         a synthetic corpus (planted duplicates, PII, junk)
 
@@ -97,6 +98,12 @@ def _build_parser() -> _Parser:
                      help="a Hugging Face tokenizer.json: tokenize the kept documents into OUTPUT_DIR/tokens "
                           "(token shards + Megatron .bin/.idx)")
     run.add_argument("--eos-token", metavar="TOKEN", help="end-of-document token (default <|endoftext|>)")
+    run.add_argument("--executor", default="local", metavar="NAME",
+                     help="local (default) or ray: the same result on a Ray cluster (docs/ray.md)")
+    run.add_argument("--address", metavar="ADDRESS",
+                     help="with --executor ray: join this Ray cluster (default: start a local instance)")
+    run.add_argument("--workers", type=int, metavar="N",
+                     help="with --executor ray: CPUs of the local instance and key-range partitions")
     demo = sub.add_parser("demo", help="run the pipeline over the small corpus shipped with the package")
     demo.add_argument("-o", "--output", metavar="DIR")
     gen = sub.add_parser("generate", help="write a synthetic JSONL corpus")
@@ -401,7 +408,15 @@ def main(argv: Optional[list[str]] = None) -> int:
             return run_demo(args.output)
         config = _config_from_args(args)
         pipeline = FusedPipeline(config)
-        summary = _run_with_progress(pipeline, args.inputs, args.output, args.resume, args.progress)
+        if args.executor == "local" and (args.address or args.workers):
+            raise DataError("--address and --workers need --executor ray", 2)
+        if args.executor != "local":
+            from .ray_executor import print_progress
+            summary = pipeline.run(args.inputs, args.output, resume=args.resume, executor=args.executor,
+                                   address=args.address, workers=args.workers,
+                                   progress=None if args.progress == "none" else print_progress)
+        else:
+            summary = _run_with_progress(pipeline, args.inputs, args.output, args.resume, args.progress)
         _print_summary(summary, args.output)
         if not summary.get("complete", True):
             return 130

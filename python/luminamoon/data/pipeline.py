@@ -29,6 +29,7 @@ __all__ = [
     "arrow_io_available",
     "available_stages",
     "OUTPUT_FORMATS",
+    "EXECUTORS",
     "INPUT_EXTENSIONS",
 ]
 
@@ -45,6 +46,7 @@ EXIT_CODES = {
     130: "interrupted (Ctrl-C); the last checkpoint stays valid, rerun to resume",
 }
 
+EXECUTORS = ("local", "ray")
 OUTPUT_FORMATS = ("parquet", "arrow", "arrow_stream", "ndjson")
 INPUT_EXTENSIONS = (".jsonl", ".ndjson", ".json", ".txt", ".text", ".parquet")
 _COMPRESSIONS = (".gz", ".zst", ".zstd")
@@ -58,6 +60,9 @@ class DataError(RuntimeError):
     def __init__(self, message: str, exit_code: int = 1) -> None:
         super().__init__(message)
         self.exit_code = exit_code
+
+    def __reduce__(self):  # keeps exit_code across pickling (a Ray task's error reaches the driver)
+        return (type(self), (str(self), self.exit_code))
 
 
 # ---------------------------------------------------------------- did you mean
@@ -415,10 +420,22 @@ class FusedPipeline:
     def _make(self):
         return _backend()._FusedPipeline(self.config.to_native())
 
-    def run(self, inputs: Any, output_dir: Any, resume: bool = True) -> dict:
-        shards = resolve_inputs(inputs)
-        self._native = self._make()
-        summary = json.loads(self._native.run(shards, os.fspath(output_dir), bool(resume)))
+    def run(self, inputs: Any, output_dir: Any, resume: bool = True, executor: str = "local",
+            address: Optional[str] = None, workers: Optional[int] = None, progress: Any = None) -> dict:
+        """executor "ray" runs on Ray (ray_executor.py) with the same result:
+        address None starts a local instance with `workers` CPUs, else joins
+        that cluster; progress (a callable taking a line) hears of each stage."""
+        if executor == "ray":
+            from .ray_executor import run_on_ray
+            summary = run_on_ray(self.config, inputs, output_dir, resume, address, workers, progress)
+        elif executor == "local":
+            shards = resolve_inputs(inputs)
+            self._native = self._make()
+            summary = json.loads(self._native.run(shards, os.fspath(output_dir), bool(resume)))
+        else:
+            raise DataError(f"unknown executor '{executor}'" + _suggestion(executor, EXECUTORS)
+                            + f" (known: {', '.join(EXECUTORS)})", 2)
+        # The tokenization stage reads the committed parts, whichever executor wrote them.
         if self.config.tokenizer and summary.get("complete", True):
             from .tokenization import committed_part_files, tokenize_corpus
             parts = committed_part_files(output_dir)

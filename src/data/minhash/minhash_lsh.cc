@@ -73,6 +73,12 @@ void validate(const MinHashLSHOptions& o) {
 
 }  // namespace
 
+uint64_t minhash_band_key(std::span<const uint64_t> signature, int band, int rows) {
+  const size_t r = static_cast<size_t>(rows);
+  return XXH3_64bits_withSeed(signature.data() + static_cast<size_t>(band) * r, r * sizeof(uint64_t),
+                              static_cast<uint64_t>(band));
+}
+
 struct MinHashLSH::Impl {
   MinHashLSHOptions options;
   MinHasher hasher;
@@ -106,9 +112,7 @@ struct MinHashLSH::Impl {
   }
 
   uint64_t band_key(const uint64_t* sig, int band) const {
-    const size_t rows = static_cast<size_t>(options.rows);
-    return XXH3_64bits_withSeed(sig + band * rows, rows * sizeof(uint64_t),
-                                static_cast<uint64_t>(band));
+    return minhash_band_key({sig, width}, band, options.rows);
   }
 
   void insert(const uint64_t* sig, int64_t ref) {

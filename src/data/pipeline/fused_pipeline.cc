@@ -19,6 +19,7 @@
 #include <thread>
 
 #include "data/pipeline/run_state.h"
+#include "data/pipeline/stage_runner.h"
 #include "data/state/crash_point.h"
 #include "data/state/durable_io.h"
 #include "data/writer/json_text.h"
@@ -40,48 +41,9 @@ namespace luminamoon {
 // coordinate; batches and parts are cut at the same places as before (batches
 // never span shards and close on fixed limits), so the output is identical.
 
-namespace {
+namespace pipeline_internal {
 
 namespace fs = std::filesystem;
-using BatchPtr = std::shared_ptr<DocBatch>;
-
-// Reads the shards in order from a coordinate, one batch at a time.
-class StreamSource {
- public:
-  StreamSource(std::vector<ShardInfo> shards, ReaderOptions options, StreamCoordinate start,
-               PipelineProgress& progress, const std::vector<ShardStat>& stats)
-      : shards_(std::move(shards)), options_(std::move(options)), next_(start),
-        shard_(start.shard_id), progress_(progress), stats_(stats) {}
-
-  bool next(DocBatch& batch) {
-    while (shard_ < shards_.size()) {
-      const bool compressed = shards_[shard_].compression != Compression::kNone;
-      if (!reader_) reader_ = open_shard(shards_[shard_], options_, next_);
-      if (reader_->next(batch)) {
-        next_ = batch.end;
-        if (!compressed) progress_.input_bytes_done += batch.bytes_in;
-        return true;
-      }
-      if (compressed) progress_.input_bytes_done += stats_[shard_].size;
-      reader_.reset();
-      ++shard_;
-      StreamCoordinate fresh;
-      fresh.shard_id = static_cast<uint32_t>(shard_);
-      fresh.global_row_idx = next_.global_row_idx;
-      next_ = fresh;
-    }
-    return false;
-  }
-
- private:
-  std::vector<ShardInfo> shards_;
-  ReaderOptions options_;
-  StreamCoordinate next_;
-  size_t shard_;
-  std::unique_ptr<ShardReader> reader_;
-  PipelineProgress& progress_;
-  const std::vector<ShardStat>& stats_;
-};
 
 std::string commit_record_path(const std::string& state_dir, uint64_t part) {
   char name[64];
@@ -243,7 +205,30 @@ std::string now_json_number(double v) {
   return buf;
 }
 
-}  // namespace
+std::string summary_json(const PipelineConfig& config, const RunTotals& all, const RunTotals& session,
+                         size_t inputs, bool complete, const std::vector<std::string>& stage_names,
+                         const std::vector<std::string>& missing, bool resumed, double seconds) {
+  std::string summary = all.to_json();
+  summary.pop_back();  // reopen the object to add the run's own figures
+  summary += ",\"inputs\":" + std::to_string(inputs);
+  summary += ",\"format\":\"" + std::string(output_format_name(config.writer.format)) + "\"";
+  summary += ",\"complete\":" + std::string(complete ? "true" : "false");
+  summary += ",\"stages\":[";
+  for (size_t i = 0; i < stage_names.size(); ++i) summary += (i ? ",\"" : "\"") + stage_names[i] + "\"";
+  summary += "],\"stages_missing\":[";
+  for (size_t i = 0; i < missing.size(); ++i) summary += (i ? ",\"" : "\"") + missing[i] + "\"";
+  summary += "],\"this_run\":{\"resumed\":" + std::string(resumed ? "true" : "false");
+  summary += ",\"seconds\":" + now_json_number(seconds);
+  summary += ",\"documents\":" + std::to_string(session.documents);
+  summary += ",\"bytes_in\":" + std::to_string(session.bytes_in);
+  summary += ",\"documents_per_second\":" + now_json_number(seconds > 0 ? session.documents / seconds : 0);
+  summary += ",\"mb_per_second\":" + now_json_number(seconds > 0 ? session.bytes_in / seconds / 1e6 : 0);
+  summary += ",\"threads\":" + std::to_string(thread_count(config)) + "}}";
+  return summary;
+}
+}  // namespace pipeline_internal
+
+using namespace pipeline_internal;
 
 std::string PipelineConfig::fingerprint() const {
   std::string s;
@@ -455,24 +440,10 @@ std::string FusedPipeline::run(const std::vector<std::string>& inputs,
   all.merge(session);
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-  std::string summary = all.to_json();
-  summary.pop_back();  // reopen the object to add the run's own figures
-  summary += ",\"inputs\":" + std::to_string(shards.size());
-  summary += ",\"format\":\"" + std::string(output_format_name(config_.writer.format)) + "\"";
-  summary += ",\"complete\":" + std::string(cancelled_ ? "false" : "true");
-  summary += ",\"stages\":[";
-  for (size_t i = 0; i < stages.size(); ++i) {
-    summary += (i ? ",\"" : "\"") + std::string(stages[i]->name()) + "\"";
-  }
-  summary += "],\"stages_missing\":[";
-  for (size_t i = 0; i < missing.size(); ++i) summary += (i ? ",\"" : "\"") + missing[i] + "\"";
-  summary += "],\"this_run\":{\"resumed\":" + std::string(checkpoint ? "true" : "false");
-  summary += ",\"seconds\":" + now_json_number(seconds);
-  summary += ",\"documents\":" + std::to_string(session.documents);
-  summary += ",\"bytes_in\":" + std::to_string(session.bytes_in);
-  summary += ",\"documents_per_second\":" + now_json_number(seconds > 0 ? session.documents / seconds : 0);
-  summary += ",\"mb_per_second\":" + now_json_number(seconds > 0 ? session.bytes_in / seconds / 1e6 : 0);
-  summary += ",\"threads\":" + std::to_string(thread_count(config_)) + "}}";
+  std::vector<std::string> stage_names;
+  for (const auto& stage : stages) stage_names.emplace_back(stage->name());
+  std::string summary = summary_json(config_, all, session, shards.size(), !cancelled_, stage_names,
+                                     missing, checkpoint.has_value(), seconds);
   durable::write_file(output_dir + "/summary.json", summary + "\n");
   return summary;
 }

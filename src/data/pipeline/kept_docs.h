@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "luminamoon/doc_batch.h"
@@ -18,6 +19,20 @@ struct KeptDocs {
 };
 
 inline constexpr int kRefLineBits = 40;
+
+// What the dedup stages call themselves and their drops (summary.json's keys).
+inline constexpr const char* kExactDedupStage = "dedup";
+inline constexpr const char* kExactDuplicateReason = "exact_duplicate";
+inline constexpr const char* kNearDedupStage = "minhash";
+inline constexpr const char* kNearDuplicateReason = "near_duplicate";
+
+// "FILE:LINE" of a ref: how a drop names the document it matched.
+inline std::string ref_name(const std::vector<std::string>& shard_names, int64_t ref) {
+  uint64_t shard = static_cast<uint64_t>(ref) >> kRefLineBits;
+  uint64_t line = static_cast<uint64_t>(ref) & ((uint64_t{1} << kRefLineBits) - 1);
+  std::string name = shard < shard_names.size() ? shard_names[shard] : "?";
+  return name + ":" + std::to_string(line);
+}
 
 inline KeptDocs gather_kept(const DocBatch& batch) {
   KeptDocs kept;

@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "data/pipeline/kept_docs.h"
+#include "data/pipeline/stage_runner.h"
 #include "data/state/durable_io.h"
 #include "data/writer/json_text.h"
 #include "luminamoon/data_error.h"
@@ -31,10 +32,7 @@ namespace luminamoon {
 namespace {
 
 [[maybe_unused]] std::string ref_name(const StageContext& context, int64_t ref) {
-  uint64_t shard = static_cast<uint64_t>(ref) >> kRefLineBits;
-  uint64_t line = static_cast<uint64_t>(ref) & ((uint64_t{1} << kRefLineBits) - 1);
-  std::string name = shard < context.shard_names.size() ? context.shard_names[shard] : "?";
-  return name + ":" + std::to_string(line);
+  return luminamoon::ref_name(context.shard_names, ref);
 }
 
 [[maybe_unused]] WalOptions wal_options(const StageContext& context, const char* state_name,
@@ -182,25 +180,34 @@ std::unique_ptr<PipelineStage> make_exact_dedup(const StageContext& context, boo
   options.num_threads = context.num_threads;
   std::string path = options.wal.path;
   return std::make_unique<OrderedDedupStage<StreamDeduplicator>>(
-      context, "dedup", "exact_duplicate", path, StreamDeduplicator(std::move(options)));
+      context, kExactDedupStage, kExactDuplicateReason, path, StreamDeduplicator(std::move(options)));
 }
 #endif
 
 #if defined(LUMINA_HAVE_MINHASH)
+}  // namespace
+
+MinHashParams minhash_params(const PipelineConfig& config) {
+  MinHashParams params;
+  params.num_perm = config.minhash_num_perm;
+  params.ngram = config.minhash_ngram;
+  params.seed = config.minhash_seed;
+  params.scheme = parse_minhash_scheme(config.minhash_scheme);
+  return params;
+}
+
+namespace {
 std::unique_ptr<PipelineStage> make_near_dedup(const StageContext& context,
                                                const PipelineConfig& config) {
   MinHashLSHOptions options;
-  options.params.num_perm = config.minhash_num_perm;
-  options.params.ngram = config.minhash_ngram;
-  options.params.seed = config.minhash_seed;
-  options.params.scheme = parse_minhash_scheme(config.minhash_scheme);
+  options.params = minhash_params(config);
   options.bands = config.minhash_bands;
   options.rows = config.minhash_rows;
   options.threshold = config.minhash_threshold;
   options.index = wal_options(context, "minhash", "minhash.lsh");
   options.num_threads = context.num_threads;
   std::string path = options.index.path;
-  return std::make_unique<OrderedDedupStage<MinHashLSH>>(context, "minhash", "near_duplicate", path,
+  return std::make_unique<OrderedDedupStage<MinHashLSH>>(context, kNearDedupStage, kNearDuplicateReason, path,
                                                          MinHashLSH(std::move(options)));
 }
 #endif

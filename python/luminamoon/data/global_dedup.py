@@ -1,0 +1,169 @@
+"""Global exact and near-duplicate decisions over many shards, equal to the
+local stream's (spec data-engine.md, sections 4 and 5, "Distributed runs").
+
+The inputs are what ``ShardTasks.map_shard`` (C++) yields per shard for the
+documents that pass cleaner and quality filter: their refs
+``(shard << 40) | line``, whose order is the global stream order, their exact
+keys, band keys and MinHash signatures. The functions here are the reduce
+side of the shuffle: each sees one key range, never the whole corpus.
+
+Note [global resolution]
+The local rules, in stream order:
+- exact: a document whose key was seen before is dropped, matched to the
+  first document with that key;
+- near: a document (kept by exact dedup) is dropped when one of its band keys
+  (band b, key k) equals that of an earlier document *kept by the near stage*
+  with estimated Jaccard >= threshold; matched to the most similar one, the
+  earliest on a tie.
+Exact: partition by key; the first occurrence is the smallest ref of a key.
+Near: whether a document is kept depends only on the documents that share a
+band key with it, recursively, i.e. on its connected component of the graph
+whose edges join documents sharing a (band, key). A document outside the
+component never shares a band key with one inside, so the local LSH run over
+the component's documents alone, in ref order, makes exactly the local
+decisions for them (the same candidates, kept set and tie order). Hence:
+band rows partitioned by key -> buckets of >= 2 documents -> edges ->
+components -> each component (or any union of whole components) replayed
+through the native MinHashLSH in ref order. Documents in no bucket are kept.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+__all__ = [
+    "REF_LINE_BITS",
+    "ref_shard",
+    "key_partition",
+    "split_rows",
+    "exact_decisions",
+    "band_rows",
+    "candidate_edges",
+    "components",
+    "component_partition",
+    "near_decisions",
+]
+
+#: refs are (shard << REF_LINE_BITS) | line (src/data/pipeline/kept_docs.h)
+REF_LINE_BITS = 40
+_EMPTY_I64 = np.empty(0, dtype=np.int64)
+
+
+def ref_shard(refs: np.ndarray) -> np.ndarray:
+    return (np.asarray(refs, dtype=np.int64) >> REF_LINE_BITS).astype(np.int64)
+
+
+def key_partition(keys: np.ndarray, partitions: int) -> np.ndarray:
+    """The reducer of each XXH3-64 key: its top bits (the keys are uniform)."""
+    keys = np.asarray(keys, dtype=np.uint64)
+    return ((keys >> np.uint64(32)) * np.uint64(partitions) >> np.uint64(32)).astype(np.int64)
+
+
+def split_rows(partition: np.ndarray, partitions: int, *columns: np.ndarray) -> list[tuple]:
+    """Rows grouped by partition (stable: row order kept within one)."""
+    order = np.argsort(partition, kind="stable")
+    bounds = np.searchsorted(partition[order], np.arange(partitions + 1))
+    out = []
+    for p in range(partitions):
+        sel = order[bounds[p]:bounds[p + 1]]
+        out.append(tuple(np.ascontiguousarray(c[sel]) for c in columns))
+    return out
+
+
+def exact_decisions(keys: np.ndarray, refs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(dropped refs, matched refs), sorted by ref: every document but the
+    first (smallest ref) of its key, matched to that first one."""
+    keys = np.asarray(keys, dtype=np.uint64)
+    refs = np.asarray(refs, dtype=np.int64)
+    if keys.size == 0:
+        return _EMPTY_I64, _EMPTY_I64
+    order = np.lexsort((refs, keys))
+    k, r = keys[order], refs[order]
+    first = np.ones(k.size, dtype=bool)
+    first[1:] = k[1:] != k[:-1]
+    group_first = r[first][np.cumsum(first) - 1]
+    dropped, matched = r[~first], group_first[~first]
+    by_ref = np.argsort(dropped, kind="stable")
+    return dropped[by_ref], matched[by_ref]
+
+
+def band_rows(band_keys: np.ndarray, refs: np.ndarray, bands: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(band, key, ref) per band of every document; band_keys is n x bands."""
+    refs = np.asarray(refs, dtype=np.int64)
+    keys = np.asarray(band_keys, dtype=np.uint64).reshape(refs.size, bands)
+    band = np.tile(np.arange(bands, dtype=np.int16), refs.size)
+    return band, keys.ravel(), np.repeat(refs, bands)
+
+
+def candidate_edges(band: np.ndarray, keys: np.ndarray, refs: np.ndarray,
+                    excluded: np.ndarray = _EMPTY_I64) -> tuple[np.ndarray, np.ndarray]:
+    """Edges (first, other) joining the documents of each (band, key) bucket
+    of >= 2 documents; rows of `excluded` refs (exact duplicates, which never
+    reach the near stage) are left out first."""
+    if excluded.size:
+        keep = ~np.isin(refs, excluded)
+        band, keys, refs = band[keep], keys[keep], refs[keep]
+    if refs.size < 2:
+        return _EMPTY_I64, _EMPTY_I64
+    order = np.lexsort((refs, keys, band))
+    b, k, r = band[order], keys[order], refs[order]
+    start = np.ones(r.size, dtype=bool)
+    start[1:] = (b[1:] != b[:-1]) | (k[1:] != k[:-1])
+    group = np.cumsum(start) - 1
+    first = r[start][group]
+    size = np.bincount(group)[group]
+    sel = (~start) & (size >= 2)
+    return first[sel], r[sel]
+
+
+def components(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(nodes, label): every ref on an edge, sorted, and the smallest ref of
+    its connected component (minimum-label propagation with pointer jumping:
+    a label is always a node of the same component, so the fixed point, where
+    both ends of every edge agree, labels each component by its minimum)."""
+    a = np.asarray(a, dtype=np.int64)
+    b = np.asarray(b, dtype=np.int64)
+    nodes = np.unique(np.concatenate([a, b]))
+    if nodes.size == 0:
+        return nodes, nodes
+    ia, ib = np.searchsorted(nodes, a), np.searchsorted(nodes, b)
+    label = np.arange(nodes.size)
+    while True:
+        low = np.minimum(label[ia], label[ib])
+        new = label.copy()
+        np.minimum.at(new, ia, low)
+        np.minimum.at(new, ib, low)
+        new = new[new]
+        if np.array_equal(new, label):
+            return nodes, nodes[label]
+        label = new
+
+
+def component_partition(labels: np.ndarray, partitions: int) -> np.ndarray:
+    """The resolver of each component (a multiplicative hash of its label)."""
+    h = np.asarray(labels, dtype=np.int64).astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)
+    return key_partition(h, partitions)
+
+
+def near_decisions(refs: np.ndarray, signatures: np.ndarray, *, num_perm: int, bands: int, rows: int,
+                   ngram: int, threshold: float, seed: int, scheme: str) -> tuple[np.ndarray, np.ndarray]:
+    """(dropped refs, matched refs) of whole components, replayed in ref order
+    through the native MinHashLSH (the local stage's own code)."""
+    from .dedup import MinHashLSH
+
+    refs = np.asarray(refs, dtype=np.int64)
+    if refs.size == 0:
+        return _EMPTY_I64, _EMPTY_I64
+    order = np.argsort(refs, kind="stable")
+    lsh = MinHashLSH(num_perm, bands, rows, ngram, threshold, None, seed=seed, scheme=scheme, num_threads=1)
+    keep, matched = lsh.add_signatures(np.asarray(signatures)[order], refs[order])
+    drop = ~keep
+    return refs[order][drop], np.asarray(matched)[drop]
+
+
+def concat(parts: Sequence[tuple], width: int) -> tuple:
+    """Column-wise concatenation of row groups (tuples of `width` arrays)."""
+    if not parts:
+        raise ValueError("no row groups")
+    return tuple(np.concatenate([p[i] for p in parts]) for i in range(width))

@@ -1,0 +1,445 @@
+"""The FusedPipeline on a Ray cluster, with the local run's exact result.
+
+``run_on_ray(config, inputs, output_dir)`` (``FusedPipeline.run(...,
+executor="ray")``, ``luminamoon data run --executor ray``) runs five stages
+(docs/ray.md explains the design):
+
+1. map, one task per shard (C++ ``ShardTasks.map_shard``): read, clean,
+   quality; exact keys, MinHash signatures and band keys of the survivors.
+   Exact-key and band-key rows leave the task split by key range, as Ray
+   objects: that is the shuffle (tasks over the object store).
+2. exact reduce, one task per key range: first occurrence per key.
+3. band reduce, one task per key range: edges of buckets of >= 2 documents.
+4. near resolution: components of the edges (driver), then one task per
+   group of components replays them through the native MinHashLSH.
+5. finish, one task per shard (C++ ``ShardTasks.finish_shard``): read,
+   clean, quality, the decided drops, PII, write the shard's parts.
+Then the driver renames the parts into one sequence and writes summary.json.
+
+Every task's result is also a file under ``OUTPUT/_ray`` written under a
+temporary name and renamed when complete, so a retried task (a killed worker
+or node) redoes or reuses it, and a restarted driver (``resume=True``)
+continues from the completed stages and shards. OUTPUT must be on a file
+system every node sees (as the finished parts must be).
+"""
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import shutil
+import sys
+import time
+import uuid
+from typing import Any, Callable, Optional
+
+import numpy as np
+
+from . import global_dedup as gd
+from .pipeline import DataError, PipelineConfig, _backend, resolve_inputs
+
+__all__ = ["run_on_ray", "RAY_STATE_DIR"]
+
+RAY_STATE_DIR = "_ray"
+_FORMAT_EXT = {"parquet": ".parquet", "arrow": ".arrow", "arrow_stream": ".arrows", "ndjson": ".ndjson"}
+
+
+# ---------------------------------------------------------------- faults
+def _crash_point(name: str) -> None:
+    """Fault injection for the tests (as crash_point() in the C++ pipeline):
+    SIGKILLs this process (a Ray worker or the driver) at the point named by
+    LUMINAMOON_RAY_CRASH_AT, once: the first process to create the file
+    LUMINAMOON_RAY_CRASH_ONCE dies, later attempts run through."""
+    if os.environ.get("LUMINAMOON_RAY_CRASH_AT") != name:
+        return
+    once = os.environ.get("LUMINAMOON_RAY_CRASH_ONCE")
+    if once:
+        try:
+            os.close(os.open(once, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+        except FileExistsError:
+            return
+    import signal
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+# ---------------------------------------------------------------- files
+def _atomic_npz(path: str, **arrays: np.ndarray) -> None:
+    tmp = f"{path}.tmp-{uuid.uuid4().hex}.npz"
+    np.savez(tmp, **arrays)
+    _fsync(tmp)
+    os.replace(tmp, path)
+
+
+def _atomic_npy(path: str, array: np.ndarray) -> None:
+    tmp = f"{path}.tmp-{uuid.uuid4().hex}.npy"
+    np.save(tmp, array)
+    _fsync(tmp)
+    os.replace(tmp, path)
+
+
+def _atomic_text(path: str, text: str) -> None:
+    tmp = f"{path}.tmp-{uuid.uuid4().hex}"
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def _fsync(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _load(path: str) -> dict:
+    with np.load(path) as z:
+        return {k: z[k] for k in z.files}
+
+
+class _Layout:
+    """Where each stage keeps its results under OUTPUT/_ray."""
+
+    def __init__(self, output_dir: str) -> None:
+        self.out = output_dir
+        self.root = os.path.join(output_dir, RAY_STATE_DIR)
+
+    def dir(self, stage: str) -> str:
+        path = os.path.join(self.root, stage)
+        os.makedirs(path, exist_ok=True)
+        return path
+
+    def map_meta(self, s: int) -> str:
+        return os.path.join(self.dir("map"), f"shard-{s:06d}.npz")
+
+    def map_sigs(self, s: int) -> str:
+        return os.path.join(self.dir("map"), f"shard-{s:06d}.sig.npy")
+
+    def reduced(self, stage: str, p: int) -> str:
+        return os.path.join(self.dir(stage), f"part-{p:06d}.npz")
+
+    def finished(self, s: int) -> str:
+        return os.path.join(self.dir("finish"), f"shard-{s:06d}")
+
+
+# ---------------------------------------------------------------- task bodies
+# Plain functions (wrapped as Ray tasks in run_on_ray), so that tests can call them too.
+def _tasks(native_config: dict, shards: list[str]):
+    config = dict(native_config)
+    if not config.get("num_threads"):
+        config["num_threads"] = 1  # one Ray CPU per task: no oversubscription (results do not depend on it)
+    return _backend()._ShardTasks(config, shards)
+
+
+def map_task(native_config: dict, shards: list[str], s: int, output_dir: str, partitions: int) -> list:
+    """Survivors of shard s (from its map file when an earlier attempt wrote
+    it), split into exact rows and band rows per partition: 2 * partitions
+    objects, then the survivor count."""
+    layout = _Layout(output_dir)
+    meta_path, sig_path = layout.map_meta(s), layout.map_sigs(s)
+    if not os.path.exists(meta_path):
+        m = _tasks(native_config, shards).map_shard(s)
+        _crash_point(f"map:{s}")
+        refs = np.asarray(m["refs"], dtype=np.int64)
+        bands = int(native_config["minhash_bands"])
+        sigs = np.asarray(m["signatures"], dtype=np.uint64)
+        if sigs.size:
+            _atomic_npy(sig_path, sigs.reshape(refs.size, -1))
+        _atomic_npz(meta_path, refs=refs, exact_keys=np.asarray(m["exact_keys"], dtype=np.uint64),
+                    band_keys=np.asarray(m["band_keys"], dtype=np.uint64).reshape(-1, bands) if refs.size
+                    else np.empty((0, bands), dtype=np.uint64))
+    m = _load(meta_path)
+    refs, keys = m["refs"], m["exact_keys"]
+    if keys.size:
+        exact = gd.split_rows(gd.key_partition(keys, partitions), partitions, keys, refs)
+    else:
+        exact = [(keys, refs[:0])] * partitions
+    band_keys = m["band_keys"]
+    if band_keys.size:
+        band, bkeys, brefs = gd.band_rows(band_keys, refs, band_keys.shape[1])
+        banded = gd.split_rows(gd.key_partition(bkeys, partitions), partitions, band, bkeys, brefs)
+    else:
+        empty = (np.empty(0, np.int16), np.empty(0, np.uint64), np.empty(0, np.int64))
+        banded = [empty] * partitions
+    return list(exact) + list(banded) + [int(refs.size)]
+
+
+def exact_reduce_task(output_dir: str, p: int, *rows: tuple) -> tuple[np.ndarray, np.ndarray]:
+    path = _Layout(output_dir).reduced("exact", p)
+    if not os.path.exists(path):
+        keys, refs = gd.concat(rows, 2)
+        dropped, matched = gd.exact_decisions(keys, refs)
+        _crash_point(f"exact_reduce:{p}")
+        _atomic_npz(path, dropped=dropped, matched=matched)
+    d = _load(path)
+    return d["dropped"], d["matched"]
+
+
+def band_reduce_task(output_dir: str, p: int, exact_dropped: np.ndarray, *rows: tuple) -> tuple[np.ndarray, np.ndarray]:
+    path = _Layout(output_dir).reduced("edges", p)
+    if not os.path.exists(path):
+        band, keys, refs = gd.concat(rows, 3)
+        a, b = gd.candidate_edges(band, keys, refs, exact_dropped)
+        _crash_point(f"band_reduce:{p}")
+        _atomic_npz(path, a=a, b=b)
+    d = _load(path)
+    return d["a"], d["b"]
+
+
+def resolve_task(native_config: dict, output_dir: str, p: int, refs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Near decisions of the components assigned to resolver p; their
+    signatures are read (memory-mapped, only their rows) from the map files."""
+    layout = _Layout(output_dir)
+    path = layout.reduced("near", p)
+    if not os.path.exists(path):
+        refs = np.sort(np.asarray(refs, dtype=np.int64))
+        shard_of = gd.ref_shard(refs)
+        sigs = np.empty((refs.size, int(native_config["minhash_num_perm"])), dtype=np.uint64)
+        for s in np.unique(shard_of):
+            sel = np.nonzero(shard_of == s)[0]
+            shard_refs = _load(layout.map_meta(int(s)))["refs"]
+            rows = np.searchsorted(shard_refs, refs[sel])
+            sigs[sel] = np.load(layout.map_sigs(int(s)), mmap_mode="r")[rows]
+        c = native_config
+        dropped, matched = gd.near_decisions(
+            refs, sigs, num_perm=c["minhash_num_perm"], bands=c["minhash_bands"], rows=c["minhash_rows"],
+            ngram=c["minhash_ngram"], threshold=c["minhash_threshold"], seed=c["minhash_seed"],
+            scheme=c["minhash_scheme"])
+        _atomic_npz(path, dropped=dropped, matched=matched)
+    d = _load(path)
+    return d["dropped"], d["matched"]
+
+
+def finish_task(native_config: dict, shards: list[str], s: int, output_dir: str,
+                refs: np.ndarray, near: np.ndarray, matched: np.ndarray) -> str:
+    """Shard s's parts in OUTPUT/_ray/finish/shard-s (renamed there when
+    complete); returns its totals (JSON)."""
+    final = _Layout(output_dir).finished(s)
+    if not os.path.exists(os.path.join(final, "totals.json")):
+        tmp = f"{final}.tmp-{uuid.uuid4().hex}"
+        totals = _tasks(native_config, shards).finish_shard(
+            s, tmp, np.ascontiguousarray(refs, dtype=np.int64), np.ascontiguousarray(near, dtype=np.uint8),
+            np.ascontiguousarray(matched, dtype=np.int64))
+        _atomic_text(os.path.join(tmp, "totals.json"), totals)
+        try:
+            os.rename(tmp, final)
+        except OSError:  # another attempt finished first: its identical result stands
+            shutil.rmtree(tmp, ignore_errors=True)
+    with open(os.path.join(final, "totals.json"), encoding="utf-8") as f:
+        return f.read()
+
+
+# ---------------------------------------------------------------- driver
+def _first_error(errors: dict[int, BaseException], what: str) -> BaseException:
+    """The error the local run would meet first: that of the earliest shard."""
+    s = min(errors)
+    e = errors[s]
+    cause = getattr(e, "cause", None)
+    if isinstance(cause, DataError):
+        return cause
+    if isinstance(e, DataError):
+        return DataError(str(e), getattr(e, "exit_code", 1))
+    return RuntimeError(f"{what} {s} failed on Ray: {cause or e}")
+
+
+def _gather(ray, refs: dict[int, Any], what: str, on_done: Callable[[int], None]) -> dict[int, Any]:
+    """ray.get of every ref, as they finish; errors are raised once all are in."""
+    pending = {r: k for k, r in refs.items()}
+    results: dict[int, Any] = {}
+    errors: dict[int, BaseException] = {}
+    while pending:
+        done, _ = ray.wait(list(pending), num_returns=1)
+        for r in done:
+            k = pending.pop(r)
+            try:
+                results[k] = ray.get(r)
+            except Exception as e:  # noqa: BLE001 (a task's error, judged below)
+                errors[k] = e
+            on_done(len(results) + len(errors))
+    if errors:
+        raise _first_error(errors, what)
+    return results
+
+
+def _clear_outputs(output_dir: str) -> None:
+    """What an earlier run (local or Ray) left in the output directory."""
+    for name in os.listdir(output_dir):
+        path = os.path.join(output_dir, name)
+        if name in (RAY_STATE_DIR, "_state", "dropped", "metrics"):
+            shutil.rmtree(path, ignore_errors=True)
+        elif name == "summary.json" or (name.startswith("part-") and os.path.isfile(path)):
+            os.remove(path)
+
+
+def _commit_parts(layout: _Layout, totals: list[dict], fmt: str) -> None:
+    """Renames every shard's parts, in shard order, into OUTPUT/part-N; a rerun
+    after a crash part-way skips the renames already done."""
+    ext = _FORMAT_EXT[fmt]
+    base = 0
+    for s, t in enumerate(totals):
+        src_dir = layout.finished(s)
+        for k in range(int(t["parts"])):
+            name, target = f"part-{k:08d}{ext}", f"part-{base + k:08d}{ext}"
+            for sub in ("", "dropped", "metrics"):
+                src = os.path.join(src_dir, sub, name)
+                dst_dir = os.path.join(layout.out, sub)
+                if os.path.exists(src):
+                    os.makedirs(dst_dir, exist_ok=True)
+                    os.replace(src, os.path.join(dst_dir, target))
+                    _crash_point("driver:commit")
+        base += int(t["parts"])
+    for d in (layout.out, os.path.join(layout.out, "dropped"), os.path.join(layout.out, "metrics")):
+        if os.path.isdir(d):
+            _fsync(d)
+
+
+def _log(progress: Optional[Callable[[str], None]], message: str) -> None:
+    if progress is not None:
+        progress(message)
+
+
+def run_on_ray(config: PipelineConfig, inputs: Any, output_dir: Any, resume: bool = True,
+               address: Optional[str] = None, workers: Optional[int] = None,
+               progress: Optional[Callable[[str], None]] = None) -> dict:
+    """Runs the pipeline on Ray; returns summary.json's content. address None
+    starts a local Ray instance (with `workers` CPUs, default all) for the run;
+    otherwise joins that cluster (or the one already initialized in this process)."""
+    try:
+        import ray
+    except ImportError:
+        raise DataError("--executor ray needs Ray (pip install 'ray==2.60.0')", 7) from None
+    started = time.monotonic()
+    output_dir = os.path.abspath(os.fspath(output_dir))
+    shards = resolve_inputs(inputs)
+    native_config = config.to_native()
+    tasks = _backend()._ShardTasks(native_config, shards)
+    tasks.preflight(output_dir)
+
+    os.makedirs(output_dir, exist_ok=True)
+    lock_path = os.path.join(output_dir, ".luminamoon.lock")
+    lock = open(lock_path, "a+")
+    try:
+        fcntl.flock(lock.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        lock.close()
+        raise DataError(f"another run is writing to {output_dir} ({lock_path} is locked)", 6) from None
+
+    own_ray = False
+    try:
+        layout = _Layout(output_dir)
+        manifest_path = os.path.join(layout.root, "manifest.json")
+        resumed = resume and os.path.exists(manifest_path)
+        if resumed:
+            with open(manifest_path, encoding="utf-8") as f:
+                state = json.load(f)
+            tasks.check_manifest(state["manifest"])
+            partitions = int(state["partitions"])
+        else:
+            _clear_outputs(output_dir)
+        if not ray.is_initialized():
+            kwargs: dict = {"include_dashboard": False, "logging_level": "ERROR", "log_to_driver": False}
+            if address:
+                ray.init(address=address, **kwargs)
+            else:
+                # "local": a new instance even where another cluster runs on this machine
+                ray.init(address="local", num_cpus=workers or os.cpu_count() or 1, **kwargs)
+            own_ray = True
+        if not resumed:
+            cpus = int(ray.cluster_resources().get("CPU", 1))
+            partitions = max(1, min(workers or cpus, 64))
+            os.makedirs(layout.root, exist_ok=True)
+            _atomic_text(manifest_path, json.dumps({"manifest": tasks.manifest(), "partitions": partitions}))
+        summary_path = os.path.join(layout.root, "summary.json")
+        if os.path.exists(summary_path):  # finished before: nothing left to do
+            with open(summary_path, encoding="utf-8") as f:
+                totals_json = json.load(f)["shards"]
+            text = tasks.summary(totals_json, [0] * len(shards), True, time.monotonic() - started)
+            _atomic_text(os.path.join(output_dir, "summary.json"), text + "\n")
+            return json.loads(text)
+        summary = _run_stages(ray, native_config, shards, layout, partitions, progress)
+        totals_json = summary["shards"]
+        _commit_parts(layout, [json.loads(t) for t in totals_json], config.format)
+        _atomic_text(summary_path, json.dumps({"shards": totals_json}))
+        text = tasks.summary(totals_json, summary["session"], resumed, time.monotonic() - started)
+        _atomic_text(os.path.join(output_dir, "summary.json"), text + "\n")
+        for stage in ("map", "exact", "edges", "near", "finish"):
+            shutil.rmtree(os.path.join(layout.root, stage), ignore_errors=True)
+        return json.loads(text)
+    finally:
+        if own_ray:
+            ray.shutdown()
+        lock.close()
+
+
+def _run_stages(ray, native_config: dict, shards: list[str], layout: _Layout, partitions: int,
+                progress: Optional[Callable[[str], None]]) -> dict:
+    out = layout.out
+    n = len(shards)
+    retry = {"max_retries": 5, "retry_exceptions": False}
+    finished = [os.path.exists(os.path.join(layout.finished(s), "totals.json")) for s in range(n)]
+    dedup, minhash = native_config["dedup"], native_config["minhash"]
+    drops: dict[int, tuple] = {}
+    if not all(finished) and (dedup or minhash):
+        have = lambda stage: all(os.path.exists(layout.reduced(stage, p)) for p in range(partitions))  # noqa: E731
+        exact_ref = edges = None
+        if not (have("exact") and have("edges")):
+            mapper = ray.remote(num_cpus=1, num_returns=2 * partitions + 1, **retry)(map_task)
+            config_ref, shards_ref = ray.put(native_config), ray.put(shards)
+            maps = {s: mapper.remote(config_ref, shards_ref, s, out, partitions) for s in range(n)}
+            _gather(ray, {s: r[-1] for s, r in maps.items()}, "map of shard",
+                    lambda k: _log(progress, f"map {k}/{n} shards"))
+        exact_dropped = exact_matched = np.empty(0, np.int64)
+        if dedup:
+            if have("exact"):
+                results = {p: exact_reduce_task(out, p) for p in range(partitions)}
+            else:
+                reducer = ray.remote(num_cpus=1, num_returns=2, **retry)(exact_reduce_task)
+                refs = {p: reducer.remote(out, p, *[maps[s][p] for s in range(n)]) for p in range(partitions)}
+                results = {p: (ray.get(a), ray.get(b)) for p, (a, b) in refs.items()}
+            exact_dropped = np.concatenate([results[p][0] for p in range(partitions)])
+            exact_matched = np.concatenate([results[p][1] for p in range(partitions)])
+            _log(progress, f"exact duplicates {exact_dropped.size}")
+        near_dropped = near_matched = np.empty(0, np.int64)
+        if minhash:
+            if have("edges"):
+                edges = [band_reduce_task(out, p, exact_dropped) for p in range(partitions)]
+            else:
+                exact_ref = ray.put(np.sort(exact_dropped))
+                band_reducer = ray.remote(num_cpus=1, num_returns=1, **retry)(band_reduce_task)
+                refs = {p: band_reducer.remote(out, p, exact_ref, *[maps[s][partitions + p] for s in range(n)])
+                        for p in range(partitions)}
+                edges = [v for _, v in sorted(_gather(ray, refs, "band reduce", lambda k: None).items())]
+            a = np.concatenate([e[0] for e in edges])
+            b = np.concatenate([e[1] for e in edges])
+            nodes, labels = gd.components(a, b)
+            owner = gd.component_partition(labels, partitions)
+            groups = gd.split_rows(owner, partitions, nodes)
+            resolver = ray.remote(num_cpus=1, **retry)(resolve_task)
+            config_ref = ray.put(native_config)
+            refs = {p: resolver.remote(config_ref, out, p, groups[p][0]) for p in range(partitions)}
+            near = _gather(ray, refs, "near-duplicate resolution", lambda k: None)
+            near_dropped = np.concatenate([near[p][0] for p in range(partitions)])
+            near_matched = np.concatenate([near[p][1] for p in range(partitions)])
+            _log(progress, f"candidate documents {nodes.size}, near duplicates {near_dropped.size}")
+        all_refs = np.concatenate([exact_dropped, near_dropped])
+        all_near = np.concatenate([np.zeros(exact_dropped.size, np.uint8), np.ones(near_dropped.size, np.uint8)])
+        all_matched = np.concatenate([exact_matched, near_matched])
+        for s, (r, nr, m) in enumerate(gd.split_rows(gd.ref_shard(all_refs), n, all_refs, all_near, all_matched)):
+            drops[s] = (r, nr, m)
+    empty = (np.empty(0, np.int64), np.empty(0, np.uint8), np.empty(0, np.int64))
+    finisher = ray.remote(num_cpus=1, **retry)(finish_task)
+    config_ref, shards_ref = ray.put(native_config), ray.put(shards)
+    refs = {s: finisher.remote(config_ref, shards_ref, s, out, *drops.get(s, empty)) for s in range(n)}
+    def finished_one(k: int) -> None:
+        _log(progress, f"finish {k}/{n} shards")
+        _crash_point(f"driver:finish:{k}")
+
+    totals = _gather(ray, refs, "finish of shard", finished_one)
+    return {"shards": [totals[s] for s in range(n)], "session": [0 if finished[s] else 1 for s in range(n)]}
+
+
+def print_progress(message: str) -> None:
+    sys.stderr.write(f"luminamoon data [ray]: {message}\n")
+    sys.stderr.flush()

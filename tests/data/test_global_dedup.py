@@ -1,0 +1,140 @@
+"""The global dedup resolution (luminamoon.data.global_dedup) without Ray:
+its pieces against hand-written references (a dict for first occurrences, a
+union-find for components), and the Ray executor's task functions run in
+order in this process against the local run, for several partition counts
+and configs (exact dedup of normalized text, minhash alone, kperm)."""
+from __future__ import annotations
+
+import glob
+import json
+import os
+import random
+
+import numpy as np
+import pytest
+
+from luminamoon.data import FusedPipeline
+from luminamoon.data import global_dedup as gd
+from luminamoon.data.cli import generate_corpus
+
+
+def test_exact_decisions_match_a_first_occurrence_dict():
+    rng = np.random.default_rng(5)
+    keys = rng.integers(0, 40, size=500).astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)
+    refs = rng.permutation(10_000)[:500].astype(np.int64)
+    first: dict[int, int] = {}
+    expected = {}
+    for k, r in sorted(zip(keys.tolist(), refs.tolist()), key=lambda kr: kr[1]):
+        if k in first:
+            expected[r] = first[k]
+        else:
+            first[k] = r
+    dropped, matched = gd.exact_decisions(keys, refs)
+    assert dict(zip(dropped.tolist(), matched.tolist())) == expected
+    assert list(dropped) == sorted(dropped)
+    # split by key range and resolved per range: the same
+    parts = gd.split_rows(gd.key_partition(keys, 4), 4, keys, refs)
+    pieces = [gd.exact_decisions(*p) for p in parts]
+    assert dict(zip(np.concatenate([p[0] for p in pieces]).tolist(),
+                    np.concatenate([p[1] for p in pieces]).tolist())) == expected
+
+
+def union_find_components(a, b):
+    parent: dict[int, int] = {}
+
+    def find(x):
+        parent.setdefault(x, x)
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    for x, y in zip(a, b):
+        rx, ry = find(x), find(y)
+        if rx != ry:
+            parent[max(rx, ry)] = min(rx, ry)
+    return {x: min(y for y in parent if find(y) == find(x)) for x in parent}
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_components_match_union_find(seed):
+    rng = random.Random(seed)
+    nodes = rng.sample(range(1, 10**6), 300)
+    a = [rng.choice(nodes) for _ in range(250)]
+    b = [rng.choice(nodes) for _ in range(250)]
+    got_nodes, labels = gd.components(np.array(a), np.array(b))
+    assert dict(zip(got_nodes.tolist(), labels.tolist())) == union_find_components(a, b)
+
+
+def test_candidate_edges_join_each_bucket_without_excluded_rows():
+    band = np.array([0, 0, 0, 1, 1, 0, 1], dtype=np.int16)
+    keys = np.array([7, 7, 9, 7, 7, 7, 8], dtype=np.uint64)
+    refs = np.array([30, 10, 11, 10, 40, 20, 50], dtype=np.int64)
+    a, b = gd.candidate_edges(band, keys, refs)
+    assert sorted(zip(a.tolist(), b.tolist())) == [(10, 20), (10, 30), (10, 40)]
+    a, b = gd.candidate_edges(band, keys, refs, excluded=np.array([10]))
+    assert sorted(zip(a.tolist(), b.tolist())) == [(20, 30)]
+
+
+# ---------------------------------------------------------------- whole run, serially
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    return generate_corpus(str(tmp_path_factory.mktemp("gd")), shards=5, docs_per_shard=160, seed=4)
+
+
+def read(out: str) -> tuple:
+    rows = []
+    for pattern in ("part-*.ndjson", "dropped/part-*.ndjson"):
+        lines = []
+        for p in sorted(glob.glob(os.path.join(out, pattern))):
+            lines += [json.loads(x) for x in open(p, encoding="utf-8")]
+        rows.append(lines)
+    return tuple(rows)
+
+
+def serial_run(config: dict, shards: list, out: str, partitions: int) -> tuple:
+    """The Ray executor's stages (ray_executor._run_stages) in order, here."""
+    from luminamoon.data import ray_executor as rx
+    from luminamoon.data.pipeline import PipelineConfig
+
+    native = PipelineConfig.from_dict(config).to_native()
+    maps = [rx.map_task(native, shards, s, out, partitions) for s in range(len(shards))]
+    exact = [rx.exact_reduce_task(out, p, *[m[p] for m in maps]) for p in range(partitions)]
+    ex_drop = np.concatenate([e[0] for e in exact])
+    ex_match = np.concatenate([e[1] for e in exact])
+    edges = [rx.band_reduce_task(out, p, np.sort(ex_drop), *[m[partitions + p] for m in maps])
+             for p in range(partitions)]
+    nodes, labels = gd.components(np.concatenate([e[0] for e in edges]), np.concatenate([e[1] for e in edges]))
+    groups = gd.split_rows(gd.component_partition(labels, partitions), partitions, nodes)
+    near = [rx.resolve_task(native, out, p, groups[p][0]) if native["minhash"] else (ex_drop[:0], ex_drop[:0])
+            for p in range(partitions)]
+    refs = np.concatenate([ex_drop] + [n[0] for n in near])
+    kinds = np.concatenate([np.zeros(ex_drop.size, np.uint8)] + [np.ones(n[0].size, np.uint8) for n in near])
+    matched = np.concatenate([ex_match] + [n[1] for n in near])
+    per_shard = gd.split_rows(gd.ref_shard(refs), len(shards), refs, kinds, matched)
+    totals = [rx.finish_task(native, shards, s, out, *per_shard[s]) for s in range(len(shards))]
+    rx._commit_parts(rx._Layout(out), [json.loads(t) for t in totals], config["format"])
+    return read(out)
+
+
+@pytest.mark.parametrize("partitions,extra", [
+    (1, {}), (3, {}), (7, {"dedup_normalized": True}), (2, {"dedup": False}), (4, {"minhash_scheme": "kperm"}),
+])
+def test_serial_stages_equal_the_local_run(corpus, tmp_path, partitions, extra):
+    config = dict(format="ndjson", write_dropped=True, part_rows=90, **extra)
+    FusedPipeline(**config).run(corpus, str(tmp_path / "local"), resume=False)
+    local = read(str(tmp_path / "local"))
+    reasons = {d["reason"] for d in local[1]}
+    assert "near_duplicate" in reasons and ("exact_duplicate" in reasons) == config.get("dedup", True)
+    assert serial_run(config, corpus, str(tmp_path / "dist"), partitions) == local
+
+
+def test_finish_refuses_a_plan_that_meets_no_document(corpus, tmp_path):
+    from luminamoon.data import DataError
+    from luminamoon.data.pipeline import PipelineConfig, _backend
+
+    tasks = _backend()._ShardTasks(PipelineConfig(format="ndjson").to_native(), corpus)
+    with pytest.raises(DataError) as e:
+        tasks.finish_shard(0, str(tmp_path / "f"), np.array([(0 << 40) | 999_999], dtype=np.int64),
+                           np.array([0], dtype=np.uint8), np.array([1], dtype=np.int64))
+    assert e.value.exit_code == 5 and "met no document" in str(e.value)
