@@ -237,10 +237,11 @@ class BatchStream {
       cv_.notify_all();
     }
     pipeline_.cancel();
-    if (worker_.joinable()) {
-      nb::gil_scoped_release release;
-      worker_.join();
-    }
+    // Two threads may close one stream (free-threaded builds, or a GIL build
+    // where both wait here without the GIL): one joins, the other waits for it.
+    nb::gil_scoped_release release;
+    std::lock_guard<std::mutex> lock(join_mu_);
+    if (worker_.joinable()) worker_.join();
   }
 
  private:
@@ -252,6 +253,7 @@ class BatchStream {
   bool closed_ = false;
   bool done_ = false;
   std::unique_ptr<DataError> error_;
+  std::mutex join_mu_;
   std::thread worker_;
 };
 

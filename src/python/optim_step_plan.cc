@@ -16,7 +16,9 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/tuple.h>
 
+#include <atomic>
 #include <cstdint>
+#include <stdexcept>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -51,6 +53,9 @@ struct Names {
                    nb::str("td_factor")} {}
 };
 
+// Built at import (register_optim_step_plan), never lazily on a first
+// step: a free-threaded thread waiting on a C++ static's guard would stay
+// attached and could stall a stop-the-world pause of the thread building it.
 const Names& names() {
   static const Names* n = new Names();  // lives as long as the interpreter
   return *n;
@@ -110,6 +115,29 @@ struct Group {
   float* step_counter = nullptr;
 };
 
+// Note [one step at a time]: a plan belongs to one optimizer, whose step()
+// is not meaningful from two threads at once (torch.optim makes the same
+// assumption). step() reads and rewrites the descriptors while the native call
+// that reads them runs without the GIL, so a second caller, possible with a GIL
+// too, would tear them. Every method claims the plan; a caller that finds it
+// claimed gets a RuntimeError instead of a torn step (Note [free-threaded
+// bindings] in module.cc).
+class PlanClaim {
+ public:
+  explicit PlanClaim(std::atomic<bool>& busy) : busy_(busy) {
+    if (busy_.exchange(true, std::memory_order_acquire)) {
+      throw std::runtime_error(
+          "StepPlan: in use by another thread (one optimizer's step() must not run from two threads at once)");
+    }
+  }
+  ~PlanClaim() { busy_.store(false, std::memory_order_release); }
+  PlanClaim(const PlanClaim&) = delete;
+  PlanClaim& operator=(const PlanClaim&) = delete;
+
+ private:
+  std::atomic<bool>& busy_;
+};
+
 class StepPlan {
  public:
   StepPlan(std::string backend, int device_type, int device_index) : backend_(std::move(backend)) {
@@ -127,6 +155,7 @@ class StepPlan {
   // validated by the front end.
   void add_group(nb::object dict, const luminav_hyperparams& hp, nb::list tensors, nb::object step,
                  nb::object lr_tensor, int lr_dtype) {
+    PlanClaim claim(busy_);
     Group g;
     g.dict = std::move(dict);
     for (int i = 0; i < Names::kFixedKeys; ++i) g.fixed[i] = nb::borrow(group_item(g.dict, names().fixed_keys[i]));
@@ -169,10 +198,12 @@ class StepPlan {
   // Parameters without a gradient when described: a gradient appearing on
   // one makes the description stale.
   void add_excluded(nb::list params) {
+    PlanClaim claim(busy_);
     for (nb::handle p : params) excluded_.push_back(nb::borrow(p));
   }
 
   void set_async(uintptr_t status, uintptr_t host_status, uintptr_t workspace, size_t workspace_bytes) {
+    PlanClaim claim(busy_);
     status_ = reinterpret_cast<luminav_step_status*>(status);
     host_status_ = reinterpret_cast<luminav_step_status*>(host_status);
     options_.scratch = reinterpret_cast<void*>(workspace);
@@ -180,6 +211,7 @@ class StepPlan {
   }
 
   size_t workspace_bytes() const {
+    PlanClaim claim(busy_);
     std::vector<luminav_group> c = c_groups();
     return luminav_groups_workspace_bytes(c.data(), c.size());
   }
@@ -187,6 +219,7 @@ class StepPlan {
   // One step. Reads the gradients and refreshes the pointers and numeric
   // hyperparameters, then one luminav_step_groups call with the GIL released.
   StepResult step(uintptr_t stream, uintptr_t grad_scale, uintptr_t found_inf, bool skip_nonfinite) {
+    PlanClaim claim(busy_);
     const Names& n = names();
     std::vector<nb::object> dense_grads;  // contiguous copies, alive until the call is enqueued
     for (const nb::object& p : excluded_) {
@@ -241,6 +274,7 @@ class StepPlan {
   }
 
   size_t num_tensors() const {
+    PlanClaim claim(busy_);
     size_t count = 0;
     for (const Group& g : groups_) count += g.tensors.size();
     return count;
@@ -248,6 +282,7 @@ class StepPlan {
 
   // Flat position (as given in add_group) of the tensor at call position `p`.
   int64_t position_of(size_t p) const {
+    PlanClaim claim(busy_);
     for (const Group& g : groups_) {
       if (p < g.entries.size()) return g.entries[p].position;
       p -= g.entries.size();
@@ -306,11 +341,13 @@ class StepPlan {
   luminav_step_status* host_status_ = nullptr;
   std::vector<Group> groups_;
   std::vector<nb::object> excluded_;
+  mutable std::atomic<bool> busy_{false};  // Note [one step at a time]
 };
 
 }  // namespace
 
 void register_optim_step_plan(nb::module_& m) {
+  names();
   m.attr("PLAN_REBUILD") = kRebuild;
   m.attr("VERDICT_FOUND_INF") = static_cast<uint64_t>(LUMINAV_VERDICT_FOUND_INF);
   nb::class_<StepPlan>(m, "StepPlan", "The optimizer's whole step as one native call (Note [step plan])")
