@@ -29,7 +29,7 @@ for phase in $phases; do
     tests)
       lib=$(find $site -name 'libluminav.so*' | head -1)
       PYTHONPATH=$site LUMINAV_LIBRARY=$lib timeout 300 python3 -m pytest -q -p no:cacheprovider -o addopts= \
-        tests/test_gpu_async_step.py tests/test_optim_cuda_frontend.py tests/test_gpu_torch.py tests/test_gpu_cuda.py \
+        tests/optim/test_gpu_async_step.py tests/optim/test_optim_cuda_frontend.py tests/optim/test_gpu_torch.py tests/optim/test_gpu_cuda.py \
         -rs 2>&1 | tee "$out/pytest.log" | tail -25 ;;
     profile)
       PYTHONPATH=$site:bench LUMINAV_TRACE_HOST=1 timeout 200 python3 bench/optim_host_profile.py 2>&1 | tee "$out/profile.log" | grep -v "luminav: step_async" | tail -40

@@ -10,7 +10,7 @@ entropy -> near dedup (MinHash 5-grams, 64 hashes as 8 bands x 8 rows) -> PII
 (e-mail, IP) -> write. luminamoon also runs its streaming exact dedup (datatrove
 has none that streams; its MinHash removes exact duplicates too) and masks
 more PII types: the comparison is conservative for luminamoon.
-The corpus generator is luminamoon.data_cli.generate_corpus (also
+The corpus generator is luminamoon.data.cli.generate_corpus (also
 `luminamoon data generate`).
 """
 from __future__ import annotations
@@ -30,7 +30,7 @@ import time
 
 
 def corpus(path: str, size_mb: int) -> list[str]:
-    from luminamoon.data_cli import generate_corpus
+    from luminamoon.data.cli import generate_corpus
     marker = os.path.join(path, f".generated-{size_mb}mb")
     if not os.path.exists(marker):
         shutil.rmtree(path, ignore_errors=True)
@@ -41,7 +41,7 @@ def corpus(path: str, size_mb: int) -> list[str]:
 
 
 def run_luminamoon(shards: list[str], work: str, threads: int, fmt: str) -> dict:
-    from luminamoon.data_pipeline import FusedPipeline
+    from luminamoon.data.pipeline import FusedPipeline
     out = os.path.join(work, f"lm-{threads}")
     shutil.rmtree(out, ignore_errors=True)
     start = time.perf_counter()
@@ -53,7 +53,7 @@ def run_luminamoon(shards: list[str], work: str, threads: int, fmt: str) -> dict
 
 def stage_breakdown(shards: list[str], work: str, threads: int, repeats: int) -> list[tuple]:
     """Reader + writer alone, then each stage alone, then all (NDJSON out): medians."""
-    from luminamoon.data_pipeline import FusedPipeline
+    from luminamoon.data.pipeline import FusedPipeline
     stages = ("clean", "quality", "dedup", "minhash", "pii")
     rows = []
     for on in [(), *[(s,) for s in stages], stages]:

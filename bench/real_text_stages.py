@@ -16,7 +16,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 import real_text_corpus  # noqa: E402
 
 import luminamoon.data as data  # noqa: E402
-from luminamoon.data_batch import clean_batch, filter_quality, mask_pii, set_num_threads  # noqa: E402
+from luminamoon.data.batch import clean_batch, filter_quality, mask_pii, set_num_threads  # noqa: E402
 
 
 def main() -> int:

@@ -15,7 +15,7 @@ def main(argv: list[str] | None = None) -> int:
     demo.add_argument("--seed", type=int, default=0)
     sub.add_parser("data", help="run the data engine (see `luminamoon data --help`)", add_help=False)
     if argv and argv[0] == "data":
-        from .data_cli import main as data_main
+        from .data.cli import main as data_main
         return data_main(argv[1:])
     args = parser.parse_args(argv)
     if args.command == "info":

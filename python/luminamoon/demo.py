@@ -102,5 +102,5 @@ def main(steps: int | None = None, seed: int = 0) -> int:
     print(f"largest |CLM - AdamW| loss difference over {steps} steps: {gap:.2e} "
           "(CLM with default options is AdamW's update)")
     print("\ndata engine: the FusedPipeline over the small corpus shipped with the package")
-    from .data_cli import main as data_main  # the pipeline's half of the demo (issue 8)
+    from .data.cli import main as data_main  # the pipeline's half of the demo (issue 8)
     return data_main(["demo"])

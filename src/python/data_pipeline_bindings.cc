@@ -25,9 +25,9 @@ using namespace luminamoon;
 
 namespace {
 
-// Raises luminamoon.data_pipeline.DataError(message, exit_code).
+// Raises luminamoon.data.pipeline.DataError(message, exit_code).
 [[noreturn]] void raise_data_error(const DataError& e) {
-  nb::object cls = nb::module_::import_("luminamoon.data_pipeline").attr("DataError");
+  nb::object cls = nb::module_::import_("luminamoon.data.pipeline").attr("DataError");
   // Messages name paths, which need not be UTF-8.
   std::string_view what = e.what();
   nb::object message = nb::steal(PyUnicode_DecodeUTF8(what.data(), static_cast<Py_ssize_t>(what.size()), "replace"));
@@ -87,7 +87,7 @@ nb::object path_to_python(const std::string& path) {
   return nb::steal(PyUnicode_DecodeFSDefaultAndSize(path.data(), static_cast<Py_ssize_t>(path.size())));
 }
 
-// The flat config dict the Python front end builds (data_pipeline.py validates
+// The flat config dict the Python front end builds (data/pipeline.py validates
 // names and suggests fixes; this checks types again, never trusting it).
 PipelineConfig config_from(nb::dict d) {
   PipelineConfig c;

@@ -1,6 +1,6 @@
 // Bindings of the LuminaV C API (luminav.h): conversion and GIL release only.
 //
-// The Python front end (python/luminamoon/optim.py) validates tensors and
+// The Python front end (python/luminamoon/optim/functional.py) validates tensors and
 // turns status codes into exceptions; these functions only translate plain
 // values and pointers (Python ints) into the C structs and call the C API
 // with the GIL released. The `_core_*` functions expose the header-only core

@@ -287,7 +287,7 @@ def test_signatures_release_the_gil():
 
 
 def test_pipeline_scheme_option(tmp_path):
-    from luminamoon.data_pipeline import FusedPipeline
+    from luminamoon.data.pipeline import FusedPipeline
 
     base = " ".join(f"word{i}" for i in range(200))
     rows = [{"id": "a", "text": base}, {"id": "b", "text": base + " tail"}, {"id": "c", "text": "other " * 80}]

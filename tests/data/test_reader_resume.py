@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from luminamoon.data_pipeline import arrow_io_available
+from luminamoon.data.pipeline import arrow_io_available
 from test_pipeline_support import long_text, read_rows, run_cli
 
 pytestmark = pytest.mark.skipif(not arrow_io_available(), reason="needs luminamoon._data_io")

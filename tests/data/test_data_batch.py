@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-import luminamoon.data_batch as data_batch
+import luminamoon.data.batch as data_batch
 from luminamoon import data
 
 

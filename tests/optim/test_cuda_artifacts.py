@@ -93,7 +93,7 @@ def test_forcing_cuda_without_a_driver_fails_cleanly_with_the_reason():
         "assert (x == 1).all() and (m == 0).all()\n"
     )
     env = dict(os.environ, LUMINAV_CUDA_DRIVER="libc.so.6", LUMINAV_LIBRARY=str(LIB))
-    out = subprocess.run([sys.executable, "-c", code, str(LIB), str(Path(__file__).parent)], env=env,
+    out = subprocess.run([sys.executable, "-c", code, str(LIB), str(Path(__file__).resolve().parent.parent)], env=env,
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     rc, message = out.stdout.strip().split(" ", 1)

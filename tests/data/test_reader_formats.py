@@ -11,7 +11,7 @@ import re
 
 import pytest
 
-from luminamoon.data_pipeline import DataError, FusedPipeline, arrow_io_available, resolve_inputs
+from luminamoon.data.pipeline import DataError, FusedPipeline, arrow_io_available, resolve_inputs
 from test_pipeline_support import write_jsonl
 
 RAW = dict(clean=False, quality=False, dedup=False, minhash=False, pii=False, format="ndjson")

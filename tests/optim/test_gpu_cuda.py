@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import luminav_ctypes  # noqa: E402
 from luminav_ctypes import Hyperparams, Options, Tensor, as_hyper, hyperparams  # noqa: E402
 from luminav_reference import assert_within_forward_error, normwise_relative_error, reference_step  # noqa: E402
@@ -368,7 +368,7 @@ def test_standalone_engine_names_cuda_and_the_arch(lib):
         "torch.optim.AdamW([w], lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01, foreach=False).step()\n"
         "err = float((xd - w.detach()).abs().max() / w.detach().abs().max())\n"
         "print('moved', float((xd.cpu() - x).abs().max()), 'err', err)\n"
-    ) % str(Path(__file__).resolve().parent)
+    ) % str(Path(__file__).resolve().parent.parent)
     env = dict(os.environ, LUMINAV_FORCE_BACKEND="cuda")
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
@@ -479,7 +479,7 @@ def test_ptx_is_used_when_the_cubin_is_a_stub(lib, tmp_path):
         "assert t.step(lib, hp, [host], t.scalar_options()) == 0\n"
         "t.check_against_scalar(lib, hp, before, gpu, host, 'ptx')\n"
         "print('ok')\n"
-    ) % str(Path(__file__).resolve().parent)
+    ) % str(Path(__file__).resolve().parent.parent)
     env = dict(os.environ, LUMINAV_CUDA_KERNEL_DIR=str(tmp_path), LUMINAV_LOG="1")
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr

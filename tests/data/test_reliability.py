@@ -15,7 +15,7 @@ import zlib
 
 import pytest
 
-from luminamoon.data_pipeline import FusedPipeline, arrow_io_available
+from luminamoon.data.pipeline import FusedPipeline, arrow_io_available
 from test_pipeline_support import part_files, read_rows, run_cli, write_jsonl
 
 RAW = ["--no-clean", "--no-quality", "--no-dedup", "--no-minhash", "--no-pii"]
@@ -193,7 +193,7 @@ def _long_line_gzip(path, line_bytes: int, before=(), after=(), newline=False, c
 # that has grown to a gigabyte reads a gigabyte.)
 _PEAK_RSS = textwrap.dedent("""
     import json, sys
-    from luminamoon.data_pipeline import FusedPipeline
+    from luminamoon.data.pipeline import FusedPipeline
     config = json.loads(sys.argv[3])
     summary = FusedPipeline(**config).run([sys.argv[1]], sys.argv[2], resume=False)
     with open("/proc/self/status") as status:
@@ -264,14 +264,14 @@ def test_file_names_that_are_not_utf8(tmp_path):
     with open(txt, "wb") as f:
         f.write(b"plain text")
     out = base + b"/out\xfe"
-    r = subprocess.run([sys.executable, "-m", "luminamoon.data_cli", "run", src, txt, b"-o", out,
+    r = subprocess.run([sys.executable, "-m", "luminamoon.data.cli", "run", src, txt, b"-o", out,
                         b"--format", b"ndjson", b"--write-dropped"] + [a.encode() for a in RAW],
                        capture_output=True, timeout=120)
     assert r.returncode == 0, r.stderr
     rows = [row for p in part_files(os.fsdecode(out)) for row in _strict_json_lines(p)]
     assert [row["text"] for row in rows] == ["hello", "plain text"]
     # resume works too (the manifest's paths are compared as stored)
-    r = subprocess.run([sys.executable, "-m", "luminamoon.data_cli", "run", src, txt, b"-o", out,
+    r = subprocess.run([sys.executable, "-m", "luminamoon.data.cli", "run", src, txt, b"-o", out,
                         b"--format", b"ndjson", b"--write-dropped"] + [a.encode() for a in RAW],
                        capture_output=True, timeout=120)
     assert r.returncode == 0, r.stderr
@@ -386,7 +386,7 @@ def test_rows_after_an_undecodable_row_group_keep_their_row_numbers(tmp_path):
     # one damaged. The good row is row 2 of the file, in a run as in a resume
     # (which counts the skipped groups' rows from the footer).
     here = os.path.dirname(os.path.abspath(__file__))
-    data = open(os.path.join(here, "..", "fuzz", "regressions", "fuzz_parquet_reader",
+    data = open(os.path.join(here, "..", "..", "fuzz", "regressions", "fuzz_parquet_reader",
                              "undecodable_row_group_line_numbers"), "rb").read()[1:]  # minus the settings byte
     src = tmp_path / "g.parquet"
     src.write_bytes(data)

@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from luminamoon.data_pipeline import EXIT_CODES, damerau_levenshtein, did_you_mean
+from luminamoon.data.pipeline import EXIT_CODES, damerau_levenshtein, did_you_mean
 from test_pipeline_support import long_text, run_cli, write_jsonl
 
 
@@ -119,7 +119,7 @@ def test_progress_bar_on_a_terminal(corpus, tmp_path):
     # The child's stderr is a pseudo-terminal, as in an interactive shell.
     master, slave = pty.openpty()
     env = {k: v for k, v in os.environ.items() if k != "LUMINAMOON_TEST_CRASH_AT"}
-    proc = subprocess.Popen([sys.executable, "-m", "luminamoon.data_cli", "run", corpus, "-o",
+    proc = subprocess.Popen([sys.executable, "-m", "luminamoon.data.cli", "run", corpus, "-o",
                              str(tmp_path / "out"), "--format", "ndjson"],
                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=slave, env=env)
     os.close(slave)
@@ -152,7 +152,7 @@ def test_shipped_demo_corpus_is_the_generator_output(tmp_path):
     import pathlib
 
     import luminamoon
-    from luminamoon.data_cli import generate_corpus
+    from luminamoon.data.cli import generate_corpus
 
     shipped = pathlib.Path(luminamoon.__file__).parent / "demo_corpus"
     fresh = generate_corpus(str(tmp_path), shards=3, docs_per_shard=400, seed=7, compress="gz")

@@ -8,7 +8,7 @@ import os
 import subprocess
 import sys
 
-CLI = [sys.executable, "-m", "luminamoon.data_cli"]
+CLI = [sys.executable, "-m", "luminamoon.data.cli"]
 
 
 def run_cli(args, env=None, timeout=120, **kw):

@@ -10,8 +10,8 @@ import pytest
 
 pa = pytest.importorskip("pyarrow")
 
-from luminamoon.data_cli import generate_corpus  # noqa: E402
-from luminamoon.data_pipeline import FusedPipeline, arrow_io_available  # noqa: E402
+from luminamoon.data.cli import generate_corpus  # noqa: E402
+from luminamoon.data.pipeline import FusedPipeline, arrow_io_available  # noqa: E402
 from test_pipeline_support import part_files, read_part, read_rows, write_jsonl  # noqa: E402
 
 RAW = dict(clean=False, quality=False, dedup=False, minhash=False, pii=False)
@@ -92,7 +92,7 @@ def test_full_pipeline_outputs_agree_across_formats(tmp_path):
 
 
 def test_arrow_formats_unavailable_message_mentions_ndjson(tmp_path, monkeypatch):
-    from luminamoon import data_pipeline
+    from luminamoon.data import pipeline as data_pipeline
     monkeypatch.setattr(data_pipeline, "_backend_module", __import__("luminamoon._native").__dict__["_native"])
     write_jsonl(tmp_path / "in.jsonl", RECORDS[:2])
     with pytest.raises(data_pipeline.DataError) as e:

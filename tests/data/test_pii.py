@@ -345,7 +345,7 @@ def test_every_planted_form_is_found_with_its_surroundings_intact():
     import random
     import sys
 
-    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "bench"))
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "bench"))
     import pii_eval
 
     rng = random.Random(5)

@@ -17,7 +17,7 @@ CONFIGS = [
     (dict(mode="clm", cautious=True, bound="tensor", bound_ratio=0.002),
      dict(buffer_mode=2, cautious=True, bound_mode=1, bound_ratio=0.002)),
     # Version 1's scalar s (td_factor "tensor"); factored/row over Shard(0) is the pass split's
-    # factor sums (tests/test_optim_capi.py), not yet wired into the torch front end.
+    # factor sums (tests/optim/test_optim_capi.py), not yet wired into the torch front end.
     (dict(mode="tdclm", td_factor="tensor"), dict(buffer_mode=1)),
     (dict(mode="tdclm", td_factor="tensor", cautious=True, bound="tensor", bound_ratio=0.002, lam=0.3,
           tau=0.5),

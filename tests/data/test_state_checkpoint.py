@@ -10,7 +10,7 @@ import zlib
 
 import pytest
 
-from luminamoon.data_pipeline import DataError, FusedPipeline
+from luminamoon.data.pipeline import DataError, FusedPipeline
 from test_pipeline_support import long_text, read_rows, run_cli, write_jsonl
 
 MAGIC = 0x4B434D4C

@@ -14,8 +14,8 @@ import pytest
 
 pa = pytest.importorskip("pyarrow")
 
-from luminamoon.data_cli import generate_corpus  # noqa: E402
-from luminamoon.data_pipeline import arrow_io_available  # noqa: E402
+from luminamoon.data.cli import generate_corpus  # noqa: E402
+from luminamoon.data.pipeline import arrow_io_available  # noqa: E402
 from test_pipeline_support import CLI, part_files, read_part, read_rows, run_cli, summary_counts  # noqa: E402
 
 # The commit protocol's phases (src/data/state/crash_point.h).

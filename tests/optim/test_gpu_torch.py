@@ -1,4 +1,4 @@
-"""luminamoon.optim_torch.LuminaV with CUDA tensors: the cuda backend on torch's current
+"""luminamoon.optim.LuminaV with CUDA tensors: the cuda backend on torch's current
 stream, against torch.optim.AdamW on the same GPU and against LuminaV on the CPU.
 
 Skips unless torch sees a CUDA device and the installed luminamoon's cuda backend
@@ -17,7 +17,7 @@ if not dict((n, a) for n, a, _ in _native.backends()).get("cuda"):
                 allow_module_level=True)
 
 from luminamoon import optim as lm_optim  # noqa: E402
-from luminamoon.optim_torch import LuminaV  # noqa: E402
+from luminamoon.optim.torch_optimizer import LuminaV  # noqa: E402
 
 
 def model_params(device, dtype=torch.float32, seed=0):

@@ -14,7 +14,7 @@ from sklearn.datasets import load_digits
 
 from luminamoon import optim
 from luminamoon.optim import LuminaV, NonFiniteGradientError
-from luminamoon.optim_torch import derive_seed
+from luminamoon.optim.torch_optimizer import derive_seed
 from luminav_reference import bf16_stochastic_bits, normwise_relative_error, rounding_bits_array
 
 

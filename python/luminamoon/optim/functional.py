@@ -5,8 +5,8 @@
 length, device and overlap. Hyperparameter ranges are checked by the C
 library, whose message (naming the parameter and its value) becomes the
 ``ValueError``. ``LuminaV`` (the ``torch.optim.Optimizer``) lives in
-``luminamoon.optim_torch`` and is imported from here lazily, so that NumPy
-users never import torch.
+``luminamoon.optim.torch_optimizer``; the package imports it lazily, so that
+NumPy users never import torch.
 
 Errors:
   * ``ValueError``: a bad buffer or hyperparameter (C status INVALID_ARGUMENT).
@@ -24,17 +24,10 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from . import _native
+from .. import _native
+from .errors import BackendUnavailableError, LuminaVError, NonFiniteGradientError, raise_for_status
 
-__all__ = [
-    "step",
-    "LuminaV",
-    "NonFiniteGradientError",
-    "BackendUnavailableError",
-    "LuminaVError",
-    "backends",
-    "last_backend",
-]
+__all__ = ["step", "backends", "last_backend"]
 
 DTYPE_F32 = _native.DTYPE_F32
 DTYPE_BF16 = _native.DTYPE_BF16
@@ -42,45 +35,6 @@ DTYPE_F16 = _native.DTYPE_F16
 _DTYPE_NAMES = {DTYPE_F32: "float32", DTYPE_BF16: "bfloat16", DTYPE_F16: "float16"}
 _FLOAT_DTYPES = frozenset(_DTYPE_NAMES)
 _UINT64_LIMIT = 1 << 64
-
-
-class LuminaVError(RuntimeError):
-    """An error status of the C library other than a bad argument or a non-finite gradient."""
-
-    def __init__(self, message: str, status: int):
-        super().__init__(message)
-        self.status = status
-
-
-class NonFiniteGradientError(ArithmeticError):
-    """A gradient holds NaN or +-Inf (``check_finite``); no parameter or state was modified.
-
-    ``parameter`` names the offending parameter where the caller knows it
-    (the optimizer sets it), else it is None.
-    """
-
-    def __init__(self, message: str, parameter: str | None = None):
-        super().__init__(message)
-        self.parameter = parameter
-
-
-class BackendUnavailableError(LuminaVError):
-    """The requested backend cannot run on this machine."""
-
-
-def raise_for_status(status: int, message: str) -> None:
-    """Turns a C status and message into the matching Python exception."""
-    if status == _native.STATUS_OK:
-        return
-    name = _native.status_name(status)
-    text = message or name
-    if status == _native.STATUS_INVALID_ARGUMENT:
-        raise ValueError(text)
-    if status == _native.STATUS_NONFINITE_GRAD:
-        raise NonFiniteGradientError(text)
-    if status == _native.STATUS_BACKEND_UNAVAILABLE:
-        raise BackendUnavailableError(text, status)
-    raise LuminaVError(f"{name}: {text}", status)
 
 
 # ---- buffers -------------------------------------------------------------------
@@ -343,10 +297,3 @@ def last_backend() -> str:
     """The backend (and SIMD target) that ran this thread's last successful step."""
     return _native.last_backend()
 
-
-def __getattr__(name: str):
-    # The torch optimizer is imported on first use: NumPy users never load torch.
-    if name == "LuminaV":
-        from .optim_torch import LuminaV
-        return LuminaV
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

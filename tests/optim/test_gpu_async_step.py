@@ -1,5 +1,5 @@
 """The device-resident CUDA step in a user's loop (issue 13; Note [asynchronous errors] in
-optim_torch.py): no host wait, CUDA-graph capture, errors raised later without a sync, GradScaler.
+optim/torch_optimizer.py): no host wait, CUDA-graph capture, errors raised later without a sync, GradScaler.
 Skipped without a CUDA GPU and the cuda backend; run on the H200 by bench/gpu_suite.sh."""
 from __future__ import annotations
 
