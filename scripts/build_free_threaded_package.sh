@@ -3,8 +3,12 @@
 # into its own virtual environment (nanobind FREE_THREADED: the extensions
 # declare Py_MOD_GIL_NOT_USED, Note [free-threaded bindings] in src/python/module.cc):
 #   scripts/build_free_threaded_package.sh     -> $FT_VENV/bin/python imports luminamoon, GIL off
-# CPU backends only (CUDA kernels off: the free-threaded tests and benchmark
-# run on the CPU). Incremental: FT_BUILD_DIR is kept between runs.
+# By default in its own CMake folder with the CUDA kernels off (the
+# free-threaded tests and benchmark run on the CPU). `make test` passes its
+# BUILD_DIR and settings instead: only the Python-dependent targets (nanobind,
+# the extensions) are rebuilt for this interpreter, libluminav and the data
+# engine are reused (and rebuilt for the normal Python's extension by the next
+# `make build`, likewise only those targets).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -13,6 +17,8 @@ FT_PREFIX=${LUMINA_FT_PREFIX:-$CACHE/python3.13t}
 FT_PYTHON=$FT_PREFIX/bin/python3.13t
 FT_VENV=${FT_VENV:-build/free-threaded/venv}
 FT_BUILD_DIR=${FT_BUILD_DIR:-build/free-threaded/cmake}
+FT_BUILD_TESTS=${FT_BUILD_TESTS:-OFF}
+FT_CUDA_KERNELS=${FT_CUDA_KERNELS:-OFF}
 JOBS=${JOBS:-2}
 
 if [ ! -x "$FT_PYTHON" ]; then
@@ -31,7 +37,8 @@ fi
 echo "[free-threaded] building luminamoon for $("$FT_VENV/bin/python" -VV | head -1)"
 PATH="$PWD/$FT_VENV/bin:$PATH" CMAKE_BUILD_PARALLEL_LEVEL=$JOBS nice -n 10 \
   "$FT_VENV/bin/python" -m pip install --no-build-isolation --no-deps -q \
-  -Cbuild-dir="$FT_BUILD_DIR" -Ccmake.define.LUMINA_BUILD_TESTS=OFF -Ccmake.define.LUMINA_CUDA_KERNELS=OFF .
+  -Cbuild-dir="$FT_BUILD_DIR" -Ccmake.define.LUMINA_BUILD_TESTS="$FT_BUILD_TESTS" \
+  -Ccmake.define.LUMINA_CUDA_KERNELS="$FT_CUDA_KERNELS" .
 "$FT_VENV/bin/python" -c '
 import sys, luminamoon._native, luminamoon.data, luminamoon.optim
 assert not sys._is_gil_enabled(), "importing luminamoon enabled the GIL"
