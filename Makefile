@@ -61,6 +61,6 @@ free-threaded:
 # (tests/package/test_free_threaded.py skips with the reason otherwise).
 FT_PYTHON ?= /var/cache/luminamoon/python3.13t/bin/python3.13t
 free-threaded-if-cached:
-	@if [ -x $(FT_PYTHON) ]; then JOBS=$(JOBS) FT_BUILD_DIR=$(BUILD_DIR) FT_BUILD_TESTS=ON FT_CUDA_KERNELS=ON \
+	@if [ -x $(FT_PYTHON) ]; then VENV=$(VENV) JOBS=$(JOBS) FT_BUILD_DIR=$(BUILD_DIR) FT_BUILD_TESTS=ON FT_CUDA_KERNELS=ON \
 	  ./scripts/build_free_threaded_package.sh; \
 	else echo "[free-threaded] no cached interpreter ($(FT_PYTHON)): its tests skip; make free-threaded builds it"; fi

@@ -15,6 +15,7 @@ cd "$(dirname "$0")/.."
 CACHE=${LUMINA_CACHE:-/var/cache/luminamoon}
 FT_PREFIX=${LUMINA_FT_PREFIX:-$CACHE/python3.13t}
 FT_PYTHON=$FT_PREFIX/bin/python3.13t
+VENV=${VENV:-.venv}  # the normal venv: its cmake and ninja build this one too
 FT_VENV=${FT_VENV:-build/free-threaded/venv}
 FT_BUILD_DIR=${FT_BUILD_DIR:-build/free-threaded/cmake}
 FT_BUILD_TESTS=${FT_BUILD_TESTS:-OFF}
@@ -35,7 +36,7 @@ if [ ! -f "$stamp" ] || ! cmp -s requirements-free-threaded.txt "$stamp"; then
   cp requirements-free-threaded.txt "$stamp"
 fi
 echo "[free-threaded] building luminamoon for $("$FT_VENV/bin/python" -VV | head -1)"
-PATH="$PWD/$FT_VENV/bin:$PATH" CMAKE_BUILD_PARALLEL_LEVEL=$JOBS nice -n 10 \
+PATH="$(realpath "$VENV")/bin:$PATH" CMAKE_BUILD_PARALLEL_LEVEL=$JOBS nice -n 10 \
   "$FT_VENV/bin/python" -m pip install --no-build-isolation --no-deps -q \
   -Cbuild-dir="$FT_BUILD_DIR" -Ccmake.define.LUMINA_BUILD_TESTS="$FT_BUILD_TESTS" \
   -Ccmake.define.LUMINA_CUDA_KERNELS="$FT_CUDA_KERNELS" .

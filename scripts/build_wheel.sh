@@ -41,7 +41,9 @@ for py in "${pythons[@]}"; do
   echo "[wheel] $tag: pip wheel ($py)"
   # One CMake build folder for every interpreter: only the extension modules
   # depend on the Python, so a second tag rebuilds those and reuses
-  # libluminav, its cubins and the data engine.
+  # libluminav, its cubins and the data engine. (A further interpreter's env
+  # must not have its own `cmake` package: a different CMAKE_COMMAND changes
+  # the cubins' command lines and ninja rebuilds them; the PATH's cmake is used.)
   CMAKE_BUILD_PARALLEL_LEVEL=$JOBS nice -n 10 "$py" -m pip wheel --no-build-isolation --no-deps -q \
     -Cbuild-dir="$WHEEL_BUILD_DIR" -Ccmake.define.LUMINA_BUILD_TESTS="$WHEEL_BUILD_TESTS" \
     -w "$raw" .
