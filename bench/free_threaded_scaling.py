@@ -55,10 +55,27 @@ def data_work(docs: int, batches: int):
     return make, run, batches
 
 
+def python_control(iterations: int):
+    """The anchor: a pure-Python loop on each thread's own objects (no luminamoon).
+    Under a GIL it cannot scale; free-threaded it shows what the machine's
+    free cores allow in this run."""
+    def make():
+        return list(range(100))
+
+    def run(state, count):
+        for _ in range(count):
+            total = 0
+            for v in state:
+                total += v * v
+    return make, run, iterations
+
+
 WORKLOADS = {
+    "control: pure-Python loop": lambda: python_control(40000),
     "optim.step 4K floats": lambda: optim_work(4096, 2000),
     "optim.step 256K floats": lambda: optim_work(262144, 200),
     "clean_batch+mask_pii 64 docs": lambda: data_work(64, 400),
+    "clean_batch+mask_pii 1024 docs": lambda: data_work(1024, 40),
 }
 
 
