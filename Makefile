@@ -6,7 +6,8 @@ BUILD_DIR ?= build/release
 PY        := $(VENV)/bin/python
 JOBS      ?= $(shell nproc)
 
-.PHONY: deps build demo test test-cpp test-py test-sanitize test-fuzz test-tsan bench clean
+.PHONY: deps build demo test test-cpp test-py test-sanitize test-fuzz test-tsan bench clean \
+        wheel free-threaded free-threaded-if-cached
 
 deps:
 	VENV=$(VENV) ./scripts/install_deps.sh
@@ -21,7 +22,7 @@ demo: build
 test-cpp: build
 	ctest --test-dir $(BUILD_DIR) --output-on-failure -j $(JOBS)
 
-test-py: build
+test-py: build wheel free-threaded-if-cached
 	$(PY) -m pytest -q tests
 
 test: test-cpp test-py test-sanitize test-tsan
@@ -44,3 +45,22 @@ bench: build
 
 clean:
 	rm -rf build
+
+# Issue 22: a self-contained wheel (pip wheel + auditwheel repair) into dist/,
+# from the same CMake folder as `make build` (only packaging is redone: ~1 min),
+# tested on a bare Debian root by tests/package/test_bare_debian_wheel.py.
+wheel: build
+	VENV=$(VENV) WHEEL_BUILD_DIR=$(BUILD_DIR) WHEEL_BUILD_TESTS=ON JOBS=$(JOBS) ./scripts/build_wheel.sh
+
+# A free-threaded CPython 3.13t from Debian's source (cached under
+# /var/cache/luminamoon, ~10 min once per machine) and luminamoon built for it.
+free-threaded:
+	VENV=$(VENV) ./scripts/install_deps.sh --free-threaded
+
+# In CI: the package for the free-threaded interpreter where one is cached
+# (tests/package/test_free_threaded.py skips with the reason otherwise).
+FT_PYTHON ?= /var/cache/luminamoon/python3.13t/bin/python3.13t
+free-threaded-if-cached:
+	@if [ -x $(FT_PYTHON) ]; then VENV=$(VENV) JOBS=$(JOBS) FT_BUILD_DIR=$(BUILD_DIR) FT_BUILD_TESTS=ON FT_CUDA_KERNELS=ON \
+	  ./scripts/build_free_threaded_package.sh; \
+	else echo "[free-threaded] no cached interpreter ($(FT_PYTHON)): its tests skip; make free-threaded builds it"; fi

@@ -2,8 +2,12 @@
 # Installs everything the build and the tests need on a fresh Debian machine:
 # Debian packages through apt-get (only those missing) and a virtual
 # environment in .venv with pinned PyPI packages. Safe to run repeatedly.
+#   --free-threaded: also a free-threaded CPython 3.13t from Debian's source
+#   (cached under /var/cache/luminamoon) and luminamoon built for it (issue 22).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+FREE_THREADED=0
+[ "${1:-}" = "--free-threaded" ] && FREE_THREADED=1
 
 DEB_PACKAGES=(
   build-essential pkg-config ninja-build
@@ -11,6 +15,7 @@ DEB_PACKAGES=(
   libvectorscan-dev libre2-dev libzstd-dev zlib1g-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libssl-dev
+  debootstrap
   clang libclang-rt-dev
   libvulkan-dev mesa-vulkan-drivers glslc glslang-tools spirv-tools vulkan-tools vulkan-validationlayers
   iproute2  # issue 17: `ip link set lo up` in the Ray tests' loopback-only network namespace
@@ -39,4 +44,8 @@ if [ ! -f "$stamp" ] || ! cmp -s requirements-dev.txt "$stamp"; then
   "$VENV/bin/pip" install -q --upgrade pip >/dev/null
   "$VENV/bin/pip" install -q -r requirements-dev.txt
   cp requirements-dev.txt "$stamp"
+fi
+if ((FREE_THREADED)); then
+  ./scripts/build_free_threaded_python.sh
+  ./scripts/build_free_threaded_package.sh
 fi

@@ -87,7 +87,11 @@ nb::dict replay_dict(const WalReplayStats& s) {
   return d;
 }
 
-// One object may be shared by Python threads (free-threaded builds too).
+// One object may be shared by Python threads, with or without a GIL (Note
+// [free-threaded bindings] in module.cc): every call that touches the engine
+// object, mutators and readers alike, holds its mutex. The mutex is taken with
+// the interpreter released, so a thread waiting for it never holds the GIL
+// (GIL builds) or blocks a stop-the-world pause (free-threaded builds).
 struct DedupHandle {
   StreamDeduplicator impl;
   std::mutex mu;
@@ -106,6 +110,14 @@ void with_object(Handle& h, F&& f) {
     std::lock_guard lock(h.mu);
     f(h.impl);
   });
+}
+
+// A value read under the object's lock (the lock taken without the GIL).
+template <class Handle, class F>
+auto read_locked(Handle& h, F&& f) {
+  nb::gil_scoped_release release;
+  std::lock_guard lock(h.mu);
+  return f(h.impl);
 }
 
 // The (keep, matched, similarity) arrays of one LSH decision pass.
@@ -167,25 +179,26 @@ void register_data_dedup(nb::module_& m) {
       })
       .def("contains_key",
            [](DedupHandle& h, uint64_t key) {
-             std::lock_guard lock(h.mu);
-             return h.impl.contains_key(key);
+             return read_locked(h, [key](auto& d) { return d.contains_key(key); });
            })
       .def("keys",
            [](DedupHandle& h) {
-             std::vector<uint64_t> keys;
-             {
-               std::lock_guard lock(h.mu);
-               keys = h.impl.keys();
-             }
+             std::vector<uint64_t> keys = read_locked(h, [](auto& d) { return d.keys(); });
              const size_t n = keys.size();
              return numpy_from(std::move(keys), {n});
            })
-      .def_prop_ro("committed_position", [](DedupHandle& h) { return h.impl.committed_position(); })
-      .def_prop_ro("distinct", [](DedupHandle& h) { return h.impl.distinct(); })
-      .def_prop_ro("documents_seen", [](DedupHandle& h) { return h.impl.documents_seen(); })
-      .def_prop_ro("set_memory_bytes", [](DedupHandle& h) { return h.impl.set_memory_bytes(); })
-      .def_prop_ro("memory_bytes", [](DedupHandle& h) { return h.impl.memory_bytes(); })
-      .def_prop_ro("replay_stats", [](DedupHandle& h) { return replay_dict(h.impl.replay_stats()); });
+      .def_prop_ro("committed_position",
+                   [](DedupHandle& h) { return read_locked(h, [](auto& d) { return d.committed_position(); }); })
+      .def_prop_ro("distinct", [](DedupHandle& h) { return read_locked(h, [](auto& d) { return d.distinct(); }); })
+      .def_prop_ro("documents_seen",
+                   [](DedupHandle& h) { return read_locked(h, [](auto& d) { return d.documents_seen(); }); })
+      .def_prop_ro("set_memory_bytes",
+                   [](DedupHandle& h) { return read_locked(h, [](auto& d) { return d.set_memory_bytes(); }); })
+      .def_prop_ro("memory_bytes",
+                   [](DedupHandle& h) { return read_locked(h, [](auto& d) { return d.memory_bytes(); }); })
+      .def_prop_ro("replay_stats", [](DedupHandle& h) {
+        return replay_dict(read_locked(h, [](auto& d) { return d.replay_stats(); }));
+      });
 
   nb::class_<LshHandle>(m, "_MinHashLSH")
       .def(
@@ -270,11 +283,16 @@ void register_data_dedup(nb::module_& m) {
            })
       .def("flush", [](LshHandle& h) { with_object(h, [](auto& o) { o.flush(); }); })
       .def("commit", [](LshHandle& h) { with_object(h, [](auto& o) { o.commit(); }); })
-      .def_prop_ro("committed_position", [](LshHandle& h) { return h.impl.committed_position(); })
-      .def_prop_ro("kept", [](LshHandle& h) { return h.impl.kept(); })
-      .def_prop_ro("documents_seen", [](LshHandle& h) { return h.impl.documents_seen(); })
-      .def_prop_ro("memory_bytes", [](LshHandle& h) { return h.impl.memory_bytes(); })
-      .def_prop_ro("replay_stats", [](LshHandle& h) { return replay_dict(h.impl.replay_stats()); });
+      .def_prop_ro("committed_position",
+                   [](LshHandle& h) { return read_locked(h, [](auto& l) { return l.committed_position(); }); })
+      .def_prop_ro("kept", [](LshHandle& h) { return read_locked(h, [](auto& l) { return l.kept(); }); })
+      .def_prop_ro("documents_seen",
+                   [](LshHandle& h) { return read_locked(h, [](auto& l) { return l.documents_seen(); }); })
+      .def_prop_ro("memory_bytes",
+                   [](LshHandle& h) { return read_locked(h, [](auto& l) { return l.memory_bytes(); }); })
+      .def_prop_ro("replay_stats", [](LshHandle& h) {
+        return replay_dict(read_locked(h, [](auto& l) { return l.replay_stats(); }));
+      });
 
   m.def("minhash_kernel_target", [] { return MinHasher::kernel_target(); });
   m.def("dedup_normalize", [](nb::bytes text) {

@@ -56,10 +56,11 @@ std::string as_str(const std::string& key, nb::handle v) {
 // A path from Python: bytes as they are, str through the file system encoding
 // (os.fsencode), so that names which are not UTF-8 survive.
 std::string path_from(nb::handle v) {
-  if (PyBytes_Check(v.ptr())) return std::string(PyBytes_AS_STRING(v.ptr()), PyBytes_GET_SIZE(v.ptr()));
+  // PyBytes_AsString/Size, not the macros: the stable ABI (abi3) has functions only.
+  if (PyBytes_Check(v.ptr())) return std::string(PyBytes_AsString(v.ptr()), PyBytes_Size(v.ptr()));
   nb::object encoded = nb::steal(PyUnicode_EncodeFSDefault(v.ptr()));
   if (!encoded.is_valid()) throw nb::python_error();
-  return std::string(PyBytes_AS_STRING(encoded.ptr()), PyBytes_GET_SIZE(encoded.ptr()));
+  return std::string(PyBytes_AsString(encoded.ptr()), PyBytes_Size(encoded.ptr()));
 }
 std::vector<std::string> paths_from(nb::handle list) {
   std::vector<std::string> out;
@@ -220,10 +221,11 @@ class BatchStream {
       cv_.notify_all();
     }
     pipeline_.cancel();
-    if (worker_.joinable()) {
-      nb::gil_scoped_release release;
-      worker_.join();
-    }
+    // Two threads may close one stream (free-threaded builds, or a GIL build
+    // where both wait here without the GIL): one joins, the other waits for it.
+    nb::gil_scoped_release release;
+    std::lock_guard<std::mutex> lock(join_mu_);
+    if (worker_.joinable()) worker_.join();
   }
 
  private:
@@ -235,6 +237,7 @@ class BatchStream {
   bool closed_ = false;
   bool done_ = false;
   std::unique_ptr<DataError> error_;
+  std::mutex join_mu_;
   std::thread worker_;
 };
 

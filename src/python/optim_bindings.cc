@@ -230,8 +230,11 @@ void register_optim(nb::module_& m) {
            nb::arg("stream") = 0)
       .def_ro("backend", &RunOptions::backend);
 
+  // The structs are taken by value: the native call, which runs without the
+  // GIL, reads a private snapshot that another thread writing the same
+  // Python object cannot change under it (Note [free-threaded bindings]).
   m.def("step_multi",
-        [](const luminav_hyperparams& hp, const std::vector<luminav_tensor>& tensors,
+        [](const luminav_hyperparams hp, const std::vector<luminav_tensor>& tensors,
            const RunOptions& options) {
           const luminav_options o = options.to_c();
           int status;
@@ -247,8 +250,8 @@ void register_optim(nb::module_& m) {
   m.def("reduction_rounds", [](const luminav_hyperparams& hp) { return luminav_reduction_rounds(&hp); });
 
   m.def("reduce",
-        [](const luminav_hyperparams& hp, const luminav_tensor& shard, int round,
-           const luminav_globals& globals, const RunOptions& options) {
+        [](const luminav_hyperparams hp, const luminav_tensor shard, int round,
+           const luminav_globals globals, const RunOptions& options) {
           const luminav_options o = options.to_c();
           luminav_partials out{};
           int status;
@@ -275,7 +278,7 @@ void register_optim(nb::module_& m) {
         "luminav_finalize; returns (status, message, globals).");
 
   m.def("apply",
-        [](const luminav_hyperparams& hp, const luminav_tensor& shard, const luminav_globals& globals,
+        [](const luminav_hyperparams hp, const luminav_tensor shard, const luminav_globals globals,
            const RunOptions& options) {
           const luminav_options o = options.to_c();
           int status;

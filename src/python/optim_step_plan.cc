@@ -16,7 +16,9 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/tuple.h>
 
+#include <atomic>
 #include <cstdint>
+#include <stdexcept>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -52,6 +54,9 @@ struct Names {
                    nb::str("td_factor")} {}
 };
 
+// Built at import (register_optim_step_plan), never lazily on a first
+// step: a free-threaded thread waiting on a C++ static's guard would stay
+// attached and could stall a stop-the-world pause of the thread building it.
 const Names& names() {
   static const Names* n = new Names();  // lives as long as the interpreter
   return *n;
@@ -125,6 +130,29 @@ struct Group {
   float* step_counter = nullptr;
 };
 
+// Note [one step at a time]: a plan belongs to one optimizer, whose step()
+// is not meaningful from two threads at once (torch.optim makes the same
+// assumption). step() reads and rewrites the descriptors while the native call
+// that reads them runs without the GIL, so a second caller, possible with a GIL
+// too, would tear them. Every method claims the plan; a caller that finds it
+// claimed gets a RuntimeError instead of a torn step (Note [free-threaded
+// bindings] in module.cc).
+class PlanClaim {
+ public:
+  explicit PlanClaim(std::atomic<bool>& busy) : busy_(busy) {
+    if (busy_.exchange(true, std::memory_order_acquire)) {
+      throw std::runtime_error(
+          "StepPlan: in use by another thread (one optimizer's step() must not run from two threads at once)");
+    }
+  }
+  ~PlanClaim() { busy_.store(false, std::memory_order_release); }
+  PlanClaim(const PlanClaim&) = delete;
+  PlanClaim& operator=(const PlanClaim&) = delete;
+
+ private:
+  std::atomic<bool>& busy_;
+};
+
 class StepPlan {
  public:
   StepPlan(std::string backend, int device_type, int device_index) : backend_(std::move(backend)) {
@@ -143,6 +171,7 @@ class StepPlan {
   // validated by the front end.
   void add_group(nb::object dict, const luminav_hyperparams& hp, nb::list tensors, nb::object step,
                  nb::object lr_tensor, int lr_dtype) {
+    PlanClaim claim(busy_);
     Group g;
     g.dict = std::move(dict);
     for (int i = 0; i < Names::kFixedKeys; ++i) g.fixed[i] = nb::borrow(group_item(g.dict, names().fixed_keys[i]));
@@ -194,10 +223,12 @@ class StepPlan {
   // Parameters without a gradient when described: a gradient appearing on
   // one makes the description stale.
   void add_excluded(nb::list params) {
+    PlanClaim claim(busy_);
     for (nb::handle p : params) excluded_.push_back(nb::borrow(p));
   }
 
   void set_async(uintptr_t status, uintptr_t host_status, uintptr_t workspace, size_t workspace_bytes) {
+    PlanClaim claim(busy_);
     status_ = reinterpret_cast<luminav_step_status*>(status);
     host_status_ = reinterpret_cast<luminav_step_status*>(host_status);
     options_.scratch = reinterpret_cast<void*>(workspace);
@@ -205,6 +236,7 @@ class StepPlan {
   }
 
   size_t workspace_bytes() const {
+    PlanClaim claim(busy_);
     std::vector<luminav_group> c = c_groups();
     if (sharded_) return luminav_sharded_workspace_bytes(c.data(), c.size(), shards_.data());
     return luminav_groups_workspace_bytes(c.data(), c.size());
@@ -232,6 +264,7 @@ class StepPlan {
   // refreshes the pointers, later phases run on what phase 0 read.
   StepResult step_sharded(uintptr_t stream, uintptr_t grad_scale, uintptr_t found_inf, bool skip_nonfinite,
                           int phase, uintptr_t exchange) {
+    PlanClaim claim(busy_);
     if (phase == 0) {
       if (StepResult r = refresh(); std::get<0>(r) != 0) return r;
     }
@@ -307,6 +340,7 @@ class StepPlan {
 
  public:
   size_t num_tensors() const {
+    PlanClaim claim(busy_);
     size_t count = 0;
     for (const Group& g : groups_) count += g.tensors.size();
     return count;
@@ -314,6 +348,7 @@ class StepPlan {
 
   // Flat position (as given in add_group) of the tensor at call position `p`.
   int64_t position_of(size_t p) const {
+    PlanClaim claim(busy_);
     for (const Group& g : groups_) {
       if (p < g.entries.size()) return g.entries[p].position;
       p -= g.entries.size();
@@ -375,11 +410,13 @@ class StepPlan {
   std::vector<luminav_shard_layout> shards_;  // one per tensor of the call
   bool sharded_ = false;
   std::vector<nb::object> dense_grads_;  // contiguous copies, alive until the step's last phase is enqueued
+  mutable std::atomic<bool> busy_{false};  // Note [one step at a time]
 };
 
 }  // namespace
 
 void register_optim_step_plan(nb::module_& m) {
+  names();
   m.attr("PLAN_REBUILD") = kRebuild;
   m.attr("VERDICT_FOUND_INF") = static_cast<uint64_t>(LUMINAV_VERDICT_FOUND_INF);
   nb::class_<StepPlan>(m, "StepPlan", "The optimizer's whole step as one native call (Note [step plan])")
