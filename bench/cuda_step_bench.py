@@ -14,31 +14,15 @@ from __future__ import annotations
 import argparse
 import ctypes as C
 import json
-import os
-import statistics
 import sys
 from pathlib import Path
 
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "optim"))  # test_gpu_cuda
 import test_gpu_cuda as t  # noqa: E402  (ctypes structs and the library loader)
-
-
-def event_median(fn, warmup: int, reps: int) -> tuple[float, list[float]]:
-    """Median milliseconds of fn() between CUDA events on the current stream."""
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end))
-    return statistics.median(times), times
+from harness import cuda_event_median  # noqa: E402
 
 
 def gpt_like_sizes(total: int, d: int = 2048, vocab: int = 50304) -> list[int]:
@@ -128,7 +112,7 @@ def main() -> int:
     # The ceiling: a device-to-device copy of N fp32 (bytes read + written).
     src = torch.randn(n, device="cuda", generator=gen)
     dst = torch.empty_like(src)
-    ms, times = event_median(lambda: dst.copy_(src), args.warmup, args.reps)
+    ms, times = cuda_event_median(lambda: dst.copy_(src), args.warmup, args.reps)
     record("copy fp32 (read+write)", ms, 8 * n, times)
     copy_gbps = rows[-1]["gbps"]
     del src, dst
@@ -138,7 +122,7 @@ def main() -> int:
     for label, sizes in (("1 tensor", single), (f"{len(gpt)} tensors", gpt)):
         if want("torch"):
             params, opt = torch_adamw(sizes, gen)
-            ms, times = event_median(opt.step, args.warmup, args.reps)
+            ms, times = cuda_event_median(opt.step, args.warmup, args.reps)
             record(f"torch AdamW fused, {label}", ms, 28 * n, times)
             del params, opt
             torch.cuda.empty_cache()
@@ -155,7 +139,7 @@ def main() -> int:
                 continue
             steps = LuminaSteps(lib, sizes, mode, pdt, master, gen)
             hp = t.hyperparams(lib, **opts)
-            ms, times = event_median(lambda: steps.step(hp), args.warmup, args.reps)
+            ms, times = cuda_event_median(lambda: steps.step(hp), args.warmup, args.reps)
             record(f"luminav {key}, {label}", ms, bpe * n, times, note)
             del steps
             torch.cuda.empty_cache()

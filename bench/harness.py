@@ -97,6 +97,23 @@ def measure_side_by_side(fns: dict[str, Callable[[], object]], rounds: int = 5, 
                          results[name]) for name in fns}
 
 
+def cuda_event_median(fn: Callable[[], object], warmup: int, reps: int) -> tuple[float, list[float]]:
+    """Median milliseconds of fn() between CUDA events on the current stream, and every sample."""
+    import torch
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(reps):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end))
+    return statistics.median(times), times
+
+
 def cpu_model() -> str:
     try:
         for line in open("/proc/cpuinfo"):

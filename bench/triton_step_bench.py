@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -23,26 +22,14 @@ import torch
 
 from luminamoon.optim import LuminaV
 
-
-def event_median(fn, warmup: int, reps: int) -> float:
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end))
-    return statistics.median(times)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import cuda_event_median  # noqa: E402
 
 
 def copy_gbs(n: int) -> float:
     src = torch.empty(n, device="cuda")
     dst = torch.empty_like(src)
-    ms = event_median(lambda: dst.copy_(src), 3, 10)
+    ms = cuda_event_median(lambda: dst.copy_(src), 3, 10)[0]
     return 8 * n / (ms * 1e-3) / 1e9
 
 
@@ -75,7 +62,7 @@ def run_case(name: str, kinds: list[str], warmup: int, reps: int) -> dict:
         p.grad = (0.01 * torch.randn(shape, device="cuda")).to(dtype)
         opt = optimizer(kind, p, mode)
         per = bytes_per if kind != "torch_fused_adamw" else 28  # no finite check
-        ms = event_median(opt.step, warmup, reps)
+        ms = cuda_event_median(opt.step, warmup, reps)[0]
         out[kind] = {"ms": ms, "gbs": per * n / (ms * 1e-3) / 1e9, "bytes_per_element": per}
         print(f"{name:20s} {kind:18s} {ms:8.3f} ms  {out[kind]['gbs']:7.0f} GB/s", flush=True)
         del opt, p
