@@ -47,7 +47,7 @@ inline bool is_white_space(uint32_t cp) {
 // Note [alphabetic]: "a word with an alphabetic character" needs a letter
 // class; without ICU we use block ranges: ASCII letters, Latin-1 letters,
 // and every script block, excluding the punctuation, symbol, emoji, private
-// use and surrogate blocks. tests/test_quality.py restates this table.
+// use and surrogate blocks. tests/data/test_quality.py restates this table.
 inline bool is_alphabetic(uint32_t cp) {
   if (cp < 0x80) return ((cp | 0x20) >= 'a' && (cp | 0x20) <= 'z');
   if (cp < 0xC0) return cp == 0xAA || cp == 0xB5 || cp == 0xBA;

@@ -12,7 +12,7 @@
 namespace luminamoon {
 
 // Note [quality metrics]: the definitions, restated by the independent
-// Python reference in tests/test_quality.py.
+// Python reference in tests/data/test_quality.py.
 //  - entropy: -sum p log2 p over the code point distribution of the document.
 //  - words: maximal runs of code points outside Unicode White_Space. A word's
 //    length is its number of code points.

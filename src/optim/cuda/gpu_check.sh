@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The CUDA backend's GPU run in one call: environment, the correctness suite
-# (tests/test_gpu_cuda.py against the scalar reference), the side-by-side
+# (tests/optim/test_gpu_cuda.py against the scalar reference), the side-by-side
 # benchmark (bench/cuda_step_bench.py) and an Nsight Compute look at the
 # kernels. Run from the repository root on a machine with a CUDA GPU:
 #   src/optim/cuda/gpu_check.sh [LIBDIR] [tests] [bench] [variants] [build] [torch] [ncu]
@@ -31,7 +31,7 @@ for phase in $phases; do
   run=$((run + 1))
   case $phase in
     tests)
-      timeout 240 python3 -m pytest -q -p no:cacheprovider -o addopts= tests/test_gpu_cuda.py -rs 2>&1 \
+      timeout 240 python3 -m pytest -q -p no:cacheprovider -o addopts= tests/optim/test_gpu_cuda.py -rs 2>&1 \
         | tee "$out/pytest.log" | tail -40 ;;
     bench)
       timeout 200 python3 bench/cuda_step_bench.py --out "$out/bench$run.json" 2>&1 | tee "$out/bench$run.log" ;;
@@ -45,8 +45,8 @@ for phase in $phases; do
       done 2>&1 | tee "$out/variants.log" | grep -E "==|luminav" ;;
     build)
       # The Python package built on this machine (its python3 differs from the
-      # one the library was built with), for tests/test_gpu_torch.py and
-      # tests/test_optim_cuda_frontend.py.
+      # one the library was built with), for tests/optim/test_gpu_torch.py and
+      # tests/optim/test_optim_cuda_frontend.py.
       # GPU_DEPS_PREFIX holds simdjson and OpenSSL when the machine lacks them.
       prefix=${GPU_DEPS_PREFIX:-$PWD/.gpu_bundle/prefix}
       export LD_LIBRARY_PATH=$prefix/lib:$prefix/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
@@ -57,8 +57,8 @@ for phase in $phases; do
         -Ccmake.define.OPENSSL_CRYPTO_LIBRARY="$prefix/lib/libcrypto.so" . > "$out/build.log" 2>&1
       echo "build rc=$?"; grep -E "LuminaMoon:|rror" "$out/build.log" | head -30 ;;
     torch)
-      PYTHONPATH=/tmp/lm_site timeout 240 python3 -m pytest -q -p no:cacheprovider -o addopts= tests/test_gpu_torch.py \
-        tests/test_optim_cuda_frontend.py -rs 2>&1 | tee "$out/pytest_torch.log" | tail -30 ;;
+      PYTHONPATH=/tmp/lm_site timeout 240 python3 -m pytest -q -p no:cacheprovider -o addopts= tests/optim/test_gpu_torch.py \
+        tests/optim/test_optim_cuda_frontend.py -rs 2>&1 | tee "$out/pytest_torch.log" | tail -30 ;;
     ncu)
       timeout 130 ncu --clock-control none -k regex:"luminav_(apply|reduce)" -c 4 --section SpeedOfLight \
         --section MemoryWorkloadAnalysis --section LaunchStats --section Occupancy \
