@@ -31,7 +31,7 @@ using core::TensorGlobals;
 // Note [scalar store]: they are written through Elem<P>::store1, the vector
 // path's own rounding code: with core::store_param inlined into that loop,
 // sm_90 code built by nvcc 13.0 drew the stochastic rounding bits of element
-// i + 1 for element i (seen on an H200, tests/test_gpu_cuda.py, unaligned and
+// i + 1 for element i (seen on an H200, tests/optim/test_gpu_cuda.py, unaligned and
 // tail elements), although the PTX computed index_offset + i; the cause (in
 // ptxas or in our reading of it) was not established.
 // Build-time tuning knobs of the update kernels, chosen from side-by-side
