@@ -16,6 +16,14 @@ def pytest_configure(config):
     # oversubscribe the cores (set before torch is first imported).
     import os
     os.environ.setdefault("OMP_NUM_THREADS", "1")
+    # Without a GPU the Triton kernels can only run interpreted, and Triton reads
+    # TRITON_INTERPRET when triton.language is first imported: by whichever test
+    # imports triton first (torch.compile's does), so it is set here for the whole
+    # run. A GPU machine keeps the compiled kernels (tests/optim/test_gpu_triton.py).
+    import ctypes.util
+    import glob
+    if not glob.glob("/dev/nvidia[0-9]*") and not ctypes.util.find_library("cuda"):
+        os.environ.setdefault("TRITON_INTERPRET", "1")
 
 
 # The vulkan backend's tests run on lavapipe (Mesa's CPU Vulkan) unless the caller pins
