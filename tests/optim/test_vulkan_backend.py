@@ -16,9 +16,9 @@ import pytest
 
 from luminamoon import _native, optim
 from luminav_reference import (Hyper, accuracy_factor, bf16_rne_bits, bf16_stochastic_bits, f16_stochastic_bits,
-                               rounding_bits_array, assert_within_forward_error, exp_avg_sq_length,
-                               normwise_relative_error, reference_step)
-from test_optim_scalar_reference import (COMBOS, IDS, SEED, check_parameter, expected_rounding, hyper,
+                               rounding_bits_array, assert_within_forward_error, reference_step)
+from test_simd_backend import hundred_steps_within_normwise_error
+from test_optim_scalar_reference import (COMBOS, IDS, SEED, check_parameter, hyper,
                                          make_param, param_bits, param_values, random_state, rows_for)
 
 N = 1029  # 21 x 49 for TD-CLM's rows; a partial reduction tile and workgroup
@@ -125,27 +125,7 @@ def test_fp32_to_sixteen_bit_rounding_of_ties_subnormals_and_extremes(dtype, sto
     (2, "tensor", True, 1, "bf16", True), (1, "tensor", True, 1, "f32", False),
     (1, "factored", True, 2, "f16", True), (1, "row", True, 1, "bf16", True)])
 def test_hundred_steps_within_normwise_error(mode, td, cautious, bound, dtype, use_master, rng):
-    hp = hyper(mode, td, 0.5, 0.3, cautious, bound)
-    rows = rows_for(hp, N)
-    x32 = (rng.standard_normal(N) * 0.5).astype(np.float32)
-    param = make_param(x32, dtype)
-    master = x32.copy() if use_master else None
-    m = np.zeros(N, np.float32)
-    v = np.zeros(exp_avg_sq_length(N, rows or N, hp), np.float32)
-    x_ref, m_ref, v_ref = x32.astype(np.float64), m.astype(np.float64), v.astype(np.float64)
-    mean_grad = rng.standard_normal(N) * 0.01
-    for t in range(1, 101):
-        g = (mean_grad + rng.standard_normal(N) * 0.01).astype(np.float32)
-        ref = reference_step(hp, x_ref, m_ref, v_ref, g, t, rows)
-        run("vulkan", param, g, m, v, master, hp, t, rows)
-        x_ref, m_ref, v_ref = (a.astype(np.float32).astype(np.float64) for a in (ref.x, ref.m, ref.v))
-    assert normwise_relative_error(m, m_ref) <= 1e-5
-    assert normwise_relative_error(v, v_ref) <= 1e-5
-    if use_master:
-        assert normwise_relative_error(master, x_ref) <= 1e-5
-        np.testing.assert_array_equal(param_bits(param, dtype), expected_rounding(master, dtype, 100, True))
-    else:
-        assert normwise_relative_error(param, x_ref) <= 1e-5
+    hundred_steps_within_normwise_error("vulkan", mode, td, cautious, bound, dtype, use_master, rng)
 
 
 @pytest.mark.parametrize("grad_dtype", ["bf16", "f16"])
