@@ -3,7 +3,7 @@
 # machine (its Python differs), the GPU test suites, then the training-loop
 # benchmark. From the repository root, with the Debian simdjson/OpenSSL files
 # the GPU image lacks unpacked under .gpu_bundle/prefix:
-#   bench/gpu_suite.sh [build] [tests] [profile] [loop] [quality] [kernels] [headline] [sharded] [fsdp2]
+#   [GPU_TESTS="files"] bench/gpu_suite.sh [build] [tests] [profile] [loop] [quality] [kernels] [headline] [sharded] [fsdp2]
 # Logs and JSON go to $OUT (or ./gpu_out).
 set -u
 phases=${*:-build tests loop}
@@ -30,8 +30,8 @@ for phase in $phases; do
       lib=$(find $site -name 'libluminav.so*' | head -1)
       NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 \
       PYTHONPATH=$site LUMINAV_LIBRARY=$lib timeout 300 python3 -m pytest -q -p no:cacheprovider -o addopts= \
-        tests/optim/test_gpu_async_step.py tests/optim/test_optim_cuda_frontend.py tests/optim/test_gpu_torch.py \
-        tests/optim/test_gpu_cuda.py tests/optim/test_gpu_triton.py tests/optim/test_gpu_sharded.py \
+        ${GPU_TESTS:-tests/optim/test_gpu_async_step.py tests/optim/test_optim_cuda_frontend.py tests/optim/test_gpu_torch.py \
+        tests/optim/test_gpu_cuda.py tests/optim/test_gpu_triton.py tests/optim/test_gpu_sharded.py} \
         -rs 2>&1 | tee "$out/pytest.log" | tail -25 ;;
     sharded)  # the sharded (DTensor) step's GPU tests, a one-rank NCCL group, and the async step's
       lib=$(find $site -name 'libluminav.so*' | head -1)

@@ -26,18 +26,17 @@ def main():
     torch.cuda.synchronize()
     plan = opt._plans[0]
     stream = torch.cuda.current_stream().cuda_stream
-    rows = {"opt.step": [], "native.step": [], "current_stream": []}
+    rows = {"opt.step": [], "opt._native_step": [], "native.step": [], "current_stream": [], "raise_pending": []}
+    calls = {"opt.step": opt.step, "opt._native_step": lambda: opt._native_step(False),
+             "native.step": lambda: plan.native.step(stream, 0, 0, False),
+             "current_stream": lambda: torch.cuda.current_stream(plan.device).cuda_stream,
+             "raise_pending": opt._raise_pending}
     for _ in range(20):
-        torch.cuda._sleep(int(5e7))
-        t0 = time.perf_counter()
-        opt.step()
-        rows["opt.step"].append(time.perf_counter() - t0)
-        t0 = time.perf_counter()
-        plan.native.step(stream, 0, 0, False)
-        rows["native.step"].append(time.perf_counter() - t0)
-        t0 = time.perf_counter()
-        torch.cuda.current_stream(plan.device).cuda_stream
-        rows["current_stream"].append(time.perf_counter() - t0)
+        torch.cuda._sleep(int(5e7))  # the GPU stays busy: nothing below waits for it
+        for name, call in calls.items():
+            t0 = time.perf_counter()
+            call()
+            rows[name].append(time.perf_counter() - t0)
         torch.cuda.synchronize()
     for k, v in rows.items():
         print(f"{k:16s} median {statistics.median(v) * 1e6:8.1f} us")
@@ -48,7 +47,8 @@ def main():
         opt.step()
     prof.disable()
     torch.cuda.synchronize()
-    pstats.Stats(prof).sort_stats("tottime").print_stats(12)
+    pstats.Stats(prof).sort_stats("tottime").print_stats(15)
+    pstats.Stats(prof).sort_stats("cumulative").print_stats(15)
 
 
 if __name__ == "__main__":

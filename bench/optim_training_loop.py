@@ -9,7 +9,9 @@ the whole training step at batch 16 and batch 2 (zero_grad(set_to_none=True),
 forward, backward, step; no per-step sync), and the same with opt.step()
 captured in a CUDA graph. Also LuminaV with two groups (TD-CLM body, CLM output
 layer), and the bytes floor of the step (32 B per parameter over the copy
-bandwidth measured in the same run).
+bandwidth measured in the same run). Every kind is set up at once and measured
+round-robin (--rounds, the order rotated each round); the JSON keeps every
+sample and the per-round ratios LuminaV / torch fused.
 
 On the CPU (--device cpu) a small model of the same family, and the front end's
 cost per parameter (a model of many tiny tensors, where the arithmetic is nil).
@@ -23,11 +25,16 @@ import argparse
 import json
 import platform
 import statistics
+import sys
 import time
+from pathlib import Path
 
 import torch
 
 from luminamoon.optim import LuminaV
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from harness import cuda_event_median  # noqa: E402
 
 
 def llama(device, hidden, layers, heads, mlp, vocab, seq):
@@ -165,52 +172,73 @@ def copy_bandwidth_gbs():
     return 2 * 4 * n / (statistics.median(times) * 1e-3) / 1e9
 
 
+GRAPH_KINDS = ("torch_fused_capturable", "luminav", "luminav_tdclm", "luminav_two_groups", "luminav_triton",
+               "luminav_tdclm_triton")
+
+
 def run_gpu(args):
+    """Every kind set up at once, then measured round-robin (the order rotated each round), so that
+    the machine's drift falls on every kind alike; medians over rounds, and per-round ratios."""
     cfg = dict(hidden=768, layers=12, heads=12, mlp=2048, vocab=8192, seq=512)
-    result = {"machine": torch.cuda.get_device_name(), "torch": torch.__version__, "config": cfg, "rows": {}}
+    result = {"machine": torch.cuda.get_device_name(), "torch": torch.__version__, "config": cfg, "rows": {},
+              "rounds": args.rounds, "samples": {}}
     bw = copy_bandwidth_gbs()
-    sleep_cycles = int(0.1 * torch.cuda.get_device_properties(0).clock_rate * 1e3) \
-        if hasattr(torch.cuda.get_device_properties(0), "clock_rate") else int(0.1 * 1.98e9)
+    props = torch.cuda.get_device_properties(0)
+    sleep_cycles = int(0.1 * props.clock_rate * 1e3) if hasattr(props, "clock_rate") else int(0.1 * 1.98e9)
+    setups = {}
     for kind in args.kinds:
         model = llama("cuda", **cfg)
-        n_params = sum(p.numel() for p in model.parameters())
-        n_tensors = sum(1 for _ in model.parameters())
-        result.update(params=n_params, tensors=n_tensors, copy_gbs=bw,
-                      floor_ms=32 * n_params / (bw * 1e9) * 1e3)
+        result.update(params=sum(p.numel() for p in model.parameters()),
+                      tensors=sum(1 for _ in model.parameters()), copy_gbs=bw)
+        result["floor_ms"] = 32 * result["params"] / (bw * 1e9) * 1e3
         opt = make_optimizer(kind, model)
-        row = {}
         loop16 = Loop(model, opt, 16, cfg["seq"], cfg["vocab"], "cuda")
+        loop2 = Loop(model, opt, 2, cfg["seq"], cfg["vocab"], "cuda")
         for _ in range(3):
             loop16.step()
-        sync("cuda")
-        row["gpu_step_ms"] = gpu_step_ms(loop16, args.reps)
-        row["host_step_ms"] = host_step_ms(loop16, 5, sleep_cycles)
-        row["whole_b16_ms"] = whole_step_ms(loop16, args.steps)
-        loop2 = Loop(model, opt, 2, cfg["seq"], cfg["vocab"], "cuda")
-        row["whole_b2_ms"] = whole_step_ms(loop2, args.steps)
-        if kind in ("torch_fused_capturable", "luminav", "luminav_tdclm", "luminav_two_groups", "luminav_triton",
-                    "luminav_tdclm_triton"):
-            try:
-                opt.zero_grad(set_to_none=False)
-                loop16.forward_backward()
-                replay = graphed_step(opt)
-                row["graph_whole_b16_ms"] = whole_step_ms(loop16, args.steps, opt_step=replay)
-                row["graph_whole_b2_ms"] = whole_step_ms(loop2, args.steps, opt_step=replay)
-                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                ts = []
-                for _ in range(args.reps):
-                    start.record()
-                    replay()
-                    end.record()
-                    torch.cuda.synchronize()
-                    ts.append(start.elapsed_time(end))
-                row["graph_gpu_step_ms"] = statistics.median(ts)
-            except Exception as exc:  # report, do not hide
-                row["graph_error"] = f"{type(exc).__name__}: {exc}"
+        setups[kind] = (opt, loop16, loop2)
+    sync("cuda")
+    samples = {kind: {} for kind in args.kinds}
+
+    def add(kind, key, value):
+        samples[kind].setdefault(key, []).append(value)
+
+    kinds = list(args.kinds)
+    per_round = max(1, args.reps // args.rounds)
+    for r in range(args.rounds):
+        for kind in kinds[r % len(kinds):] + kinds[:r % len(kinds)]:
+            opt, loop16, loop2 = setups[kind]
+            add(kind, "gpu_step_ms", gpu_step_ms(loop16, per_round))
+            add(kind, "host_step_ms", host_step_ms(loop16, 2, sleep_cycles))
+            add(kind, "whole_b16_ms", whole_step_ms(loop16, args.steps, windows=1))
+            add(kind, "whole_b2_ms", whole_step_ms(loop2, args.steps, windows=1))
+    replays = {}
+    for kind in kinds:
+        if kind not in GRAPH_KINDS:
+            continue
+        opt, loop16, _ = setups[kind]
+        try:
+            opt.zero_grad(set_to_none=False)
+            loop16.forward_backward()
+            replays[kind] = graphed_step(opt)
+        except Exception as exc:  # report, do not hide
+            samples[kind]["graph_error"] = f"{type(exc).__name__}: {exc}"
+    for r in range(args.rounds):
+        for kind in [k for k in kinds if k in replays]:
+            _, loop16, loop2 = setups[kind]
+            replay = replays[kind]
+            add(kind, "graph_gpu_step_ms", cuda_event_median(replay, 1, per_round)[0])
+            add(kind, "graph_whole_b16_ms", whole_step_ms(loop16, args.steps, windows=1, opt_step=replay))
+            add(kind, "graph_whole_b2_ms", whole_step_ms(loop2, args.steps, windows=1, opt_step=replay))
+    for kind in kinds:
+        row = {k: (statistics.median(v) if isinstance(v, list) else v) for k, v in samples[kind].items()}
         result["rows"][kind] = row
+        result["samples"][kind] = samples[kind]
         print(kind, json.dumps({k: (round(v, 3) if isinstance(v, float) else v) for k, v in row.items()}), flush=True)
-        del opt, model, loop16, loop2
-        torch.cuda.empty_cache()
+    if "torch_fused" in samples and "luminav" in samples:
+        result["ratios_per_round"] = {
+            key: [a / b for a, b in zip(samples["luminav"][key], samples["torch_fused"][key])]
+            for key in ("gpu_step_ms", "host_step_ms", "whole_b16_ms", "whole_b2_ms")}
     return result
 
 
@@ -258,6 +286,7 @@ def main():
                                                    "luminav_tdclm", "luminav_two_groups"])
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--steps", type=int, default=10)
+    ap.add_argument("--rounds", type=int, default=5, help="round-robin rounds over the kinds (GPU)")
     ap.add_argument("--json")
     args = ap.parse_args()
     result = run_gpu(args) if args.device == "cuda" else run_cpu(args)
@@ -266,7 +295,10 @@ def main():
         ours = result["rows"].get("luminav", {})
         for key in ("gpu_step_ms", "host_step_ms", "whole_b16_ms", "whole_b2_ms"):
             if key in ref and key in ours:
-                print(f"{key:16s} torch fused {ref[key]:8.3f}  luminav {ours[key]:8.3f}  ratio {ours[key] / ref[key]:.3f}")
+                per_round = result.get("ratios_per_round", {}).get(key, [])
+                print(f"{key:16s} torch fused {ref[key]:8.3f}  luminav {ours[key]:8.3f}  ratio {ours[key] / ref[key]:.3f}"
+                      f"  per-round median {statistics.median(per_round):.3f} "
+                      f"({min(per_round):.3f}-{max(per_round):.3f})" if per_round else "")
         print(f"floor {result['floor_ms']:.3f} ms (32 B/param at {result['copy_gbs']:.0f} GB/s copy)")
     if args.json:
         with open(args.json, "w") as f:

@@ -44,6 +44,7 @@ from typing import Any, Callable, Iterable
 
 import torch
 from torch.optim import Optimizer
+from torch.optim import optimizer as _torch_optimizer
 
 from .. import _native
 from .errors import NonFiniteGradientError, raise_for_status
@@ -189,6 +190,13 @@ def _shard_of(param, name: str) -> _Shard | None:
         row *= size
     return _Shard(index_offset=int(offset[0]) * row if param.dim() else 0, logical_numel=param.numel(),
                   group=param.device_mesh.get_group(sharded[0]))
+
+
+def _step_hooks_or_profiler(opt: Optimizer) -> bool:
+    """True when a step must run torch's wrapper semantics (Note [lean step wrapper])."""
+    return bool(opt._optimizer_step_pre_hooks or opt._optimizer_step_post_hooks
+                or _torch_optimizer._global_optimizer_pre_hooks or _torch_optimizer._global_optimizer_post_hooks
+                or torch.autograd._profiler_enabled())
 
 
 class LuminaV(Optimizer):
@@ -406,24 +414,60 @@ class LuminaV(Optimizer):
 
     # ---- the step -------------------------------------------------------------------
 
-    @torch.no_grad()
+    # Note [lean step wrapper]: torch.optim wraps every Optimizer subclass's step()
+    # (profile_hook_step): a record_function scope and the two hook chains on each call,
+    # ~30 us of host time (more on a busy host), about what LuminaV's whole native step
+    # costs, and paid before its first kernel is enqueued. LuminaV's step() keeps the same
+    # contract itself: the hooks torch registers (the optimizer's and the global ones) run
+    # in torch's order with torch's arguments, and the profiler scope, with torch's name,
+    # opens while a profiler records. With none of them, a step is one check and the
+    # native call. `hooked` tells torch that this step needs no wrapper (set below the class).
     def step(self, closure: Callable[[], Any] | None = None, *, sync: bool = False):
         """One optimizer step (AdamW's closure convention); returns the closure's loss.
 
         On CUDA it returns before the device has run the step (Note [asynchronous errors]);
         ``sync=True`` waits and raises a non-finite gradient's error at once.
         """
+        if (closure is None and not torch.compiler.is_compiling() and not _step_hooks_or_profiler(self)):
+            self._native_step(sync)
+            return None
+        # The hooks see the call as torch's wrapper would: (self, *positional), keywords given.
+        return self._step_with_hooks((self,) if closure is None else (self, closure), {"sync": True} if sync else {})
+
+    def _step_with_hooks(self, args: tuple, kwargs: dict):
+        with torch.autograd.profiler.record_function(f"Optimizer.step#{type(self).__name__}.step"):
+            for hook in (*_torch_optimizer._global_optimizer_pre_hooks.values(),
+                         *self._optimizer_step_pre_hooks.values()):
+                result = hook(self, args, kwargs)
+                if result is not None:
+                    if not (isinstance(result, tuple) and len(result) == 2):
+                        raise RuntimeError(f"an optimizer step pre-hook must return None or a tuple of "
+                                           f"(new_args, new_kwargs), but got {result}.")
+                    args, kwargs = result
+            loss = self._closure_and_step(*args[1:], **kwargs)
+            for hook in (*self._optimizer_step_post_hooks.values(),
+                         *_torch_optimizer._global_optimizer_post_hooks.values()):
+                hook(self, args, kwargs)
+        return loss
+
+    def _closure_and_step(self, closure: Callable[[], Any] | None = None, *, sync: bool = False):
         loss = None
         if closure is not None:
             with torch.enable_grad():
                 loss = closure()
-        self._native_step(sync)
+        if torch.compiler.is_compiling():
+            self._compiled_native_step(sync)
+        else:
+            self._native_step(sync)
         return loss
 
-    # Note [compiled step]: torch.compile(opt.step) traces the closure and meets this as one
-    # opaque call (one graph break per step, none per parameter): the step reads pointers and
-    # launches native work that no graph could represent.
+    # Note [compiled step]: torch.compile(opt.step) traces the closure and meets the native
+    # step as one opaque call (one graph break per step, none per parameter): the step reads
+    # pointers and launches native work that no graph could represent.
     @torch.compiler.disable
+    def _compiled_native_step(self, sync: bool) -> None:
+        self._native_step(sync)
+
     def _native_step(self, sync: bool) -> None:
         self._raise_pending()
         grad_scale = getattr(self, "grad_scale", None)
@@ -431,7 +475,8 @@ class LuminaV(Optimizer):
         try:
             for _ in range(3):
                 if self._plans is None:
-                    self._plans = self._describe_plans()
+                    with torch.no_grad():  # new state tensors are not part of any graph
+                        self._plans = self._describe_plans()
                 if self._run_plans(self._plans, grad_scale, found_inf):
                     break
                 self._plans = None  # stale: describe anew (Note [step plan])
@@ -453,7 +498,9 @@ class LuminaV(Optimizer):
         self.last_native_calls = len(plans)
         for plan in plans:
             if not isinstance(plan.native, _native.StepPlan):  # backend="triton" (Note [device-resident Triton step])
-                if not plan.native.step(grad_scale, found_inf, self.skip_nonfinite):
+                with torch.no_grad():
+                    stepped = plan.native.step(grad_scale, found_inf, self.skip_nonfinite)
+                if not stepped:
                     return False
                 if plan.host_status is not None:
                     self._host_verdict(plan)
@@ -712,3 +759,6 @@ class LuminaV(Optimizer):
             raise ValueError(f"{e.name}: parameter and state are on different devices: "
                              + ", ".join(f"{b.name} on {b.device_label}" for b in buffers))
         return param, exp_avg, exp_avg_sq, master_buf
+
+
+LuminaV.step.hooked = True  # Note [lean step wrapper]: torch's profile_hook_step would repeat it
