@@ -55,7 +55,7 @@ PYTHONPATH=$site LUMINAV_LIBRARY=$lib timeout 100 python3 -m pytest -q -p no:cac
   tests/optim/test_vulkan_backend.py -rs 2>&1 | tee "$out/pytest.log" | tail -15
 echo "tests done at $(( $(date +%s) - t0 )) s"
 LD_LIBRARY_PATH=$(dirname "$lib"):$LD_LIBRARY_PATH timeout 90 $build/src/optim/vulkan/luminav_vulkan_bench \
-  --log2n ${LOG2N:-24,26,28} --reps 5 2>&1 | tee "$out/vulkan_bench.jsonl"
+  --log2n ${LOG2N:-24,26,28} --reps 5 ${BENCH_FLAGS:-} 2>&1 | tee "$out/vulkan_bench.jsonl"
 for lg in ${CUDA_LOG2N:-28 24}; do
   PYTHONPATH=$site:tests/optim:tests LUMINAV_LIBRARY=$lib timeout 45 python3 bench/cuda_step_bench.py --log2n $lg --reps 20 --only torch,clm,tdclm \
     --out "$out/cuda_bench_2e$lg.json" 2>&1 | tail -12
