@@ -79,6 +79,7 @@ struct Probe {
   uint32_t subgroup_size = 0;
   bool float64 = false, int64 = false, storage16 = false, subgroup_ops = false;
   bool float_controls = false;  // DenormPreserve and SignedZeroInfNanPreserve for fp32
+  bool denorm_preserve32 = false, signed_zero_inf_nan32 = false;
   bool host_import = false, size_control_ext = false, full_subgroups = false;
   VkDeviceSize import_alignment = 4096;
   VkDeviceSize max_allocation = 0;
@@ -139,8 +140,9 @@ Probe probe_device(const Api& vk, VkPhysicalDevice handle) {
   p.subgroup_ops = (subgroup.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) != 0 &&
                    (subgroup.supportedOperations & ops) == ops;
   p.max_allocation = maintenance3.maxMemoryAllocationSize;
-  p.float_controls = api12 && float_controls.shaderDenormPreserveFloat32 &&
-                     float_controls.shaderSignedZeroInfNanPreserveFloat32;
+  p.denorm_preserve32 = api12 && float_controls.shaderDenormPreserveFloat32;
+  p.signed_zero_inf_nan32 = api12 && float_controls.shaderSignedZeroInfNanPreserveFloat32;
+  p.float_controls = p.denorm_preserve32 && p.signed_zero_inf_nan32;
   if (p.host_import) p.import_alignment = host.minImportedHostPointerAlignment;
 
   vk.vkGetPhysicalDeviceQueueFamilyProperties(handle, &count, nullptr);
@@ -403,7 +405,10 @@ bool Context::init(std::string* why_not) {
   reports_[static_cast<size_t>(chosen)].why +=
       std::string("; shaders: hash in ") +
       (int64_ ? "64-bit integers" : p.int64 ? "32-bit pairs (LUMINAV_VULKAN_INT64=0)" : "32-bit pairs (no shaderInt64)") +
-      (float_controls_ ? ", fp32 subnormals kept by DenormPreserve" : ", the device's default fp32 subnormal mode");
+      (float_controls_ ? ", fp32 subnormals kept by DenormPreserve"
+                       : std::string(", the device's default fp32 subnormal mode (offers DenormPreserve: ") +
+                             (p.denorm_preserve32 ? "yes" : "no") + ", SignedZeroInfNanPreserve: " +
+                             (p.signed_zero_inf_nan32 ? "yes" : "no") + ")");
   vk.vkGetPhysicalDeviceMemoryProperties(physical_, &memory_);
 
   // The device, with what the shaders use.
