@@ -122,26 +122,10 @@ class Device {
       pool.poolSizeCount = 1;
       pool.pPoolSizes = &size;
       if (api_.vkCreateDescriptorPool(c_.device(), &pool, nullptr, &copy_pool_) != VK_SUCCESS) die("descriptor pool");
-      VkDescriptorSetAllocateInfo alloc{};
-      alloc.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO;
-      alloc.descriptorPool = copy_pool_;
-      alloc.descriptorSetCount = 1;
-      const VkDescriptorSetLayout layout = c_.set_layout();
-      alloc.pSetLayouts = &layout;
-      if (api_.vkAllocateDescriptorSets(c_.device(), &alloc, &copy_set_) != VK_SUCCESS) die("descriptor set");
       // Every binding points at a valid range (the copy reads 2 and writes 3).
-      VkDescriptorBufferInfo infos[vk::kBindingCount];
-      VkWriteDescriptorSet writes[vk::kBindingCount]{};
-      for (uint32_t b = 0; b < vk::kBindingCount; ++b) {
-        infos[b] = {b == vk::kBindExpAvg ? dst : src, 0, VK_WHOLE_SIZE};
-        writes[b].sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET;
-        writes[b].dstSet = copy_set_;
-        writes[b].dstBinding = b;
-        writes[b].descriptorCount = 1;
-        writes[b].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
-        writes[b].pBufferInfo = &infos[b];
-      }
-      api_.vkUpdateDescriptorSets(c_.device(), vk::kBindingCount, writes, 0, nullptr);
+      VkDescriptorBufferInfo ranges[vk::kBindingCount];
+      for (uint32_t b = 0; b < vk::kBindingCount; ++b) ranges[b] = {b == vk::kBindExpAvg ? dst : src, 0, VK_WHOLE_SIZE};
+      if (vk::make_descriptor_set(c_, copy_pool_, ranges, &copy_set_, &why)) die(why);
     }
     const size_t groups = (n + vk::kWorkgroup - 1) / vk::kWorkgroup;
     const uint32_t x = static_cast<uint32_t>(std::min<size_t>(groups, vk::kMaxGroups));

@@ -116,6 +116,34 @@ int ensure_arena(Context& c, VkDeviceSize bytes, std::string* why) {
   return LUMINAV_STATUS_OK;
 }
 
+}  // namespace
+
+int make_descriptor_set(Context& c, VkDescriptorPool pool, const VkDescriptorBufferInfo (&ranges)[kBindingCount],
+                        VkDescriptorSet* out, std::string* why) {
+  VkDescriptorSetAllocateInfo alloc{};
+  alloc.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO;
+  alloc.descriptorPool = pool;
+  alloc.descriptorSetCount = 1;
+  const VkDescriptorSetLayout layout = c.set_layout();
+  alloc.pSetLayouts = &layout;
+  if (VkResult r = c.api().vkAllocateDescriptorSets(c.device(), &alloc, out); r != VK_SUCCESS) {
+    return fail(r, "vkAllocateDescriptorSets", why);
+  }
+  VkWriteDescriptorSet writes[kBindingCount]{};
+  for (uint32_t b = 0; b < kBindingCount; ++b) {
+    writes[b].sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET;
+    writes[b].dstSet = *out;
+    writes[b].dstBinding = b;
+    writes[b].descriptorCount = 1;
+    writes[b].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+    writes[b].pBufferInfo = &ranges[b];
+  }
+  c.api().vkUpdateDescriptorSets(c.device(), kBindingCount, writes, 0, nullptr);
+  return LUMINAV_STATUS_OK;
+}
+
+namespace {
+
 // Everything a batch creates, released when it goes out of scope.
 class Batch {
  public:
@@ -277,28 +305,10 @@ class Batch {
 
   int dispatch(VkPipeline pipeline, const Bound (&bindings)[kBindingCount], const ChunkPush& push, uint32_t x,
                uint32_t y, std::string* why) {
-    VkDescriptorSetAllocateInfo alloc{};
-    alloc.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO;
-    alloc.descriptorPool = pool_;
-    alloc.descriptorSetCount = 1;
-    const VkDescriptorSetLayout layout = c_.set_layout();
-    alloc.pSetLayouts = &layout;
+    VkDescriptorBufferInfo ranges[kBindingCount];
+    for (uint32_t b = 0; b < kBindingCount; ++b) ranges[b] = {bindings[b].buffer, bindings[b].offset, bindings[b].range};
     VkDescriptorSet set = VK_NULL_HANDLE;
-    if (VkResult r = vk_.vkAllocateDescriptorSets(dev_, &alloc, &set); r != VK_SUCCESS) {
-      return fail(r, "vkAllocateDescriptorSets", why);
-    }
-    VkDescriptorBufferInfo infos[kBindingCount];
-    VkWriteDescriptorSet writes[kBindingCount]{};
-    for (uint32_t b = 0; b < kBindingCount; ++b) {
-      infos[b] = {bindings[b].buffer, bindings[b].offset, bindings[b].range};
-      writes[b].sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET;
-      writes[b].dstSet = set;
-      writes[b].dstBinding = b;
-      writes[b].descriptorCount = 1;
-      writes[b].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
-      writes[b].pBufferInfo = &infos[b];
-    }
-    vk_.vkUpdateDescriptorSets(dev_, kBindingCount, writes, 0, nullptr);
+    if (int code = make_descriptor_set(c_, pool_, ranges, &set, why); code) return code;
     vk_.vkCmdBindPipeline(cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline);
     vk_.vkCmdBindDescriptorSets(cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, c_.pipeline_layout(), 0, 1, &set, 0, nullptr);
     vk_.vkCmdPushConstants(cmd_, c_.pipeline_layout(), VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof push, &push);
