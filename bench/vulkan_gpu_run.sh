@@ -8,8 +8,12 @@
 # libGLX_nvidia needs libGLdispatch), Highway and oneTBB (built by the lead's recipe in
 # docs/benchmarks.md "Issue 19") at $VK_BUNDLE and the lead's .gpu_bundle:
 #   VK_BUNDLE=../wt19_gl GPU_BUNDLE=../../.gpu_bundle bash bench/vulkan_gpu_run.sh
-# WITH_SIMD=ON adds the simd backend: its Highway kernels did not build within
-# 260 s there (docs/runs/issue19_h200_call2_build.log); off, the build took 25 s.
+# The first lines probe the ICD's needs (env.txt) and stop the call early when no
+# Vulkan device comes up. WITH_SIMD=ON adds the simd backend: its Highway kernels did not build within
+# 260 s there (docs/runs/issue19_h200_call2_build.log); off, the build took 25-34 s. LOG2N,
+# BENCH_FLAGS (e.g. "--no-host --no-simd") and CUDA_LOG2N trim the benchmark; the whole run took
+# 98 s (call 3) and, trimmed, 60 s (call 4).
+# Writes at most 8 files to $OUT (the device tool brings back no more).
 set -u
 out=${OUT:-$PWD/gpu_out}
 mkdir -p "$out"
@@ -20,13 +24,22 @@ export LD_LIBRARY_PATH=$vkb/lib:$vkb/prefix/lib/x86_64-linux-gnu:$prefix/lib/x86
 icd=$(ls /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json /usr/share/vulkan/icd.d/nvidia_icd.json \
       /etc/vulkan/icd.d/nvidia_icd.json 2>/dev/null | head -1)
 export VK_DRIVER_FILES=$icd VK_ADD_LAYER_PATH=$vkb/layers
-{ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv; echo "icd=$icd"; cat "$icd"; } \
-  > "$out/env.txt" 2>&1
+# The ICD (libGLX_nvidia) needs libglvnd's libGLdispatch: where the image lacks
+# it, the bundle's libglvnd (Debian's, as the device notes' recipe unpacks it)
+# goes where ldconfig finds it; the loader itself is dlopened from the bundle.
+if ! ldconfig -p | grep -q libGLdispatch.so.0; then
+  cp -n "$vkb"/lib/libGL*.so.* "$vkb"/lib/libEGL.so.1 "$vkb"/lib/libOpenGL.so.0 /usr/lib/x86_64-linux-gnu/ && ldconfig
+fi
+{ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv; echo "icd=$icd"; cat "$icd"
+  echo "--- ldconfig"; ldconfig -p | grep -E "vulkan|GLdispatch|GLX|glvkspirv|gpucomp"
+  echo "--- driver libraries"; ls /usr/local/nvidia/lib64 /usr/lib/x86_64-linux-gnu 2>/dev/null | grep -E "GLX_nvidia|glvkspirv|gpucomp|nvidia-glcore|nvidia-tls"
+  glx=$(ldconfig -p | awk '/libGLX_nvidia.so.0/{print $NF; exit}'); echo "--- ldd $glx"; ldd "${glx:-/nonexistent}"
+} > "$out/env.txt" 2>&1
 site=/tmp/vk_site; build=/tmp/vk_build
 rm -rf $site $build
 t0=$(date +%s)
 timeout 260 python3 -m pip install -q --no-build-isolation --no-deps --target $site \
-  -Cbuild-dir=$build -Ccmake.define.LUMINA_WITH_DATA=OFF -Ccmake.define.LUMINA_WITH_SIMD=${WITH_SIMD:-OFF} "-Ccmake.define.LUMINA_CUDA_ARCHS=90" \
+  -Cbuild-dir=$build -Ccmake.define.LUMINA_WITH_DATA=OFF -Ccmake.define.LUMINA_TRITON_AOT=OFF -Ccmake.define.LUMINA_WITH_SIMD=${WITH_SIMD:-OFF} "-Ccmake.define.LUMINA_CUDA_ARCHS=90" \
   -Ccmake.define.hwy_DIR=$vkb/prefix/lib/x86_64-linux-gnu/cmake/hwy \
   -Ccmake.define.TBB_DIR=$vkb/prefix/lib/x86_64-linux-gnu/cmake/TBB \
   -Ccmake.define.LUMINA_VULKAN_INCLUDE_DIR=$vkb/include -Ccmake.define.LUMINA_GLSLC=$vkb/bin/glslc \
@@ -39,13 +52,15 @@ cmake --build $build --target luminav_vulkan_bench -j 16 >> "$out/build.log" 2>&
 echo "bench build rc=$? at $(( $(date +%s) - t0 )) s"
 lib=$(find $site -name 'libluminav.so*' | head -1)
 PYTHONPATH=$site:tests timeout 20 python3 -c "from luminamoon import info; info.main()" 2>&1 | tee "$out/info.txt" | sed -n '/Backends/,/Versions/p'
-PYTHONPATH=$site LUMINAV_LIBRARY=$lib timeout 75 python3 -m pytest -q -p no:cacheprovider -o addopts= \
+# No Vulkan device: the probe in env.txt says why; stop before spending device time on skips.
+if ! grep -qE '^ *vulkan +available' "$out/info.txt"; then echo "vulkan unavailable: stopping"; exit 3; fi
+PYTHONPATH=$site LUMINAV_LIBRARY=$lib timeout 100 python3 -m pytest -q -p no:cacheprovider -o addopts= \
   tests/optim/test_vulkan_backend.py -rs 2>&1 | tee "$out/pytest.log" | tail -15
 echo "tests done at $(( $(date +%s) - t0 )) s"
-LD_LIBRARY_PATH=$(dirname "$lib"):$LD_LIBRARY_PATH timeout 70 $build/src/optim/vulkan/luminav_vulkan_bench \
-  --log2n ${LOG2N:-24,26,28} --reps 5 2>&1 | tee "$out/vulkan_bench.jsonl"
-for lg in ${CUDA_LOG2N:-24 28}; do
-  PYTHONPATH=$site:tests/optim:tests LUMINAV_LIBRARY=$lib timeout 30 python3 bench/cuda_step_bench.py --log2n $lg --reps 10 --only clm,tdclm \
+LD_LIBRARY_PATH=$(dirname "$lib"):$LD_LIBRARY_PATH timeout 90 $build/src/optim/vulkan/luminav_vulkan_bench \
+  --log2n ${LOG2N:-24,26,28} --reps 5 ${BENCH_FLAGS:-} 2>&1 | tee "$out/vulkan_bench.jsonl"
+for lg in ${CUDA_LOG2N:-28 24}; do
+  PYTHONPATH=$site:tests/optim:tests LUMINAV_LIBRARY=$lib timeout 45 python3 bench/cuda_step_bench.py --log2n $lg --reps 20 --only torch,clm,tdclm \
     --out "$out/cuda_bench_2e$lg.json" 2>&1 | tail -12
 done | tee "$out/cuda_bench.log"
 echo "all done at $(( $(date +%s) - t0 )) s"

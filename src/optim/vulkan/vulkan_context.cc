@@ -78,6 +78,8 @@ struct Probe {
   VkPhysicalDeviceProperties props{};
   uint32_t subgroup_size = 0;
   bool float64 = false, int64 = false, storage16 = false, subgroup_ops = false;
+  bool float_controls = false;  // DenormPreserve and SignedZeroInfNanPreserve for fp32
+  bool denorm_preserve32 = false, signed_zero_inf_nan32 = false;
   bool host_import = false, size_control_ext = false, full_subgroups = false;
   VkDeviceSize import_alignment = 4096;
   VkDeviceSize max_allocation = 0;
@@ -118,9 +120,13 @@ Probe probe_device(const Api& vk, VkPhysicalDevice handle) {
 
   VkPhysicalDeviceExternalMemoryHostPropertiesEXT host{};
   host.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_EXTERNAL_MEMORY_HOST_PROPERTIES_EXT;
+  VkPhysicalDeviceFloatControlsProperties float_controls{};
+  float_controls.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FLOAT_CONTROLS_PROPERTIES;
+  float_controls.pNext = p.host_import ? &host : nullptr;
+  const bool api12 = p.props.apiVersion >= VK_API_VERSION_1_2;  // float controls are core from 1.2
   VkPhysicalDeviceMaintenance3Properties maintenance3{};
   maintenance3.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES;
-  maintenance3.pNext = p.host_import ? &host : nullptr;
+  maintenance3.pNext = api12 ? static_cast<void*>(&float_controls) : (p.host_import ? &host : nullptr);
   VkPhysicalDeviceSubgroupProperties subgroup{};
   subgroup.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES;
   subgroup.pNext = &maintenance3;
@@ -134,6 +140,9 @@ Probe probe_device(const Api& vk, VkPhysicalDevice handle) {
   p.subgroup_ops = (subgroup.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) != 0 &&
                    (subgroup.supportedOperations & ops) == ops;
   p.max_allocation = maintenance3.maxMemoryAllocationSize;
+  p.denorm_preserve32 = api12 && float_controls.shaderDenormPreserveFloat32;
+  p.signed_zero_inf_nan32 = api12 && float_controls.shaderSignedZeroInfNanPreserveFloat32;
+  p.float_controls = p.denorm_preserve32 && p.signed_zero_inf_nan32;
   if (p.host_import) p.import_alignment = host.minImportedHostPointerAlignment;
 
   vk.vkGetPhysicalDeviceQueueFamilyProperties(handle, &count, nullptr);
@@ -152,7 +161,6 @@ Probe probe_device(const Api& vk, VkPhysicalDevice handle) {
     missing += what;
   };
   need(p.float64, "shaderFloat64");
-  need(p.int64, "shaderInt64 (the stochastic-rounding hash)");
   need(p.storage16, "storageBuffer16BitAccess");
   need(p.subgroup_ops, "compute subgroup basic/arithmetic/shuffle");
   need(p.compute_family >= 0, "a compute queue");
@@ -388,6 +396,19 @@ bool Context::init(std::string* why_not) {
   }
   import_alignment_ = p.import_alignment;
   host_import_ = p.host_import && !env_is("LUMINAV_VULKAN_IMPORT", "0");
+  // The shader set (lv_common.glsl): the hash in 32-bit pairs without
+  // shaderInt64 (LUMINAV_VULKAN_INT64=0 forces it, for tests); the float
+  // controls where the device keeps fp32 subnormals only when asked.
+  int64_ = p.int64 && !env_is("LUMINAV_VULKAN_INT64", "0");
+  float_controls_ = p.float_controls;
+  shader_suffix_ = std::string(int64_ ? "" : "_i32") + (float_controls_ ? "_fc" : "");
+  reports_[static_cast<size_t>(chosen)].why +=
+      std::string("; shaders: hash in ") +
+      (int64_ ? "64-bit integers" : p.int64 ? "32-bit pairs (LUMINAV_VULKAN_INT64=0)" : "32-bit pairs (no shaderInt64)") +
+      (float_controls_ ? ", fp32 subnormals kept by DenormPreserve"
+                       : std::string(", the device's default fp32 subnormal mode (offers DenormPreserve: ") +
+                             (p.denorm_preserve32 ? "yes" : "no") + ", SignedZeroInfNanPreserve: " +
+                             (p.signed_zero_inf_nan32 ? "yes" : "no") + ")");
   vk.vkGetPhysicalDeviceMemoryProperties(physical_, &memory_);
 
   // The device, with what the shaders use.
@@ -413,7 +434,7 @@ bool Context::init(std::string* why_not) {
   features.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2;
   features.pNext = &storage16;
   features.features.shaderFloat64 = VK_TRUE;
-  features.features.shaderInt64 = VK_TRUE;
+  features.features.shaderInt64 = int64_ ? VK_TRUE : VK_FALSE;
   VkDeviceCreateInfo device_info{};
   device_info.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO;
   device_info.pNext = &features;
@@ -477,14 +498,15 @@ bool Context::init(std::string* why_not) {
 
 VkPipeline Context::pipeline(Shader shader, int param_dtype, int grad_dtype, std::string* why) {
   const int s = static_cast<int>(shader);
-  if (shader == Shader::kFactorSums) param_dtype = 0;
+  if (shader == Shader::kFactorSums || shader == Shader::kCopy) param_dtype = 0;
+  if (shader == Shader::kCopy) grad_dtype = 0;
   std::lock_guard<std::mutex> lock(pipelines_mutex_);
   VkPipeline& slot = pipelines_[s][param_dtype][grad_dtype];
   if (slot) return slot;
-  static const char* const kShaders[] = {"lv_reduce", "lv_apply", "lv_factor_sums"};
+  static const char* const kShaders[] = {"lv_reduce", "lv_apply", "lv_factor_sums", "lv_copy"};
   static const char* const kDtypes[] = {"f32", "bf16", "f16"};
   const std::string name =
-      std::string(kShaders[s]) + "_p" + kDtypes[param_dtype] + "_g" + kDtypes[grad_dtype];
+      std::string(kShaders[s]) + "_p" + kDtypes[param_dtype] + "_g" + kDtypes[grad_dtype] + shader_suffix_;
   const auto& vk = api_;
   for (const EmbeddedShader& e : embedded_vulkan_shaders()) {
     if (name != e.name) continue;
@@ -526,6 +548,10 @@ Context::~Context() {
       for (auto& row : shader)
         for (VkPipeline p : row)
           if (p) vk.vkDestroyPipeline(device_, p, nullptr);
+    for (VkBuffer b : {arena_.host, arena_.device})
+      if (b) vk.vkDestroyBuffer(device_, b, nullptr);
+    for (VkDeviceMemory m : {arena_.host_memory, arena_.device_memory})
+      if (m) vk.vkFreeMemory(device_, m, nullptr);
     if (pipeline_layout_) vk.vkDestroyPipelineLayout(device_, pipeline_layout_, nullptr);
     if (set_layout_) vk.vkDestroyDescriptorSetLayout(device_, set_layout_, nullptr);
     if (pool_) vk.vkDestroyCommandPool(device_, pool_, nullptr);

@@ -33,7 +33,8 @@ struct EmbeddedShader {
 std::span<const EmbeddedShader> embedded_vulkan_shaders();
 
 // The compute shaders (shaders/*.comp), each compiled per dtype pair.
-enum class Shader { kReduce = 0, kApply = 1, kFactorSums = 2 };
+// kCopy: the benchmark's fp32 copy (shaders/lv_copy.comp).
+enum class Shader { kReduce = 0, kApply = 1, kFactorSums = 2, kCopy = 3 };
 
 class Context {
  public:
@@ -54,7 +55,7 @@ class Context {
   VkDescriptorSetLayout set_layout() const { return set_layout_; }
   VkPipelineLayout pipeline_layout() const { return pipeline_layout_; }
   // The pipeline of `shader` for (param, grad) dtypes (0 f32, 1 bf16, 2 f16;
-  // kFactorSums reads only the gradient), created on first use; null with
+  // kFactorSums reads only the gradient, kCopy is fp32 only), created on first use; null with
   // `why` set when the driver refuses it. Thread-safe.
   VkPipeline pipeline(Shader shader, int param_dtype, int grad_dtype, std::string* why);
   const std::string& device_name() const { return device_name_; }
@@ -70,9 +71,29 @@ class Context {
   uint32_t subgroup_size() const { return subgroup_size_; }
   float timestamp_period_ns() const { return timestamp_period_; }
   bool auto_routed() const { return auto_routed_; }
+  // The shader set in use (lv_common.glsl): the hash in 64-bit integers, and
+  // fp32 subnormals kept by the float-controls execution modes.
+  bool int64_hash() const { return int64_; }
+  bool float_controls() const { return float_controls_; }
 
   // Memory type index with these flags among `type_bits`, or -1.
   int memory_type(uint32_t type_bits, VkMemoryPropertyFlags flags) const;
+
+  // The passes' arena of small arrays (constants, partials, sums, factors;
+  // vulkan_passes.cc): host memory that the host fills and reads, and the
+  // device-local copy that the shaders use (a discrete GPU would otherwise
+  // read the constants and factors across PCIe in every thread), kept and
+  // grown between passes.
+  struct Arena {
+    VkBuffer host = VK_NULL_HANDLE, device = VK_NULL_HANDLE;
+    VkDeviceMemory host_memory = VK_NULL_HANDLE, device_memory = VK_NULL_HANDLE;
+    void* mapped = nullptr;
+    VkDeviceSize bytes = 0;
+  };
+  Arena& arena() { return arena_; }
+  // Held by a pass from its first allocation to its results: the queue, the
+  // command pool and the arena are used by one thread at a time.
+  std::mutex& pass_mutex() { return pass_mutex_; }
 
  private:
   Context() = default;
@@ -89,13 +110,18 @@ class Context {
   VkDescriptorSetLayout set_layout_ = VK_NULL_HANDLE;
   VkPipelineLayout pipeline_layout_ = VK_NULL_HANDLE;
   std::mutex pipelines_mutex_;
-  VkPipeline pipelines_[3][3][3]{};  // [shader][param][grad]
+  std::mutex pass_mutex_;
+  Arena arena_;
+  VkPipeline pipelines_[4][3][3]{};  // [shader][param][grad]
   bool full_subgroups_ = false;
   VkPhysicalDeviceMemoryProperties memory_{};
   std::string device_name_;
   VkPhysicalDeviceType device_type_ = VK_PHYSICAL_DEVICE_TYPE_OTHER;
   bool host_import_ = false;
   bool auto_routed_ = false;
+  bool int64_ = true;
+  bool float_controls_ = false;
+  std::string shader_suffix_;  // "", "_i32", "_fc", "_i32_fc"
   VkDeviceSize import_alignment_ = 4096;
   VkDeviceSize storage_alignment_ = 256;
   VkDeviceSize max_range_ = 0;

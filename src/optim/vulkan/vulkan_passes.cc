@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <mutex>
 
 namespace luminav::vulkan {
 namespace {
@@ -28,6 +29,121 @@ struct Staged {
   bool copy_back;
 };
 
+int fail(VkResult r, const std::string& what, std::string* why) {
+  *why = what + ": " + vk_result_name(r);
+  return (r == VK_ERROR_OUT_OF_HOST_MEMORY || r == VK_ERROR_OUT_OF_DEVICE_MEMORY) ? LUMINAV_STATUS_OUT_OF_MEMORY
+                                                                                 : LUMINAV_STATUS_DRIVER_ERROR;
+}
+
+// A storage and transfer buffer of `bytes` bound to new memory of a type with
+// `want` (and `prefer` where one has it); host-visible memory is mapped at
+// *mapped. On failure nothing is kept.
+int create_buffer(Context& c, VkDeviceSize bytes, VkMemoryPropertyFlags want, VkMemoryPropertyFlags prefer,
+                  VkBuffer* out, VkDeviceMemory* out_memory, void** mapped, std::string* why) {
+  const Api& vk = c.api();
+  VkBufferCreateInfo info{};
+  info.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO;
+  info.size = bytes;
+  info.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
+               VK_BUFFER_USAGE_TRANSFER_DST_BIT;
+  VkBuffer buffer = VK_NULL_HANDLE;
+  if (VkResult r = vk.vkCreateBuffer(c.device(), &info, nullptr, &buffer); r != VK_SUCCESS) {
+    return fail(r, "vkCreateBuffer", why);
+  }
+  VkMemoryRequirements req;
+  vk.vkGetBufferMemoryRequirements(c.device(), buffer, &req);
+  int type = c.memory_type(req.memoryTypeBits, want | prefer);
+  if (type < 0) type = c.memory_type(req.memoryTypeBits, want);
+  VkDeviceMemory memory = VK_NULL_HANDLE;
+  int code = LUMINAV_STATUS_OK;
+  if (type < 0) {
+    *why = "no memory type with flags " + std::to_string(want) + " on " + c.device_name();
+    code = LUMINAV_STATUS_DRIVER_ERROR;
+  } else {
+    VkMemoryAllocateInfo alloc{};
+    alloc.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO;
+    alloc.allocationSize = req.size;
+    alloc.memoryTypeIndex = static_cast<uint32_t>(type);
+    if (VkResult r = vk.vkAllocateMemory(c.device(), &alloc, nullptr, &memory); r != VK_SUCCESS) {
+      memory = VK_NULL_HANDLE;
+      code = fail(r, "vkAllocateMemory(" + std::to_string(req.size) + " bytes)", why);
+    } else if (VkResult b = vk.vkBindBufferMemory(c.device(), buffer, memory, 0); b != VK_SUCCESS) {
+      code = fail(b, "vkBindBufferMemory", why);
+    } else if (mapped) {
+      if (VkResult m = vk.vkMapMemory(c.device(), memory, 0, VK_WHOLE_SIZE, 0, mapped); m != VK_SUCCESS) {
+        code = fail(m, "vkMapMemory", why);
+      }
+    }
+  }
+  if (code) {
+    if (memory) vk.vkFreeMemory(c.device(), memory, nullptr);
+    vk.vkDestroyBuffer(c.device(), buffer, nullptr);
+    return code;
+  }
+  *out = buffer;
+  *out_memory = memory;
+  return LUMINAV_STATUS_OK;
+}
+
+constexpr VkMemoryPropertyFlags kHostCoherent = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
+
+// The context's arena, grown to at least `bytes` (Context::Arena).
+int ensure_arena(Context& c, VkDeviceSize bytes, std::string* why) {
+  Context::Arena& a = c.arena();
+  if (a.bytes >= bytes) return LUMINAV_STATUS_OK;
+  const Api& vk = c.api();
+  for (VkBuffer b : {a.host, a.device})
+    if (b) vk.vkDestroyBuffer(c.device(), b, nullptr);
+  for (VkDeviceMemory m : {a.host_memory, a.device_memory})
+    if (m) vk.vkFreeMemory(c.device(), m, nullptr);
+  a = Context::Arena{};
+  bytes = std::max<VkDeviceSize>(round_up(bytes, 65536), 1 << 20);
+  Context::Arena next;
+  if (int code = create_buffer(c, bytes, kHostCoherent, VK_MEMORY_PROPERTY_HOST_CACHED_BIT, &next.host,
+                               &next.host_memory, &next.mapped, why);
+      code) {
+    return code;
+  }
+  if (int code = create_buffer(c, bytes, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, 0, &next.device, &next.device_memory,
+                               nullptr, why);
+      code) {
+    vk.vkDestroyBuffer(c.device(), next.host, nullptr);
+    vk.vkFreeMemory(c.device(), next.host_memory, nullptr);
+    return code;
+  }
+  next.bytes = bytes;
+  a = next;
+  return LUMINAV_STATUS_OK;
+}
+
+}  // namespace
+
+int make_descriptor_set(Context& c, VkDescriptorPool pool, const VkDescriptorBufferInfo (&ranges)[kBindingCount],
+                        VkDescriptorSet* out, std::string* why) {
+  VkDescriptorSetAllocateInfo alloc{};
+  alloc.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO;
+  alloc.descriptorPool = pool;
+  alloc.descriptorSetCount = 1;
+  const VkDescriptorSetLayout layout = c.set_layout();
+  alloc.pSetLayouts = &layout;
+  if (VkResult r = c.api().vkAllocateDescriptorSets(c.device(), &alloc, out); r != VK_SUCCESS) {
+    return fail(r, "vkAllocateDescriptorSets", why);
+  }
+  VkWriteDescriptorSet writes[kBindingCount]{};
+  for (uint32_t b = 0; b < kBindingCount; ++b) {
+    writes[b].sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET;
+    writes[b].dstSet = *out;
+    writes[b].dstBinding = b;
+    writes[b].descriptorCount = 1;
+    writes[b].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+    writes[b].pBufferInfo = &ranges[b];
+  }
+  c.api().vkUpdateDescriptorSets(c.device(), kBindingCount, writes, 0, nullptr);
+  return LUMINAV_STATUS_OK;
+}
+
+namespace {
+
 // Everything a batch creates, released when it goes out of scope.
 class Batch {
  public:
@@ -42,38 +158,30 @@ class Batch {
   Batch(const Batch&) = delete;
   Batch& operator=(const Batch&) = delete;
 
-  // A host-visible coherent buffer, mapped at *mapped.
+  // A host-visible coherent buffer (a staging buffer), mapped at *mapped.
   int host_buffer(VkDeviceSize bytes, VkBuffer* out, void** mapped, std::string* why) {
     bytes = round_up(std::max<VkDeviceSize>(bytes, 16), 16);
-    VkBufferCreateInfo info{};
-    info.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO;
-    info.size = bytes;
-    info.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
-                 VK_BUFFER_USAGE_TRANSFER_DST_BIT;
-    VkBuffer buffer = VK_NULL_HANDLE;
-    if (VkResult r = vk_.vkCreateBuffer(dev_, &info, nullptr, &buffer); r != VK_SUCCESS) {
-      return fail(r, "vkCreateBuffer(staging)", why);
-    }
-    buffers_.push_back(buffer);
-    VkMemoryRequirements req;
-    vk_.vkGetBufferMemoryRequirements(dev_, buffer, &req);
-    const VkMemoryPropertyFlags want = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
-    int type = c_.memory_type(req.memoryTypeBits, want | VK_MEMORY_PROPERTY_HOST_CACHED_BIT);
-    if (type < 0) type = c_.memory_type(req.memoryTypeBits, want);
-    if (type < 0) {
-      *why = "no host-visible coherent memory type on " + c_.device_name();
-      return LUMINAV_STATUS_DRIVER_ERROR;
-    }
     VkDeviceMemory memory = VK_NULL_HANDLE;
-    if (int code = allocate(req.size, static_cast<uint32_t>(type), nullptr, &memory, why); code) return code;
-    if (VkResult r = vk_.vkBindBufferMemory(dev_, buffer, memory, 0); r != VK_SUCCESS) {
-      return fail(r, "vkBindBufferMemory", why);
+    if (int code = create_buffer(c_, bytes, kHostCoherent, VK_MEMORY_PROPERTY_HOST_CACHED_BIT, out, &memory, mapped,
+                                 why);
+        code) {
+      return code;
     }
-    if (VkResult r = vk_.vkMapMemory(dev_, memory, 0, VK_WHOLE_SIZE, 0, mapped); r != VK_SUCCESS) {
-      return fail(r, "vkMapMemory", why);
-    }
-    *out = buffer;
+    buffers_.push_back(*out);
+    memories_.push_back(memory);
     return LUMINAV_STATUS_OK;
+  }
+
+  // Copies `regions` between buffers, then makes them visible to the next
+  // stage (the shaders after an upload, the host after a download).
+  void copy(VkBuffer from, VkBuffer to, std::vector<VkBufferCopy> regions, bool to_shaders) {
+    std::erase_if(regions, [](const VkBufferCopy& r) { return r.size == 0; });  // a 0-byte region is invalid
+    if (regions.empty()) return;
+    if (!to_shaders) barrier(VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT,
+                             VK_PIPELINE_STAGE_TRANSFER_BIT, VK_ACCESS_TRANSFER_READ_BIT);
+    vk_.vkCmdCopyBuffer(cmd_, from, to, static_cast<uint32_t>(regions.size()), regions.data());
+    if (to_shaders) barrier(VK_PIPELINE_STAGE_TRANSFER_BIT, VK_ACCESS_TRANSFER_WRITE_BIT,
+                            VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT);
   }
 
   // Host memory read in place: the page-aligned cover of [ptr, ptr+bytes)
@@ -197,28 +305,10 @@ class Batch {
 
   int dispatch(VkPipeline pipeline, const Bound (&bindings)[kBindingCount], const ChunkPush& push, uint32_t x,
                uint32_t y, std::string* why) {
-    VkDescriptorSetAllocateInfo alloc{};
-    alloc.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO;
-    alloc.descriptorPool = pool_;
-    alloc.descriptorSetCount = 1;
-    const VkDescriptorSetLayout layout = c_.set_layout();
-    alloc.pSetLayouts = &layout;
+    VkDescriptorBufferInfo ranges[kBindingCount];
+    for (uint32_t b = 0; b < kBindingCount; ++b) ranges[b] = {bindings[b].buffer, bindings[b].offset, bindings[b].range};
     VkDescriptorSet set = VK_NULL_HANDLE;
-    if (VkResult r = vk_.vkAllocateDescriptorSets(dev_, &alloc, &set); r != VK_SUCCESS) {
-      return fail(r, "vkAllocateDescriptorSets", why);
-    }
-    VkDescriptorBufferInfo infos[kBindingCount];
-    VkWriteDescriptorSet writes[kBindingCount]{};
-    for (uint32_t b = 0; b < kBindingCount; ++b) {
-      infos[b] = {bindings[b].buffer, bindings[b].offset, bindings[b].range};
-      writes[b].sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET;
-      writes[b].dstSet = set;
-      writes[b].dstBinding = b;
-      writes[b].descriptorCount = 1;
-      writes[b].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
-      writes[b].pBufferInfo = &infos[b];
-    }
-    vk_.vkUpdateDescriptorSets(dev_, kBindingCount, writes, 0, nullptr);
+    if (int code = make_descriptor_set(c_, pool_, ranges, &set, why); code) return code;
     vk_.vkCmdBindPipeline(cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline);
     vk_.vkCmdBindDescriptorSets(cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, c_.pipeline_layout(), 0, 1, &set, 0, nullptr);
     vk_.vkCmdPushConstants(cmd_, c_.pipeline_layout(), VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof push, &push);
@@ -228,12 +318,9 @@ class Batch {
 
   // Ends, submits, waits; then copies the staged arrays that were written back.
   int submit_and_wait(std::string* why) {
-    VkMemoryBarrier barrier{};
-    barrier.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER;
-    barrier.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT;
-    barrier.dstAccessMask = VK_ACCESS_HOST_READ_BIT;
-    vk_.vkCmdPipelineBarrier(cmd_, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &barrier,
-                             0, nullptr, 0, nullptr);
+    barrier(VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
+            VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT, VK_PIPELINE_STAGE_HOST_BIT,
+            VK_ACCESS_HOST_READ_BIT);
     if (VkResult r = vk_.vkEndCommandBuffer(cmd_); r != VK_SUCCESS) return fail(r, "vkEndCommandBuffer", why);
     VkFenceCreateInfo fence{};
     fence.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO;
@@ -258,22 +345,12 @@ class Batch {
   }
 
  private:
-  int allocate(VkDeviceSize bytes, uint32_t type, const void* next, VkDeviceMemory* out, std::string* why) {
-    VkMemoryAllocateInfo alloc{};
-    alloc.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO;
-    alloc.pNext = next;
-    alloc.allocationSize = bytes;
-    alloc.memoryTypeIndex = type;
-    if (VkResult r = vk_.vkAllocateMemory(dev_, &alloc, nullptr, out); r != VK_SUCCESS) {
-      return fail(r, "vkAllocateMemory(" + std::to_string(bytes) + " bytes)", why);
-    }
-    memories_.push_back(*out);
-    return LUMINAV_STATUS_OK;
-  }
-  static int fail(VkResult r, const std::string& what, std::string* why) {
-    *why = what + ": " + vk_result_name(r);
-    return (r == VK_ERROR_OUT_OF_HOST_MEMORY || r == VK_ERROR_OUT_OF_DEVICE_MEMORY) ? LUMINAV_STATUS_OUT_OF_MEMORY
-                                                                                   : LUMINAV_STATUS_DRIVER_ERROR;
+  void barrier(VkPipelineStageFlags src_stage, VkAccessFlags src, VkPipelineStageFlags dst_stage, VkAccessFlags dst) {
+    VkMemoryBarrier b{};
+    b.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER;
+    b.srcAccessMask = src;
+    b.dstAccessMask = dst;
+    vk_.vkCmdPipelineBarrier(cmd_, src_stage, dst_stage, 0, 1, &b, 0, nullptr, 0, nullptr);
   }
 
   Context& c_;
@@ -313,6 +390,7 @@ size_t chunk_elements(const Context& context, const core::MomentLayout& layout) 
 }
 
 int run_pass(Context& context, Pass pass, std::span<TensorJob> jobs, std::string* why, PassStats* stats_out) {
+  std::lock_guard<std::mutex> lock(context.pass_mutex());
   PassStats stats;
   // Plan the chunks and the arena of small buffers (constants, partials,
   // row and column sums, factors).
@@ -362,15 +440,17 @@ int run_pass(Context& context, Pass pass, std::span<TensorJob> jobs, std::string
   stats.chunks = chunks.size();
 
   Batch batch(context);
-  VkBuffer arena_buffer = VK_NULL_HANDLE;
-  void* arena_mapped = nullptr;
-  if (int code = batch.host_buffer(arena, &arena_buffer, &arena_mapped, why); code) return code;
-  char* base = static_cast<char*>(arena_mapped);
+  if (int code = ensure_arena(context, arena, why); code) return code;
+  const Context::Arena& area = context.arena();
+  char* base = static_cast<char*>(area.mapped);
   std::memset(base, 0, static_cast<size_t>(arena));
   for (size_t j = 0; j < jobs.size(); ++j) std::memcpy(base + j * kParamsSlotBytes, &jobs[j].params, sizeof(StepParams));
+  // The shaders use the device-local copy: what the host wrote goes up
+  // first (constants, factors), what they wrote comes back last (partials, sums).
+  std::vector<VkBufferCopy> upload{{0, 0, jobs.size() * kParamsSlotBytes}}, download;
   auto arena_bound = [&](VkDeviceSize at, VkDeviceSize bytes) {
     Bound b;
-    b.buffer = arena_buffer;
+    b.buffer = area.device;
     b.offset = at;
     b.range = std::max<VkDeviceSize>(round_up(bytes, 16), 16);
     return b;
@@ -380,6 +460,20 @@ int run_pass(Context& context, Pass pass, std::span<TensorJob> jobs, std::string
 
   const uint32_t dispatches_per_chunk = 2;
   if (int code = batch.begin(static_cast<uint32_t>(chunks.size() * dispatches_per_chunk), why); code) return code;
+  // The factors of every chunk are in the arena before the first dispatch.
+  for (const Chunk& c : chunks) {
+    const TensorJob& job = jobs[c.job];
+    const bool rows = core::has_row_factor(job.layout);
+    if (!rows || !(pass == Pass::kApply || job.params.want_update_sums)) continue;
+    const size_t floats = c.rows + (job.layout.kind == core::SecondMoment::kFactored ? job.layout.cols : 0);
+    float* f = reinterpret_cast<float*>(base + c.factor_at);
+    std::memcpy(f, job.row_factor + c.row0, c.rows * sizeof(float));
+    if (job.layout.kind == core::SecondMoment::kFactored) {
+      std::memcpy(f + c.rows, job.col_over_rho, job.layout.cols * sizeof(float));
+    }
+    upload.push_back({c.factor_at, c.factor_at, floats * sizeof(float)});
+  }
+  batch.copy(area.host, area.device, upload, true);
   for (Chunk& c : chunks) {
     TensorJob& job = jobs[c.job];
     const int pd = job.param_dtype, gd = job.grad_dtype;
@@ -407,9 +501,6 @@ int run_pass(Context& context, Pass pass, std::span<TensorJob> jobs, std::string
       }
       if (!code && rows) {
         const size_t floats = c.rows + (factored ? job.layout.cols : 0);
-        float* f = reinterpret_cast<float*>(base + c.factor_at);
-        std::memcpy(f, job.row_factor + c.row0, c.rows * sizeof(float));
-        if (factored) std::memcpy(f + c.rows, job.col_over_rho, job.layout.cols * sizeof(float));
         b[kBindFactor] = arena_bound(c.factor_at, floats * sizeof(float));
       }
     }
@@ -428,6 +519,7 @@ int run_pass(Context& context, Pass pass, std::span<TensorJob> jobs, std::string
     } else {
       Bound partials = arena_bound(c.partials_at, div_up(c.count, kTileElements) * sizeof(TilePartial));
       b[kBindOut] = partials;
+      download.push_back({c.partials_at, c.partials_at, div_up(c.count, kTileElements) * sizeof(TilePartial)});
       VkPipeline pipeline = context.pipeline(Shader::kReduce, pd, gd, why);
       code = pipeline ? batch.dispatch(pipeline, b, push, static_cast<uint32_t>(div_up(c.count, kTileElements)), 1, why)
                       : LUMINAV_STATUS_DRIVER_ERROR;
@@ -435,6 +527,8 @@ int run_pass(Context& context, Pass pass, std::span<TensorJob> jobs, std::string
         b[kBindOut] = arena_bound(c.rows_at, c.rows * sizeof(double));
         const size_t blocks = factored ? div_up(c.rows, kRowBlock) : 0;
         if (factored) b[kBindOut2] = arena_bound(c.cols_at, blocks * job.layout.cols * sizeof(double));
+        download.push_back({c.rows_at, c.rows_at, c.rows * sizeof(double)});
+        if (factored) download.push_back({c.cols_at, c.cols_at, blocks * job.layout.cols * sizeof(double)});
         const bool wide = job.layout.cols >= 256;
         const size_t row_groups = wide ? c.rows : div_up(c.rows, kWorkgroup);
         const size_t col_groups = factored ? div_up(job.layout.cols, kWorkgroup) : 1;
@@ -446,6 +540,7 @@ int run_pass(Context& context, Pass pass, std::span<TensorJob> jobs, std::string
     }
     if (code) return code;
   }
+  batch.copy(area.device, area.host, download, false);
   if (int code = batch.submit_and_wait(why); code) return code;
 
   if (pass == Pass::kReduce) {

@@ -58,6 +58,11 @@ struct PassStats {
 int run_pass(Context& context, Pass pass, std::span<TensorJob> jobs, std::string* why,
              PassStats* stats = nullptr);
 
+// A descriptor set of the context's layout allocated from `pool`, binding b
+// pointed at ranges[b] (LUMINAV_STATUS_* with `why` on failure).
+int make_descriptor_set(Context& context, VkDescriptorPool pool, const VkDescriptorBufferInfo (&ranges)[kBindingCount],
+                        VkDescriptorSet* out, std::string* why);
+
 // Elements per chunk for a tensor of this layout and these dtypes (every
 // array of a chunk fits one descriptor range); 0 when one row is too long.
 size_t chunk_elements(const Context& context, const core::MomentLayout& layout);

@@ -6,8 +6,28 @@
 // `precise` so that the compiler forms no FMA (the C++ core is built without
 // contraction and the CUDA kernels with -fmad=false).
 //
-// Compile-time: PARAM_DTYPE, GRAD_DTYPE (0 f32, 1 bf16, 2 f16).
+// Compile-time: PARAM_DTYPE, GRAD_DTYPE (0 f32, 1 bf16, 2 f16); LV_INT64 (1: the
+// hash in 64-bit integers, 0: in pairs of 32-bit words, for devices without
+// shaderInt64; the bits are the same); LV_FLOAT_CONTROLS (1: fp32 subnormals,
+// signed zeros, Inf and NaN kept by SPIR-V execution modes, for devices that
+// flush subnormals by default, such as NVIDIA's; the context picks it where
+// the device offers both modes).
+#ifndef LV_INT64
+#define LV_INT64 1
+#endif
+#ifndef LV_FLOAT_CONTROLS
+#define LV_FLOAT_CONTROLS 0
+#endif
+#if LV_INT64
 #extension GL_EXT_shader_explicit_arithmetic_types_int64 : require
+#endif
+#if LV_FLOAT_CONTROLS
+#extension GL_EXT_spirv_intrinsics : require
+// DenormPreserve (4459, capability 4464) and SignedZeroInfNanPreserve (4461,
+// capability 4466) for 32-bit floats: the spec keeps subnormals.
+spirv_execution_mode(extensions = ["SPV_KHR_float_controls"], capabilities = [4464], 4459, 32);
+spirv_execution_mode(extensions = ["SPV_KHR_float_controls"], capabilities = [4466], 4461, 32);
+#endif
 #extension GL_EXT_shader_16bit_storage : require
 #extension GL_EXT_shader_explicit_arithmetic_types_int16 : require
 #extension GL_KHR_shader_subgroup_basic : require
@@ -31,9 +51,17 @@
 #define KIND_FACTORED 3u
 
 // The step's constants of one tensor (vulkan/vulkan_layout.h: StepParams).
+// A 64-bit word: uint64_t, or uvec2(low, high) without int64 (the same 8 bytes
+// and alignment in std430 and push constants).
+#if LV_INT64
+#define LV_U64 uint64_t
+#else
+#define LV_U64 uvec2
+#endif
+
 layout(std430, set = 0, binding = 0) readonly buffer Params {
-  uint64_t seed;
-  uint64_t step;
+  LV_U64 seed;
+  LV_U64 step;
   float lr, beta1, one_minus_beta1, beta2, one_minus_beta2, eps, decay_factor;
   float inv_bias_correction1, inv_bias_correction2, lam, one_minus_lam, tau, bound_ratio;
   float inv_grad_scale, second_moment, cautious_scale, bound_scale;
@@ -48,7 +76,7 @@ layout(push_constant) uniform Chunk {
   uint n;
   uint param_shift, grad_shift, m_shift, v_shift, master_shift, factor_shift;
   uint rows;        // whole rows of this chunk (row layouts)
-  uint64_t index_base;  // logical index of the chunk's element 0
+  LV_U64 index_base;  // logical index of the chunk's element 0
 } pc;
 
 #if PARAM_DTYPE == 0
@@ -142,12 +170,14 @@ uint f32_to_f16_stochastic(float x, uint r) {
   const float abs_lo = f16_to_f32(lo & 0x7fffu);
   const float abs_hi = f16_to_f32(hi & 0x7fffu);
   precise const float fraction = (abs_x - abs_lo) / (abs_hi - abs_lo);
-  const uint64_t threshold = uint64_t(ceil(fraction * 4294967296.0));
-  return uint64_t(r) < threshold ? hi : lo;
+  // An integer in [1, 2^32] held exactly in fp32; below 2^32 it fits a uint.
+  const float threshold = ceil(fraction * 4294967296.0);
+  return (threshold >= 4294967296.0 || r < uint(threshold)) ? hi : lo;
 }
 
-// ---- stochastic rounding bits (core/stochastic_hash.h), 64-bit integers -----
+// ---- stochastic rounding bits (core/stochastic_hash.h) ----------------------
 
+#if LV_INT64
 uint rounding_bits(uint64_t seed, uint64_t step, uint64_t index) {
   uint64_t z = seed * 0x9E3779B97F4A7C15ul + step * 0xBF58476D1CE4E5B9ul + index * 0x94D049BB133111EBul;
   z ^= z >> 30;
@@ -157,6 +187,39 @@ uint rounding_bits(uint64_t seed, uint64_t step, uint64_t index) {
   z ^= z >> 31;
   return uint(z >> 32);
 }
+
+uint64_t element_index(uint64_t base, uint i) { return base + uint64_t(i); }
+#else
+// The same arithmetic mod 2^64 on uvec2(low, high): a product keeps the low
+// 64 bits of the 128 (low x low in full, the cross terms' low words into high).
+uvec2 add64(uvec2 a, uvec2 b) {
+  uint carry;
+  const uint low = uaddCarry(a.x, b.x, carry);
+  return uvec2(low, a.y + b.y + carry);
+}
+
+uvec2 mul64(uvec2 a, uvec2 b) {
+  uint high, low;
+  umulExtended(a.x, b.x, high, low);
+  return uvec2(low, high + a.x * b.y + a.y * b.x);
+}
+
+uvec2 xor_shift_right(uvec2 z, uint s) {  // z ^ (z >> s), 0 < s < 32
+  return z ^ uvec2((z.x >> s) | (z.y << (32u - s)), z.y >> s);
+}
+
+uint rounding_bits(uvec2 seed, uvec2 step, uvec2 index) {
+  const uvec2 k1 = uvec2(0x7F4A7C15u, 0x9E3779B9u);  // 0x9E3779B97F4A7C15
+  const uvec2 k2 = uvec2(0x1CE4E5B9u, 0xBF58476Du);  // 0xBF58476D1CE4E5B9
+  const uvec2 k3 = uvec2(0x133111EBu, 0x94D049BBu);  // 0x94D049BB133111EB
+  uvec2 z = add64(add64(mul64(seed, k1), mul64(step, k2)), mul64(index, k3));
+  z = mul64(xor_shift_right(z, 30u), k2);
+  z = mul64(xor_shift_right(z, 27u), k3);
+  return xor_shift_right(z, 31u).y;
+}
+
+uvec2 element_index(uvec2 base, uint i) { return add64(base, uvec2(i, 0u)); }
+#endif
 
 // ---- tanh within the spec's 2 ulp -------------------------------------------
 // GLSL's tanh has no useful precision guarantee in Vulkan, so (as the simd
@@ -274,7 +337,7 @@ void store_param(uint i, float x) {
 #if PARAM_DTYPE == 0
   param[pc.param_shift + i] = x;
 #else
-  const uint r = P.stochastic_rounding != 0u ? rounding_bits(P.seed, P.step, pc.index_base + uint64_t(i)) : 0u;
+  const uint r = P.stochastic_rounding != 0u ? rounding_bits(P.seed, P.step, element_index(pc.index_base, i)) : 0u;
 #if PARAM_DTYPE == 1
   const uint h = P.stochastic_rounding != 0u ? f32_to_bf16_stochastic(x, r) : f32_to_bf16_rne(x);
 #else
