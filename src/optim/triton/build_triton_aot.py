@@ -17,6 +17,7 @@ Triton version recorded with them.
 from __future__ import annotations
 
 import argparse
+import ast
 import hashlib
 import importlib.util
 import json
@@ -28,15 +29,30 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 KERNELS_PY = HERE.parents[2] / "python" / "luminamoon" / "optim" / "triton_kernels.py"
 ALL_TARGETS = ("sm_80", "sm_90", "sm_100", "sm_120", "compute_80", "gfx90a", "gfx942")
-NUM_WARPS = 8
 
 # Note [AOT kernel set]: the variants a C caller needs for one CLM step of fp32, bf16 or fp16
 # parameters (fp32 masters for 16-bit ones, stochastic rounding), with the finite check:
 # the step's constants, pass 1's finite check and its finalize, pass 2, the verdict and the
-# step counter. The launch geometry is fixed here and recorded (block, grid rule).
-APPLY_BLOCK = 2048
-REDUCE_BLOCK = 4096
-FINALIZE_BLOCK = 1024
+# step counter. The launch geometry is the JIT's (Note [Triton block sizes] in triton_kernels.py),
+# recorded per kernel (threads, elements per program); the C++ launcher reads it from the manifest.
+
+
+def _geometry() -> dict:
+    """triton_kernels.py's APPLY_BLOCK, REDUCE_BLOCK, FINALIZE_BLOCK and NUM_WARPS, read without importing triton."""
+    names = {"APPLY_BLOCK", "REDUCE_BLOCK", "FINALIZE_BLOCK", "NUM_WARPS"}
+    found = {}
+    for node in ast.parse(KERNELS_PY.read_text()).body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and getattr(node.targets[0], "id", None) in names:
+            found[node.targets[0].id] = ast.literal_eval(node.value)
+    missing = names - set(found)
+    if missing:
+        raise SystemExit(f"{KERNELS_PY} does not define {sorted(missing)}")
+    return found
+
+
+_G = _geometry()
+APPLY_BLOCK, REDUCE_BLOCK, FINALIZE_BLOCK, NUM_WARPS = (_G[k] for k in ("APPLY_BLOCK", "REDUCE_BLOCK",
+                                                                         "FINALIZE_BLOCK", "NUM_WARPS"))
 
 
 def _apply(pdtype: int, gdtype: int, master: bool) -> dict:
