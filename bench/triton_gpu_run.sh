@@ -59,6 +59,9 @@ for phase in $phases; do
     loop)
       PYTHONPATH=$site timeout 240 python3 bench/optim_training_loop.py --kinds torch_fused luminav luminav_triton \
         --reps 5 --steps 3 --json "$out/loop.json" 2>&1 | tee "$out/loop.log" | tail -12 ;;
+    loopab)  # the JIT step one launch per tensor again (LUMINAV_TRITON_MULTI_TENSOR=0), for the A/B
+      LUMINAV_TRITON_MULTI_TENSOR=0 PYTHONPATH=$site timeout 120 python3 bench/optim_training_loop.py \
+        --kinds luminav_triton --reps 5 --steps 3 --json "$out/loop_single.json" 2>&1 | tee "$out/loop_single.log" | tail -8 ;;
   esac
   echo "phase $phase: $(( $(date +%s) - t0 )) s" | tee -a "$out/build.log"
 done

@@ -89,7 +89,7 @@ def test_host_memory_is_refused(lib):
     assert "CUDA device memory" in lib.luminav_last_error_message().decode()
 
 
-def test_force_backend_runs_luminav_step_and_the_standalone_engine_on_triton_aot():
+def test_force_backend_runs_luminav_step_and_the_standalone_engine_on_triton_aot(lib):
     """LUMINAV_FORCE_BACKEND=triton-aot: luminamoon.optim.step on CUDA tensors and the seed's
     luminav_triton_step_f32 on device pointers run the AOT kernels, as torch's AdamW moves the weights."""
     code = (
