@@ -43,7 +43,8 @@ for phase in $phases; do
         -rs 2>&1 | tee "$out/pytest.log" | tail -15 ;;
     aottests)  # the triton-aot backend (luminav_step) with the CPU-built kernels, and the JIT's tests
       LUMINAV_TRITON_AOT_DIR=$PWD/aot PYTHONPATH=$site timeout 200 python3 -m pytest -q -p no:cacheprovider -o addopts= \
-        tests/optim/test_gpu_triton_aot.py tests/optim/test_gpu_triton.py -rs 2>&1 | tee "$out/pytest.log" | tail -15 ;;
+        tests/optim/test_gpu_triton_aot.py tests/optim/test_gpu_triton.py ${AOTTESTS_K:+-k "$AOTTESTS_K"} -rs 2>&1 \
+        | tee "$out/pytest.log" | tail -15 ;;
     bench)
       PYTHONPATH=$site timeout 200 python3 bench/triton_step_bench.py --reps 7 --out "$out/bench.json" 2>&1 | tee "$out/bench.log" | tail -20 ;;
     aotbench)  # the JIT at its tuned default, the AOT kernels through luminav_step, side by side (one run)

@@ -258,10 +258,11 @@ def test_many_clm_tensors_step_through_the_multi_tensor_kernels():
     in a new tensor (a new address) is read from its new address on the next step."""
     hp = Hyper(tau=0.05, lam=0.3, bound_mode=2, bound_ratio=2e-5, grad_scale=1024.0)
     gen = torch.Generator().manual_seed(21)
-    shapes = [(40, 33), (5,), (1100,)]
+    # fp32: every N a multiple of 16 (the ALIGNED kernels); bf16: none
+    shapes = {torch.float32: [(40, 32), (16,), (1104,)], torch.bfloat16: [(40, 33), (5,), (1100,)]}
     cases = []  # (param, state, x_old, m, v, grad, master, seed)
     for pdtype in (torch.float32, torch.bfloat16):
-        for shape in shapes:
+        for shape in shapes[pdtype]:
             x = torch.randn(shape, generator=gen)
             g = torch.randn(shape, generator=gen) * 0.1 * hp.grad_scale
             m = torch.randn(shape, generator=gen) * 0.01
@@ -282,6 +283,7 @@ def test_many_clm_tensors_step_through_the_multi_tensor_kernels():
     assert [len(b.tensors) for b in group.batches] == [3, 3]
     assert plan.step(torch.tensor(hp.grad_scale), None, False)
     assert status.tolist() == [0, 0, 0, 0]
+    assert [table[2] for b in group.batches for table in b.tables.values()] == [True, True, False, False]
     for p, state, x_old, m, v, g, master, seed in cases:
         ref = reference_step(hp, x_old.numpy().reshape(-1), m.numpy().reshape(-1), v.numpy().reshape(-1),
                              g.numpy().reshape(-1), 3, p.shape[0] if p.dim() else 1)
@@ -291,7 +293,7 @@ def test_many_clm_tensors_step_through_the_multi_tensor_kernels():
             want = bf16_stochastic_bits(x32, rounding_bits_array(seed, 3, np.arange(x32.size)))
             np.testing.assert_array_equal(p.view(torch.int16).numpy().view(np.uint16).reshape(-1), want)
     # A new gradient tensor for tensor 4 holding a NaN: the table follows the new address.
-    cases[4][0].grad = torch.full(shapes[1], float("nan")).to(torch.bfloat16)
+    cases[4][0].grad = torch.full(shapes[torch.bfloat16][1], float("nan")).to(torch.bfloat16)
     before = cases[0][0].clone()
     assert plan.step(torch.tensor(hp.grad_scale), None, False)
     assert status.tolist() == [5, 5, 0, 0]  # 1 + position 4

@@ -215,8 +215,9 @@ class TritonStepPlan:
         counts = torch.tensor([triton_cdiv(t.param.numel(), block) for t in tensors], dtype=torch.int64)
         return torch.repeat_interleave(torch.arange(len(tensors), dtype=torch.int32), counts).to(self.device)
 
-    def _table(self, b: TensorBatch, grads: dict, block: int) -> torch.Tensor:
-        """The batch's table for programs of `block` elements (rebuilt when an address changed)."""
+    def _table(self, b: TensorBatch, grads: dict, block: int) -> tuple[torch.Tensor, bool]:
+        """The batch's table for programs of `block` elements (rebuilt when an address changed), and
+        whether every address and N is a multiple of 16 (the kernels' ALIGNED: vectorized access)."""
         rows, addresses = [], []
         first = 0
         for t in b.tensors:
@@ -232,8 +233,9 @@ class TritonStepPlan:
         key = tuple(addresses)
         cached = b.tables.get(block)
         if cached is None or cached[0] != key:
-            cached = b.tables[block] = (key, torch.tensor(rows, dtype=torch.int64).to(self.device))
-        return cached[1]
+            aligned = all(a % 16 == 0 for ptrs in addresses for a in ptrs) and all(r[1] % 16 == 0 for r in rows)
+            cached = b.tables[block] = (key, torch.tensor(rows, dtype=torch.int64).to(self.device), aligned)
+        return cached[1], cached[2]
 
     def _allocate(self, o: GroupOptions, t: TensorStep) -> None:
         t.kind, t.rows, t.cols = second_moment_kind(o, t.param)
@@ -394,19 +396,19 @@ class TritonStepPlan:
 
 
     def _finite_check_batch(self, g: GroupStep, b: TensorBatch, grads: dict, scaled: bool) -> None:
-        table = self._table(b, grads, REDUCE_BLOCK)
+        table, aligned = self._table(b, grads, REDUCE_BLOCK)
         tk.finite_check_multi_kernel[(b.reduce_map.numel(),)](
-            table, b.reduce_map, g.k, self.words, GDTYPE=b.gdtype, SCALED=scaled, BLOCK=REDUCE_BLOCK,
+            table, b.reduce_map, g.k, self.words, GDTYPE=b.gdtype, SCALED=scaled, ALIGNED=aligned, BLOCK=REDUCE_BLOCK,
             num_warps=NUM_WARPS, **FP_OPTIONS)
 
     def _apply_batch(self, g: GroupStep, b: TensorBatch, grads: dict, scaled: bool) -> None:
         o = g.options
-        table = self._table(b, grads, APPLY_BLOCK)
+        table, aligned = self._table(b, grads, APPLY_BLOCK)
         tk.apply_multi_kernel[(b.apply_map.numel(),)](
             table, b.apply_map, g.k, g.step, self.words, **o.fp32_args(), bound_ratio=o.bound_ratio,
             PDTYPE=b.pdtype, GDTYPE=b.gdtype, MASTER=b.master, SR=o.stochastic_rounding and b.pdtype != tk.F32,
-            HAS_LAM=o.lam != 0.0, HAS_TAU=o.tau > 0.0, BOUND=o.bound_mode, SCALED=scaled, BLOCK=APPLY_BLOCK,
-            num_warps=NUM_WARPS, **FP_OPTIONS)
+            HAS_LAM=o.lam != 0.0, HAS_TAU=o.tau > 0.0, BOUND=o.bound_mode, SCALED=scaled, ALIGNED=aligned,
+            BLOCK=APPLY_BLOCK, num_warps=NUM_WARPS, **FP_OPTIONS)
 
 
 def triton_cdiv(a: int, b: int) -> int:

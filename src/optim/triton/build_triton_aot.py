@@ -79,6 +79,17 @@ VARIANTS = {
     "luminav_triton_commit": ("commit_kernel", dict(FOUND_INF=False, SKIP_NONFINITE=False), 0),
     "luminav_triton_advance": ("advance_kernel", dict(), 0),
 }
+# Note [aligned variants]: the JIT specializes every launch on its arguments: a tensor address that is
+# a multiple of 16 bytes and an element count that is a multiple of 16 reach the compiler as
+# tt.divisibility 16, which lets it vectorize the loads and stores (16 bytes per thread). An AOT
+# kernel knows nothing about its arguments, and without the hint the CLM fp32 step at 2^28 ran 17%
+# slower than the same kernel JIT-compiled (docs/benchmarks.md, issue 18 session 2). Each pass
+# kernel therefore also comes as NAME_a16, compiled with those hints on the tensor pointers and on
+# n (and rows); the C++ launcher takes it when a tensor's addresses and N qualify
+# (triton_aot_clm_step.cc), the generic kernel otherwise.
+ALIGNED_ARGS = {"g_ptr", "m_ptr", "v_ptr", "x_ptr", "p_ptr", "master_ptr", "partials_ptr", "n", "rows"}
+for _name in [v for v in VARIANTS if "_reduce_" in v or "_apply_" in v]:
+    VARIANTS[_name + "_a16"] = VARIANTS[_name]
 KERNEL_SETS = {"all": tuple(VARIANTS), "clm_f32": tuple(v for v in VARIANTS if "bf16" not in v)}
 
 # Argument types of the kernels' non-constexpr parameters (Triton signature strings).
@@ -152,10 +163,13 @@ def build(out: Path, targets: list[str], kernel_names: list[str]) -> dict:
         fn_name, constexprs, per_program = VARIANTS[variant]
         fn = getattr(tk, fn_name)
         sig, c_args = signature_of(fn, constexprs)
+        attrs = {}
+        if variant.endswith("_a16"):  # Note [aligned variants]
+            attrs = {(fn.arg_names.index(a),): [["tt.divisibility", 16]] for a in ALIGNED_ARGS if a in sig}
         entry = None
         for arch in targets:
             t0 = time.perf_counter()
-            compiled = triton.compile(ASTSource(fn, sig, constexprs=constexprs), target=target_of(arch),
+            compiled = triton.compile(ASTSource(fn, sig, constexprs=constexprs, attrs=attrs), target=target_of(arch),
                                       options=dict(num_warps=NUM_WARPS, enable_fp_fusion=False))
             timings[f"{variant}@{arch}"] = round(time.perf_counter() - t0, 3)
             md = compiled.metadata

@@ -34,12 +34,14 @@ struct ClmScalars {
   float beta1 = 0.9f, one_minus_beta1 = 0.1f, beta2 = 0.999f, one_minus_beta2 = 0.001f, eps = 1e-8f;
 };
 
-// The kernels the launches below use and the signature each is packed for.
+// The kernels the launches below use and the signature each is packed for
+// (the pass kernels also as NAME_a16: Note [aligned variants] in build_triton_aot.py).
 struct AotKernelAbi {
   std::string_view name;
   std::string_view signature;
 };
-extern const AotKernelAbi kClmKernelSet[8];
+inline constexpr int kClmKernelCount = 12;
+extern const AotKernelAbi kClmKernelSet[kClmKernelCount];
 
 // Every kernel of kClmKernelSet is in `manifest` with exactly that signature,
 // the pass kernels say how many elements a program takes; false with `why`
