@@ -130,14 +130,15 @@ def test_nonfinite_gradient_is_reported_and_writes_nothing():
     assert opt.state[a]["step"].item() == 1.0
 
 
+@pytest.mark.parametrize("sizes", [[1 << 16, 1000, 4099, 1 << 18, 48], [1 << 16, 1024, 4096, 1 << 18, 48]],
+                         ids=["generic", "aligned"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_many_tensors_multi_tensor_kernels_match_the_nvcc_kernels(dtype):
+def test_many_tensors_multi_tensor_kernels_match_the_nvcc_kernels(dtype, sizes):
     """Note [tensor tables]: several CLM tensors of one group share a finite-check and an apply launch
     (sizes a multiple of 16 and not: the ALIGNED and the generic kernels); the parameters agree with
     the nvcc kernels' (fp32 within the contract, bf16 bit for bit where the masters agree), and a
     step never waits for the host."""
     torch.manual_seed(4)
-    sizes = [1 << 16, 1000, 4099, 1 << 18, 48]
     inits = [torch.randn(n, device="cuda").to(dtype) for n in sizes]
     ours = [torch.nn.Parameter(x.clone()) for x in inits]
     theirs = [torch.nn.Parameter(x.clone()) for x in inits]
