@@ -233,8 +233,14 @@ class TritonStepPlan:
         key = tuple(addresses)
         cached = b.tables.get(block)
         if cached is None or cached[0] != key:
-            aligned = all(a % 16 == 0 for ptrs in addresses for a in ptrs) and all(r[1] % 16 == 0 for r in rows)
-            cached = b.tables[block] = (key, torch.tensor(rows, dtype=torch.int64).to(self.device), aligned)
+            # fp32 batches only, as the AOT _a16 kernels (build_triton_aot.py: bf16 ones faulted there)
+            aligned = (b.pdtype == tk.F32 and b.gdtype == tk.F32 and all(r[1] % 16 == 0 for r in rows)
+                       and all(a % 16 == 0 for ptrs in addresses for a in ptrs))
+            # Pinned and non-blocking: a pageable copy would wait for the queued GPU work (the step
+            # must never wait for the host; the first GPU run of this code did, 102 ms behind a sleep).
+            # The caching host allocator keeps the pinned rows until the copy has run.
+            host = torch.tensor(rows, dtype=torch.int64, pin_memory=self.device.type != "cpu")
+            cached = b.tables[block] = (key, host.to(self.device, non_blocking=True), aligned)
         return cached[1], cached[2]
 
     def _allocate(self, o: GroupOptions, t: TensorStep) -> None:

@@ -88,7 +88,9 @@ VARIANTS = {
 # n (and rows); the C++ launcher takes it when a tensor's addresses and N qualify
 # (triton_aot_clm_step.cc), the generic kernel otherwise.
 ALIGNED_ARGS = {"g_ptr", "m_ptr", "v_ptr", "x_ptr", "p_ptr", "master_ptr", "partials_ptr", "n", "rows"}
-for _name in [v for v in VARIANTS if "_reduce_" in v or "_apply_" in v]:
+# The bf16 ones are left out: their _a16 build faulted on the H200 (an illegal address in the first
+# run that had them; not yet understood), so bf16 tensors take the generic kernels.
+for _name in [v for v in VARIANTS if ("_reduce_" in v or "_apply_" in v) and "bf16" not in v]:
     VARIANTS[_name + "_a16"] = VARIANTS[_name]
 KERNEL_SETS = {"all": tuple(VARIANTS), "clm_f32": tuple(v for v in VARIANTS if "bf16" not in v)}
 
