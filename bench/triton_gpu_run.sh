@@ -5,7 +5,7 @@
 # from the CPU machine in ./aot, which is the point: built without a GPU), run
 # the C++ AOT test (its kernels launched from C++, no Python), the GPU Triton
 # tests, the kernel benchmark and the end-to-end training loop.
-#   bash bench/triton_gpu_run.sh [build] [aot] [tests] [bench] [loop]
+#   bash bench/triton_gpu_run.sh [build] [aot] [tests] [aottests] [bench] [aotbench] [sweep] [loop]
 # At most 8 files come back from $OUT.
 set -u
 phases=${*:-build aot tests bench sweep loop}
@@ -41,8 +41,16 @@ for phase in $phases; do
     tests)
       PYTHONPATH=$site timeout 300 python3 -m pytest -q -p no:cacheprovider -o addopts= tests/optim/test_gpu_triton.py \
         -rs 2>&1 | tee "$out/pytest.log" | tail -15 ;;
+    aottests)  # the triton-aot backend (luminav_step) with the CPU-built kernels, and the JIT's tests
+      LUMINAV_TRITON_AOT_DIR=$PWD/aot PYTHONPATH=$site timeout 200 python3 -m pytest -q -p no:cacheprovider -o addopts= \
+        tests/optim/test_gpu_triton_aot.py tests/optim/test_gpu_triton.py ${AOTTESTS_K:+-k "$AOTTESTS_K"} -rs 2>&1 \
+        | tee "$out/pytest.log" | tail -15 ;;
     bench)
       PYTHONPATH=$site timeout 200 python3 bench/triton_step_bench.py --reps 7 --out "$out/bench.json" 2>&1 | tee "$out/bench.log" | tail -20 ;;
+    aotbench)  # the JIT at its tuned default, the AOT kernels through luminav_step, side by side (one run)
+      LUMINAV_TRITON_AOT_DIR=$PWD/aot PYTHONPATH=$site timeout 200 python3 bench/triton_step_bench.py --reps 7 \
+        --skip-compile --kinds luminav_nvcc luminav_triton torch_fused_adamw luminav_step_nvcc luminav_step_triton_aot \
+        --out "$out/bench.json" 2>&1 | tee "$out/bench.log" | tail -20 ;;
     sweep)  # the apply kernel's block and warps (LUMINAV_TRITON_APPLY_BLOCK / _NUM_WARPS), CLM fp32 2^28
       for cfg in 1024:4 2048:4 4096:8 4096:16 8192:16; do
         LUMINAV_TRITON_APPLY_BLOCK=${cfg%:*} LUMINAV_TRITON_NUM_WARPS=${cfg#*:} PYTHONPATH=$site timeout 60 \
@@ -52,6 +60,9 @@ for phase in $phases; do
     loop)
       PYTHONPATH=$site timeout 240 python3 bench/optim_training_loop.py --kinds torch_fused luminav luminav_triton \
         --reps 5 --steps 3 --json "$out/loop.json" 2>&1 | tee "$out/loop.log" | tail -12 ;;
+    loopab)  # the JIT step one launch per tensor again (LUMINAV_TRITON_MULTI_TENSOR=0), for the A/B
+      LUMINAV_TRITON_MULTI_TENSOR=0 PYTHONPATH=$site timeout 120 python3 bench/optim_training_loop.py \
+        --kinds luminav_triton --reps 5 --steps 3 --json "$out/loop_single.json" 2>&1 | tee "$out/loop_single.log" | tail -8 ;;
   esac
   echo "phase $phase: $(( $(date +%s) - t0 )) s" | tee -a "$out/build.log"
 done

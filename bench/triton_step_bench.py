@@ -33,7 +33,27 @@ def copy_gbs(n: int) -> float:
     return 8 * n / (ms * 1e-3) / 1e9
 
 
+class SynchronousStep:
+    """luminav_step on one tensor through a named backend (luminamoon.optim.step): the synchronous
+    entry point, whose finite check reads its verdict back to the host before pass 2. The same path
+    for the nvcc kernels ("cuda") and the Triton AOT kernels ("triton-aot"), so the two compare."""
+
+    def __init__(self, p: torch.nn.Parameter, backend: str):
+        from luminamoon import optim
+        self.optim, self.p, self.backend, self.t = optim, p, backend, 0
+        self.m = torch.zeros(p.shape, device=p.device, dtype=torch.float32)
+        self.v = torch.zeros_like(self.m)
+        self.master = p.detach().float().clone() if p.dtype != torch.float32 else None
+
+    def step(self):
+        self.t += 1
+        self.optim.step(self.p.data, self.p.grad, self.m, self.v, self.master, lr=1e-3, beta1=0.9, beta2=0.999,
+                        eps=1e-8, weight_decay=0.01, step=self.t, backend=self.backend)
+
+
 def optimizer(kind: str, p: torch.nn.Parameter, mode: str):
+    if kind in ("luminav_step_nvcc", "luminav_step_triton_aot"):
+        return SynchronousStep(p, "cuda" if kind == "luminav_step_nvcc" else "triton-aot")
     if kind == "torch_fused_adamw":
         return torch.optim.AdamW([p], lr=1e-3, weight_decay=0.01, fused=True)
     backend = {"luminav_nvcc": "auto", "luminav_triton": "triton"}[kind]
@@ -57,6 +77,8 @@ def run_case(name: str, kinds: list[str], warmup: int, reps: int) -> dict:
     for kind in kinds:
         if kind == "torch_fused_adamw" and (mode != "clm" or dtype != torch.float32):
             continue  # torch keeps no fp32 masters and no TD-CLM
+        if kind.startswith("luminav_step_") and mode != "clm":
+            continue  # the AOT kernel set is CLM (Note [AOT kernel set])
         torch.manual_seed(0)
         p = torch.nn.Parameter(torch.randn(shape, device="cuda").to(dtype))
         p.grad = (0.01 * torch.randn(shape, device="cuda")).to(dtype)
@@ -64,7 +86,7 @@ def run_case(name: str, kinds: list[str], warmup: int, reps: int) -> dict:
         per = bytes_per if kind != "torch_fused_adamw" else 28  # no finite check
         ms = cuda_event_median(opt.step, warmup, reps)[0]
         out[kind] = {"ms": ms, "gbs": per * n / (ms * 1e-3) / 1e9, "bytes_per_element": per}
-        print(f"{name:20s} {kind:18s} {ms:8.3f} ms  {out[kind]['gbs']:7.0f} GB/s", flush=True)
+        print(f"{name:20s} {kind:24s} {ms:8.3f} ms  {out[kind]['gbs']:7.0f} GB/s", flush=True)
         del opt, p
         torch.cuda.empty_cache()
     return out
@@ -106,7 +128,8 @@ def compile_times() -> dict:
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--cases", nargs="*", default=list(CASES))
-    ap.add_argument("--kinds", nargs="*", default=["luminav_nvcc", "luminav_triton", "torch_fused_adamw"])
+    ap.add_argument("--kinds", nargs="*", default=["luminav_nvcc", "luminav_triton", "torch_fused_adamw"],
+                    help="also luminav_step_nvcc, luminav_step_triton_aot (the synchronous luminav_step)")
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--skip-compile", action="store_true", help="skip the first-step compile timing")

@@ -40,8 +40,10 @@ def _version_of(module: str) -> str:
         return "not installed"
 
 
-def _triton_backends() -> list[dict]:
-    """backend="triton" (the JIT kernels through torch) and the Triton AOT kernels built with the library."""
+def _triton_backends(listed: set[str]) -> list[dict]:
+    """backend="triton" (the JIT kernels through torch) and the Triton AOT kernels built with the library
+    that the library's own registry (`listed`) does not report: the ROCm ones, and the CUDA ones of a
+    build without the triton-aot backend."""
     import importlib.util
     import json
     out = []
@@ -56,6 +58,8 @@ def _triton_backends() -> list[dict]:
     for platform_name in ("cuda", "rocm"):
         manifest = kernels / platform_name / "manifest.json"
         name = "triton-aot" if platform_name == "cuda" else "triton-aot-rocm"
+        if name in listed:
+            continue
         try:
             m = json.loads(manifest.read_text())
         except (OSError, ValueError):
@@ -63,10 +67,13 @@ def _triton_backends() -> list[dict]:
                         "why_not": f"built without Triton AOT kernels (no {manifest})"})
             continue
         archs = sorted({a["arch"] for a in m["artifacts"]})
-        note = (f"Triton {m['triton_version']} kernels built for {', '.join(archs)}; the C++ loader "
-                "(src/optim/triton) launches them, but luminav_step / LUMINAV_FORCE_BACKEND cannot pick them yet")
         if platform_name == "rocm":
-            note += "; no AMD GPU is reachable from this project's machines: the HIP launch has never run"
+            note = (f"Triton {m['triton_version']} kernels built for {', '.join(archs)}; the C++ loader "
+                    "(src/optim/triton) launches them through hipModuleLaunchKernel, but no AMD GPU is reachable "
+                    "from this project's machines: the HIP launch has never run")
+        else:
+            note = (f"Triton {m['triton_version']} kernels built for {', '.join(archs)}, but this build of "
+                    "libluminav has no triton-aot backend to run them")
         out.append({"name": name, "available": False, "why_not": note})
     return out
 
@@ -84,7 +91,7 @@ def collect() -> dict:
         if devices:
             entry["devices"] = devices.splitlines()
         backends.append(entry)
-    backends.extend(_triton_backends())
+    backends.extend(_triton_backends({b["name"] for b in backends}))
     return {
         "cpu": {"model": _cpu_model(), "machine": platform.machine(), "features": _native.cpu_features().split(","),
                 "luminav_threads": _native.get_num_threads()},

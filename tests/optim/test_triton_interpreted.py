@@ -21,7 +21,7 @@ triton = pytest.importorskip("triton")
 tl = pytest.importorskip("triton.language")
 
 from luminav_reference import (BF16, Hyper, bf16_rne_bits, bf16_stochastic_bits, exp_avg_sq_length,  # noqa: E402
-                               f16_stochastic_bits, rounding_bits_array)
+                               f16_stochastic_bits, reference_step, rounding_bits_array)
 from luminav_triton_cases import DTYPES, MODES, OPTIONS, check_against_reference, one_step, options_of  # noqa: E402
 
 from luminamoon.optim import NonFiniteGradientError  # noqa: E402
@@ -249,3 +249,52 @@ def test_info_lists_the_triton_backends_and_says_no_amd_gpu_was_reachable():
     rocm = names["triton-aot-rocm"]
     if "no AMD GPU" not in rocm["why_not"]:
         assert "built without Triton AOT kernels" in rocm["why_not"], rocm
+
+
+def test_many_clm_tensors_step_through_the_multi_tensor_kernels():
+    """Note [tensor tables]: a group's CLM tensors of one dtype pair share one finite-check and one
+    apply launch; each tensor still meets the reference (options that need no per-tensor globals:
+    soft clip, look-ahead, element bound, loss scale) and its stochastic rounding bits; a gradient
+    in a new tensor (a new address) is read from its new address on the next step."""
+    hp = Hyper(tau=0.05, lam=0.3, bound_mode=2, bound_ratio=2e-5, grad_scale=1024.0)
+    gen = torch.Generator().manual_seed(21)
+    # fp32: every N a multiple of 16 (the ALIGNED kernels); bf16: none
+    shapes = {torch.float32: [(40, 32), (16,), (1104,)], torch.bfloat16: [(40, 33), (5,), (1100,)]}
+    cases = []  # (param, state, x_old, m, v, grad, master, seed)
+    for pdtype in (torch.float32, torch.bfloat16):
+        for shape in shapes[pdtype]:
+            x = torch.randn(shape, generator=gen)
+            g = torch.randn(shape, generator=gen) * 0.1 * hp.grad_scale
+            m = torch.randn(shape, generator=gen) * 0.01
+            v = torch.rand(shape, generator=gen) * 0.01
+            p = x.to(pdtype)
+            master = pdtype != torch.float32
+            state = {"exp_avg": m.clone(), "exp_avg_sq": v.clone()}
+            if master:
+                state["master"] = x.clone()
+            p.grad = g.to(pdtype)
+            cases.append((p, state, x.clone() if master else p.float().clone(), m, v, p.grad.float().clone(),
+                          master, 500 + len(cases)))
+    counter = torch.tensor(2.0)
+    status = torch.zeros(4, dtype=torch.int32)
+    tensors = [TensorStep(c[0], c[1], f"p{i}", i, seed=c[7]) for i, c in enumerate(cases)]
+    group = GroupStep(options_of(hp), counter, tensors)
+    plan = TritonStepPlan(torch.device("cpu"), [group], status)
+    assert [len(b.tensors) for b in group.batches] == [3, 3]
+    assert plan.step(torch.tensor(hp.grad_scale), None, False)
+    assert status.tolist() == [0, 0, 0, 0]
+    assert [table[2] for b in group.batches for table in b.tables.values()] == [True, True, False, False]
+    for p, state, x_old, m, v, g, master, seed in cases:
+        ref = reference_step(hp, x_old.numpy().reshape(-1), m.numpy().reshape(-1), v.numpy().reshape(-1),
+                             g.numpy().reshape(-1), 3, p.shape[0] if p.dim() else 1)
+        check_against_reference(hp, p, state, ref, master=master)
+        if master:
+            x32 = state["master"].numpy().reshape(-1)
+            want = bf16_stochastic_bits(x32, rounding_bits_array(seed, 3, np.arange(x32.size)))
+            np.testing.assert_array_equal(p.view(torch.int16).numpy().view(np.uint16).reshape(-1), want)
+    # A new gradient tensor for tensor 4 holding a NaN: the table follows the new address.
+    cases[4][0].grad = torch.full(shapes[torch.bfloat16][1], float("nan")).to(torch.bfloat16)
+    before = cases[0][0].clone()
+    assert plan.step(torch.tensor(hp.grad_scale), None, False)
+    assert status.tolist() == [5, 5, 0, 0]  # 1 + position 4
+    assert torch.equal(before, cases[0][0])

@@ -19,6 +19,8 @@ In every error case no buffer is modified.
 """
 from __future__ import annotations
 
+import os
+
 import sys
 from typing import Any, NamedTuple
 
@@ -198,10 +200,12 @@ def make_hyperparams(*, lr, beta1, beta2, eps, weight_decay, tau, lam, buffer_mo
 
 
 def run_options(device_type: int, device_index: int, backend: str, stream: int = 0):
-    """Where to run; CUDA tensors route to the cuda backend when `backend` is "auto"."""
+    """Where to run; CUDA tensors route to the cuda backend when `backend` is "auto", unless
+    LUMINAV_FORCE_BACKEND names one (the library's dispatcher then applies it, e.g. triton-aot)."""
     if not isinstance(backend, str):
         raise TypeError(f"backend must be a string, got {type(backend).__name__}")
-    if device_type == _native.DEVICE_CUDA and backend == "auto":
+    forced = os.environ.get("LUMINAV_FORCE_BACKEND", "") not in ("", "auto")
+    if device_type == _native.DEVICE_CUDA and backend == "auto" and not forced:
         backend = "cuda"
     return _native.RunOptions(backend, device_type, device_index, stream)
 

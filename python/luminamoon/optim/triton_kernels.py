@@ -64,6 +64,15 @@ if os.environ.get("TRITON_INTERPRET") == "1":
 NO_BAD = 0x7FFFFFFF
 # Partials per pass-1 program (luminav_partials' fields, counts as exact fp64).
 PARTIAL_FIELDS = 5
+# Note [Triton block sizes]: elements per program of the element-wise kernels and warps per
+# program, for the JIT step (triton_step.py) and the AOT build (build_triton_aot.py) alike. The
+# apply kernel at 1024 elements and 4 warps ran the CLM fp32 step at N = 2^28 in 2.22 ms on the
+# H200 (92% of the device copy), against 2.29-2.47 ms for 2048-8192 elements with 4-16 warps
+# (docs/benchmarks.md, issue 18; docs/runs/issue18_run2/sweep.log).
+APPLY_BLOCK = 1024
+REDUCE_BLOCK = 4096
+FINALIZE_BLOCK = 1024
+NUM_WARPS = 4
 # Parameter/gradient dtype codes of the kernels' DTYPE arguments.
 F32, BF16, F16 = 0, 1, 2
 # TD-CLM second-moment kinds (core::SecondMoment); CLM and per-element TD-CLM are ELEMENT.
@@ -477,36 +486,18 @@ def finalize_kernel(partials_ptr, num_partials, gl_ptr, words_ptr, k_ptr, exp_av
 # ---- pass 2 -------------------------------------------------------------------------------------
 
 
-@triton.jit(do_not_specialize=["seed", "index_offset"])
-def apply_kernel(p_ptr, g_ptr, m_ptr, v_ptr, master_ptr, k_ptr, step_ptr, words_ptr, gl_ptr, new_ptr,
-                 n, rows, cols, seed, index_offset, beta1, one_minus_beta1, beta2, one_minus_beta2, eps, lam,
-                 one_minus_lam, tau, bound_ratio, PDTYPE: tl.constexpr, GDTYPE: tl.constexpr,
-                 KIND: tl.constexpr, MASTER: tl.constexpr, SR: tl.constexpr, HAS_LAM: tl.constexpr,
-                 HAS_TAU: tl.constexpr, CAUTIOUS: tl.constexpr, BOUND: tl.constexpr, SCALED: tl.constexpr,
-                 BLOCK: tl.constexpr):
-    """Steps 1-6 of every element (cuda apply_tile): moments, update, clip, mask, bound, decay,
-    write-back. Program 0 also stores TD-CLM's s or new factors into exp_avg_sq."""
-    pid = tl.program_id(0)
-    open_ = step_open(words_ptr)
-    offs = pid.to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
-    mask = (offs < n) & open_
-    if KIND == 1:
-        if pid == 0:
-            if open_:
-                tl.store(v_ptr, tl.load(gl_ptr + 0))
-    if KIND >= 2:
-        # new_ptr: row[R] (then col[C], col/rho[C]): exp_avg_sq's row (and col), spread over the programs
-        if KIND == 3:
-            factors = rows + cols
-        else:
-            factors = rows
-        for q0 in range(pid * BLOCK, factors, tl.num_programs(0) * BLOCK):
-            q = q0 + tl.arange(0, BLOCK)
-            qm = (q < factors) & open_
-            tl.store(v_ptr + q, tl.load(new_ptr + q, mask=qm, other=0.0), mask=qm)
+@triton.jit
+def apply_tile(p_ptr, g_ptr, m_ptr, v_ptr, master_ptr, k_ptr, step_ptr, gl_ptr, row_ptr, col_over_rho_ptr, offs,
+               mask, cols, seed,
+               index_offset, beta1, one_minus_beta1, beta2, one_minus_beta2, eps, lam, one_minus_lam, tau,
+               bound_ratio, PDTYPE: tl.constexpr, GDTYPE: tl.constexpr, KIND: tl.constexpr, MASTER: tl.constexpr,
+               SR: tl.constexpr, HAS_LAM: tl.constexpr, HAS_TAU: tl.constexpr, CAUTIOUS: tl.constexpr,
+               BOUND: tl.constexpr, SCALED: tl.constexpr):
+    """Steps 1-6 of the elements `offs` of one tensor (cuda apply_tile): moments, update, clip, mask,
+    bound, decay, write-back (seed and index_offset as uint64)."""
     g = scaled_gradient(k_ptr, load_f32(g_ptr, offs, mask, GDTYPE), SCALED)
     m_old = tl.load(m_ptr + offs, mask=mask, other=0.0, eviction_policy="evict_first")
-    second = second_of(v_ptr, gl_ptr, new_ptr, new_ptr + rows + cols, offs, mask, cols, KIND)
+    second = second_of(v_ptr, gl_ptr, row_ptr, col_over_rho_ptr, offs, mask, cols, KIND)
     if MASTER:
         x = tl.load(master_ptr + offs, mask=mask, other=0.0, eviction_policy="evict_first")
     else:
@@ -529,8 +520,110 @@ def apply_kernel(p_ptr, g_ptr, m_ptr, v_ptr, master_ptr, k_ptr, step_ptr, words_
         tl.store(v_ptr + offs, v, mask=mask, cache_modifier=".cs")
     if MASTER:
         tl.store(master_ptr + offs, x, mask=mask, cache_modifier=".cs")
-    store_param(p_ptr, offs, x, mask, seed.to(tl.uint64), tl.load(step_ptr).to(tl.uint64),
-                index_offset.to(tl.uint64), PDTYPE, SR)
+    store_param(p_ptr, offs, x, mask, seed, tl.load(step_ptr).to(tl.uint64), index_offset, PDTYPE, SR)
+
+
+@triton.jit(do_not_specialize=["seed", "index_offset"])
+def apply_kernel(p_ptr, g_ptr, m_ptr, v_ptr, master_ptr, k_ptr, step_ptr, words_ptr, gl_ptr, new_ptr,
+                 n, rows, cols, seed, index_offset, beta1, one_minus_beta1, beta2, one_minus_beta2, eps, lam,
+                 one_minus_lam, tau, bound_ratio, PDTYPE: tl.constexpr, GDTYPE: tl.constexpr,
+                 KIND: tl.constexpr, MASTER: tl.constexpr, SR: tl.constexpr, HAS_LAM: tl.constexpr,
+                 HAS_TAU: tl.constexpr, CAUTIOUS: tl.constexpr, BOUND: tl.constexpr, SCALED: tl.constexpr,
+                 BLOCK: tl.constexpr):
+    """Pass 2 of one tensor (apply_tile); program 0 also stores TD-CLM's s or new factors into exp_avg_sq."""
+    pid = tl.program_id(0)
+    open_ = step_open(words_ptr)
+    offs = pid.to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    mask = (offs < n) & open_
+    if KIND == 1:
+        if pid == 0:
+            if open_:
+                tl.store(v_ptr, tl.load(gl_ptr + 0))
+    if KIND >= 2:
+        # new_ptr: row[R] (then col[C], col/rho[C]): exp_avg_sq's row (and col), spread over the programs
+        if KIND == 3:
+            factors = rows + cols
+        else:
+            factors = rows
+        for q0 in range(pid * BLOCK, factors, tl.num_programs(0) * BLOCK):
+            q = q0 + tl.arange(0, BLOCK)
+            qm = (q < factors) & open_
+            tl.store(v_ptr + q, tl.load(new_ptr + q, mask=qm, other=0.0), mask=qm)
+    apply_tile(p_ptr, g_ptr, m_ptr, v_ptr, master_ptr, k_ptr, step_ptr, gl_ptr, new_ptr, new_ptr + rows + cols, offs,
+               mask, cols,
+               seed.to(tl.uint64), index_offset.to(tl.uint64), beta1, one_minus_beta1, beta2, one_minus_beta2, eps,
+               lam, one_minus_lam, tau, bound_ratio, PDTYPE, GDTYPE, KIND, MASTER, SR, HAS_LAM, HAS_TAU, CAUTIOUS,
+               BOUND, SCALED)
+
+
+# ---- many tensors per launch --------------------------------------------------------------------
+
+# Note [tensor tables]: the multi-tensor kernels take, per launch, a table of TABLE_FIELDS int64 per
+# tensor (its first program, N, the addresses of param, grad, exp_avg, exp_avg_sq and master, the
+# rounding seed, index offset and position) and a program map (int32: the tensor of each program).
+# A program reads its tensor's row and works on BLOCK elements of it, exactly as the one-tensor
+# kernel's program of that index would: the same element math, the same bits. The tables are built
+# on the host once and rebuilt only when an address changes (triton_step.py).
+TABLE_FIELDS = tl.constexpr(10)  # a constexpr global: compiled kernels may read it
+
+
+@triton.jit
+def _table_pointer(row_ptr, field, DTYPE: tl.constexpr, ALIGNED: tl.constexpr):
+    """An address of a tensor table row as a pointer to fp32 (DTYPE 0) or to int16 (16-bit data).
+    ALIGNED: every address and N of the batch are multiples of 16 (Note [aligned variants] in
+    build_triton_aot.py: the hint that lets the compiler vectorize, as the JIT's specialization does)."""
+    if DTYPE == 0:
+        ptr = tl.load(row_ptr + field).to(tl.pointer_type(tl.float32))
+    else:
+        ptr = tl.load(row_ptr + field).to(tl.pointer_type(tl.int16))
+    if ALIGNED:
+        ptr = tl.multiple_of(ptr, 16)
+    return ptr
+
+
+@triton.jit
+def _table_count(row_ptr, ALIGNED: tl.constexpr):
+    """N of a tensor table row (a multiple of 16 when ALIGNED)."""
+    n = tl.load(row_ptr + 1)
+    if ALIGNED:
+        n = tl.multiple_of(n, 16)
+    return n
+
+
+@triton.jit
+def finite_check_multi_kernel(table_ptr, program_map_ptr, k_ptr, words_ptr, GDTYPE: tl.constexpr,
+                              SCALED: tl.constexpr, ALIGNED: tl.constexpr, BLOCK: tl.constexpr):
+    """The finite check of CLM tensors with nothing else to reduce (reduce_kernel's VERDICT): a program
+    that finds a non-finite gradient marks the step with its tensor's position (smallest wins)."""
+    pid = tl.program_id(0)
+    row = table_ptr + tl.load(program_map_ptr + pid).to(tl.int64) * TABLE_FIELDS
+    offs = (pid - tl.load(row + 0)) * BLOCK + tl.arange(0, BLOCK)
+    mask = (offs < _table_count(row, ALIGNED)) & step_open(words_ptr)
+    g = scaled_gradient(k_ptr, load_f32(_table_pointer(row, 3, GDTYPE, ALIGNED), offs, mask, GDTYPE), SCALED)
+    bad = ((g.to(tl.uint32, bitcast=True) & 0x7F800000) == 0x7F800000) & mask
+    if tl.sum(bad.to(tl.int32), axis=0) > 0:
+        tl.atomic_min(words_ptr + 1, tl.load(row + 9).to(tl.int32))
+
+
+@triton.jit
+def apply_multi_kernel(table_ptr, program_map_ptr, k_ptr, step_ptr, words_ptr, beta1, one_minus_beta1, beta2,
+                       one_minus_beta2, eps, lam, one_minus_lam, tau, bound_ratio, PDTYPE: tl.constexpr,
+                       GDTYPE: tl.constexpr, MASTER: tl.constexpr, SR: tl.constexpr, HAS_LAM: tl.constexpr,
+                       HAS_TAU: tl.constexpr, BOUND: tl.constexpr, SCALED: tl.constexpr, ALIGNED: tl.constexpr,
+                       BLOCK: tl.constexpr):
+    """Pass 2 of CLM tensors of one dtype pair (apply_tile, per-element second moments; no cautious
+    mask nor tensor bound, which need per-tensor globals)."""
+    pid = tl.program_id(0)
+    row = table_ptr + tl.load(program_map_ptr + pid).to(tl.int64) * TABLE_FIELDS
+    offs = (pid - tl.load(row + 0)) * BLOCK + tl.arange(0, BLOCK)
+    mask = (offs < _table_count(row, ALIGNED)) & step_open(words_ptr)
+    m_ptr = _table_pointer(row, 4, 0, ALIGNED)
+    v_ptr = _table_pointer(row, 5, 0, ALIGNED)
+    apply_tile(_table_pointer(row, 2, PDTYPE, ALIGNED), _table_pointer(row, 3, GDTYPE, ALIGNED), m_ptr, v_ptr,
+               _table_pointer(row, 6, 0, ALIGNED), k_ptr, step_ptr, v_ptr, v_ptr, v_ptr, offs, mask, 1,
+               tl.load(row + 7).to(tl.uint64), tl.load(row + 8).to(tl.uint64), beta1, one_minus_beta1, beta2,
+               one_minus_beta2, eps, lam, one_minus_lam, tau, bound_ratio, PDTYPE, GDTYPE, 0, MASTER, SR,
+               HAS_LAM, HAS_TAU, False, BOUND, SCALED)
 
 
 # ---- the verdict ---------------------------------------------------------------------------------

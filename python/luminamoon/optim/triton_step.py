@@ -23,17 +23,17 @@ import torch
 
 from . import triton_kernels as tk
 
-# Elements per program of the element-wise kernels and per finalize lane. Note [Triton block
-# sizes]: the apply kernel at 1024 elements and 4 warps per program ran the CLM fp32 step at
-# N = 2^28 in 2.22 ms on the H200 (92% of the device copy), against 2.29-2.47 ms for 2048-8192
-# elements with 4-16 warps (docs/benchmarks.md, issue 18; docs/runs/issue18_run2/sweep.log).
-# LUMINAV_TRITON_APPLY_BLOCK / LUMINAV_TRITON_NUM_WARPS override them (tuning runs).
-APPLY_BLOCK = int(os.environ.get("LUMINAV_TRITON_APPLY_BLOCK", 1024))
-REDUCE_BLOCK = 4096
-FINALIZE_BLOCK = 1024
+# The launch geometry (Note [Triton block sizes] in triton_kernels.py, shared with the AOT build);
+# LUMINAV_TRITON_APPLY_BLOCK / LUMINAV_TRITON_NUM_WARPS override it (tuning runs).
+APPLY_BLOCK = int(os.environ.get("LUMINAV_TRITON_APPLY_BLOCK", tk.APPLY_BLOCK))
+REDUCE_BLOCK = tk.REDUCE_BLOCK
+FINALIZE_BLOCK = tk.FINALIZE_BLOCK
 FACTOR_TILE = 4096        # elements of a row/column-sum program's tile
 FACTOR_CHUNK_ROWS = 256   # rows per column-sum program (their partials are added in chunk order)
-NUM_WARPS = int(os.environ.get("LUMINAV_TRITON_NUM_WARPS", 4))  # apply and reduce (tuned together)
+NUM_WARPS = int(os.environ.get("LUMINAV_TRITON_NUM_WARPS", tk.NUM_WARPS))  # apply and reduce (tuned together)
+# Note [tensor tables]: CLM tensors of a group step two launches per dtype pair (finite check,
+# apply) instead of two per tensor; LUMINAV_TRITON_MULTI_TENSOR=0 keeps one launch per tensor (A/B).
+MULTI_TENSOR = os.environ.get("LUMINAV_TRITON_MULTI_TENSOR", "1") != "0"
 FACTOR_WARPS = 8  # the row and column sums of TD-CLM (as measured)
 # Note [no contraction]: the nvcc kernels are built with -fmad=false and the host code with
 # -ffp-contract=off, so a*b+c rounds twice everywhere; Triton would fuse it into an FMA and the
@@ -113,9 +113,25 @@ class TensorStep:
     seed: int = 0          # the stochastic rounding seed (state["seed"])
     index_offset: int = 0  # of a shard in its logical tensor
     kind: int = 0
+    batch_gdtype: int | None = None  # in a TensorBatch: the gradient dtype its kernel takes
     rows: int = 1
     cols: int = 1
     scratch: dict = field(default_factory=dict)
+
+
+@dataclass
+class TensorBatch:
+    """CLM tensors of one group and dtype pair stepped by the multi-tensor kernels (Note [tensor
+    tables] in triton_kernels.py): the program maps depend on the sizes alone and are built once; the
+    table holds addresses and is rebuilt when one changes (a new gradient tensor, say)."""
+
+    tensors: list[TensorStep]
+    pdtype: int
+    gdtype: int
+    master: bool
+    reduce_map: torch.Tensor = None
+    apply_map: torch.Tensor = None
+    tables: dict = field(default_factory=dict)  # block -> (addresses, table)
 
 
 @dataclass
@@ -127,6 +143,7 @@ class GroupStep:
     k: torch.Tensor = None
     step: torch.Tensor = None
     lr_cached: float | None = None
+    batches: list[TensorBatch] = field(default_factory=list)
 
 
 def second_moment_kind(options: GroupOptions, param: torch.Tensor) -> tuple[int, int, int]:
@@ -166,6 +183,65 @@ class TritonStepPlan:
                 g.step = torch.zeros(1, dtype=torch.int64, device=device)
                 for t in g.tensors:
                     self._allocate(o, t)
+                if MULTI_TENSOR:
+                    g.batches = self._batches(g)
+        self._in_batch = {id(t) for g in groups for b in g.batches for t in b.tensors}
+
+    # ---- many tensors per launch (Note [tensor tables]) ---------------------------------------
+
+    def _batches(self, g: GroupStep) -> list[TensorBatch]:
+        """The group's CLM tensors that need no per-tensor globals (no cautious mask, no tensor
+        bound), by (param dtype, gradient dtype, master); a single tensor keeps its own launches."""
+        if g.options.needs_update_sums():
+            return []
+        by_key: dict[tuple, list[TensorStep]] = {}
+        for t in g.tensors:
+            if t.kind == tk.ELEMENT and t.param.numel() > 0 and t.param.grad is not None:
+                key = (_DTYPES[t.param.dtype], _DTYPES[t.param.grad.dtype], t.state.get("master") is not None)
+                by_key.setdefault(key, []).append(t)
+        batches = []
+        for (pdtype, gdtype, master), tensors in by_key.items():
+            if len(tensors) < 2:
+                continue
+            b = TensorBatch(tensors, pdtype, gdtype, master)
+            for t in tensors:
+                t.batch_gdtype = gdtype
+            b.reduce_map = self._program_map(tensors, REDUCE_BLOCK)
+            b.apply_map = self._program_map(tensors, APPLY_BLOCK)
+            batches.append(b)
+        return batches
+
+    def _program_map(self, tensors: list[TensorStep], block: int) -> torch.Tensor:
+        counts = torch.tensor([triton_cdiv(t.param.numel(), block) for t in tensors], dtype=torch.int64)
+        return torch.repeat_interleave(torch.arange(len(tensors), dtype=torch.int32), counts).to(self.device)
+
+    def _table(self, b: TensorBatch, grads: dict, block: int) -> tuple[torch.Tensor, bool]:
+        """The batch's table for programs of `block` elements (rebuilt when an address changed), and
+        whether every address and N is a multiple of 16 (the kernels' ALIGNED: vectorized access)."""
+        rows, addresses = [], []
+        first = 0
+        for t in b.tensors:
+            grad = grads[id(t)]
+            master = t.state.get("master")
+            ptrs = (t.param.data_ptr(), grad.data_ptr(), t.state["exp_avg"].data_ptr(),
+                    t.state["exp_avg_sq"].data_ptr(), master.data_ptr() if master is not None else t.param.data_ptr())
+            addresses.append(ptrs)
+            n = t.param.numel()
+            seed = t.seed - (1 << 64) if t.seed >= (1 << 63) else t.seed  # the uint64 bits as int64
+            rows.append([first, n, *ptrs, seed, t.index_offset, t.position])
+            first += triton_cdiv(n, block)
+        key = tuple(addresses)
+        cached = b.tables.get(block)
+        if cached is None or cached[0] != key:
+            # fp32 batches only, as the AOT _a16 kernels (build_triton_aot.py: bf16 ones faulted there)
+            aligned = (b.pdtype == tk.F32 and b.gdtype == tk.F32 and all(r[1] % 16 == 0 for r in rows)
+                       and all(a % 16 == 0 for ptrs in addresses for a in ptrs))
+            # Pinned and non-blocking: a pageable copy would wait for the queued GPU work (the step
+            # must never wait for the host; the first GPU run of this code did, 102 ms behind a sleep).
+            # The caching host allocator keeps the pinned rows until the copy has run.
+            host = torch.tensor(rows, dtype=torch.int64, pin_memory=self.device.type != "cpu")
+            cached = b.tables[block] = (key, host.to(self.device, non_blocking=True), aligned)
+        return cached[1], cached[2]
 
     def _allocate(self, o: GroupOptions, t: TensorStep) -> None:
         t.kind, t.rows, t.cols = second_moment_kind(o, t.param)
@@ -201,6 +277,8 @@ class TritonStepPlan:
                 grad = t.param.grad
                 if grad is None or grad.shape != t.param.shape or grad.dtype not in _DTYPES:
                     return None
+                if t.batch_gdtype is not None and _DTYPES[grad.dtype] != t.batch_gdtype:
+                    return None  # the batch's kernel was chosen for another gradient dtype
                 out.append(grad if grad.is_contiguous() else grad.contiguous())
         return out
 
@@ -235,13 +313,22 @@ class TritonStepPlan:
             for t in g.tensors:
                 per_tensor.append((g, t, next(it)))
         work = [(g, t, grad) for g, t, grad in per_tensor if t.param.numel() > 0]
-        for g, t, grad in work:
+        alone = [(g, t, grad) for g, t, grad in work if id(t) not in self._in_batch]
+        grad_of = {id(t): grad for _, t, grad in work}
+        for g, t, grad in alone:
             self._round(g, t, grad, 0, scaled)
-        for g, t, grad in work:
+        for g in self.groups:
+            if g.options.check_finite:
+                for b in g.batches:
+                    self._finite_check_batch(g, b, grad_of, scaled)
+        for g, t, grad in alone:
             if t.kind != tk.ELEMENT and g.options.needs_update_sums():
                 self._round(g, t, grad, 1, scaled)
-        for g, t, grad in work:
+        for g, t, grad in alone:
             self._apply(g, t, grad, scaled)
+        for g in self.groups:
+            for b in g.batches:
+                self._apply_batch(g, b, grad_of, scaled)
         tk.commit_kernel[(1,)](status, words, found_inf if found_inf is not None else dummy,
                                FOUND_INF=found_inf is not None, SKIP_NONFINITE=bool(skip_nonfinite), **FP_OPTIONS)
         for g in self.groups:
@@ -312,6 +399,22 @@ class TritonStepPlan:
             PDTYPE=_DTYPES[t.param.dtype], GDTYPE=_DTYPES[grad.dtype], KIND=t.kind, MASTER=master is not None,
             SR=o.stochastic_rounding and t.param.dtype != torch.float32, HAS_LAM=o.lam != 0.0, HAS_TAU=o.tau > 0.0,
             CAUTIOUS=o.cautious, BOUND=o.bound_mode, SCALED=scaled, BLOCK=APPLY_BLOCK, num_warps=NUM_WARPS, **FP_OPTIONS)
+
+
+    def _finite_check_batch(self, g: GroupStep, b: TensorBatch, grads: dict, scaled: bool) -> None:
+        table, aligned = self._table(b, grads, REDUCE_BLOCK)
+        tk.finite_check_multi_kernel[(b.reduce_map.numel(),)](
+            table, b.reduce_map, g.k, self.words, GDTYPE=b.gdtype, SCALED=scaled, ALIGNED=aligned, BLOCK=REDUCE_BLOCK,
+            num_warps=NUM_WARPS, **FP_OPTIONS)
+
+    def _apply_batch(self, g: GroupStep, b: TensorBatch, grads: dict, scaled: bool) -> None:
+        o = g.options
+        table, aligned = self._table(b, grads, APPLY_BLOCK)
+        tk.apply_multi_kernel[(b.apply_map.numel(),)](
+            table, b.apply_map, g.k, g.step, self.words, **o.fp32_args(), bound_ratio=o.bound_ratio,
+            PDTYPE=b.pdtype, GDTYPE=b.gdtype, MASTER=b.master, SR=o.stochastic_rounding and b.pdtype != tk.F32,
+            HAS_LAM=o.lam != 0.0, HAS_TAU=o.tau > 0.0, BOUND=o.bound_mode, SCALED=scaled, ALIGNED=aligned,
+            BLOCK=APPLY_BLOCK, num_warps=NUM_WARPS, **FP_OPTIONS)
 
 
 def triton_cdiv(a: int, b: int) -> int:

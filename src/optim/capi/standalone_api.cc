@@ -33,7 +33,7 @@ namespace dispatch = luminav::dispatch;
 
 const char* platform_of(const luminav::Backend& backend) {
   const std::string_view name = backend.name();
-  if (name == "cuda") return "cuda";
+  if (name == "cuda" || name == "triton-aot") return "cuda";
   if (name == "hip") return "rocm";
   if (name == "vulkan") return "vulkan";
   return "cpu";

@@ -72,6 +72,7 @@ struct Api {
   CUresult (*cuMemAllocHost)(void** ptr, size_t bytes);                  // _v2
   CUresult (*cuMemFreeHost)(void* ptr);
   CUresult (*cuMemcpyDtoHAsync)(void* dst, CUdeviceptr src, size_t bytes, CUstream stream);  // _v2
+  CUresult (*cuMemcpyHtoDAsync)(CUdeviceptr dst, const void* src, size_t bytes, CUstream stream);  // _v2
   CUresult (*cuMemsetD8Async)(CUdeviceptr dst, unsigned char value, size_t count, CUstream stream);
   CUresult (*cuStreamSynchronize)(CUstream stream);
   CUresult (*cuPointerGetAttribute)(void* data, int attribute, CUdeviceptr ptr);

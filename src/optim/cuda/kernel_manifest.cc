@@ -166,6 +166,11 @@ bool parse_kernel_manifest(std::string_view json, KernelManifest* out, std::stri
     k.num_trailing_scratch_ptrs = static_cast<int>(trailing);
     k.block_size = static_cast<int>(block);
     k.shared_mem_bytes = static_cast<int>(shared);
+    if (element per; o["elements_per_program"].get(per) == simdjson::SUCCESS &&
+        per.get_uint64().get(k.elements_per_program) != simdjson::SUCCESS) {
+      *why = "manifest: " + where + ": elements_per_program is not a non-negative integer";
+      return false;
+    }
     m.kernels.push_back(std::move(k));
   }
   *out = std::move(m);

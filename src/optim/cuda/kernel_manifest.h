@@ -33,6 +33,9 @@ struct KernelEntry {
   int num_trailing_scratch_ptrs = 0;  // Triton ABI (Note [trailing scratch pointers])
   int block_size = 0;      // threads per block the kernel is compiled for
   int shared_mem_bytes = 0;  // dynamic shared memory per launch
+  // Triton AOT (optional field): elements one program handles, which fixes the
+  // grid (0: the kernel runs as one program, or the manifest does not say).
+  uint64_t elements_per_program = 0;
 };
 
 struct KernelManifest {

@@ -15,5 +15,6 @@ std::unique_ptr<Backend> make_simd_backend();
 std::unique_ptr<Backend> make_cuda_backend();
 std::unique_ptr<Backend> make_hip_backend();
 std::unique_ptr<Backend> make_vulkan_backend();
+std::unique_ptr<Backend> make_triton_aot_backend();
 
 }  // namespace luminav

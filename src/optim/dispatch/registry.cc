@@ -30,6 +30,9 @@ std::vector<std::unique_ptr<Slot>> build_slots() {
 #ifdef LUMINAV_HAS_CUDA_BACKEND
   made.push_back(make_cuda_backend());
 #endif
+#ifdef LUMINAV_HAS_TRITON_AOT_BACKEND
+  made.push_back(make_triton_aot_backend());
+#endif
 #ifdef LUMINAV_HAS_HIP_BACKEND
   made.push_back(make_hip_backend());
 #endif

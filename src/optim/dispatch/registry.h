@@ -23,7 +23,7 @@ inline constexpr size_t kOffloadMinElements = 16384;
 
 // Every backend name the project knows, compiled in or not.
 inline constexpr std::string_view kKnownBackendNames[] = {"scalar", "simd", "cuda", "hip",
-                                                          "vulkan"};
+                                                          "vulkan", "triton-aot"};
 
 size_t backend_count();
 Backend& backend_at(size_t index);

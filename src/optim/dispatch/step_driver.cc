@@ -324,6 +324,14 @@ core::Status run_step_groups(const luminav_group* groups, size_t count, const lu
   Backend* backend = nullptr;
   if (core::Status s = select_backend(options, total_elements, &backend); !s.ok()) return s;
   ExecContext ctx = context_of(options);
+  if (!backend->supports_async() && backend->device_type() != LUMINAV_DEVICE_CPU) {
+    // The host-side groups driver reads step counters, lr and the status word
+    // on the host: device memory there would be read as host memory.
+    return core::Status::error(LUMINAV_STATUS_BACKEND_UNAVAILABLE,
+                               "backend '" + std::string(backend->name()) +
+                                   "' runs luminav_step / luminav_step_multi only, not luminav_step_groups "
+                                   "(the asynchronous step needs the cuda backend)");
+  }
   if (!backend->supports_async()) {
     ctx.scratch = nullptr;  // host backends keep their own scratch
     ctx.scratch_bytes = 0;

@@ -17,6 +17,7 @@ Triton version recorded with them.
 from __future__ import annotations
 
 import argparse
+import ast
 import hashlib
 import importlib.util
 import json
@@ -28,15 +29,30 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 KERNELS_PY = HERE.parents[2] / "python" / "luminamoon" / "optim" / "triton_kernels.py"
 ALL_TARGETS = ("sm_80", "sm_90", "sm_100", "sm_120", "compute_80", "gfx90a", "gfx942")
-NUM_WARPS = 8
 
 # Note [AOT kernel set]: the variants a C caller needs for one CLM step of fp32, bf16 or fp16
 # parameters (fp32 masters for 16-bit ones, stochastic rounding), with the finite check:
 # the step's constants, pass 1's finite check and its finalize, pass 2, the verdict and the
-# step counter. The launch geometry is fixed here and recorded (block, grid rule).
-APPLY_BLOCK = 2048
-REDUCE_BLOCK = 4096
-FINALIZE_BLOCK = 1024
+# step counter. The launch geometry is the JIT's (Note [Triton block sizes] in triton_kernels.py),
+# recorded per kernel (threads, elements per program); the C++ launcher reads it from the manifest.
+
+
+def _geometry() -> dict:
+    """triton_kernels.py's APPLY_BLOCK, REDUCE_BLOCK, FINALIZE_BLOCK and NUM_WARPS, read without importing triton."""
+    names = {"APPLY_BLOCK", "REDUCE_BLOCK", "FINALIZE_BLOCK", "NUM_WARPS"}
+    found = {}
+    for node in ast.parse(KERNELS_PY.read_text()).body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and getattr(node.targets[0], "id", None) in names:
+            found[node.targets[0].id] = ast.literal_eval(node.value)
+    missing = names - set(found)
+    if missing:
+        raise SystemExit(f"{KERNELS_PY} does not define {sorted(missing)}")
+    return found
+
+
+_G = _geometry()
+APPLY_BLOCK, REDUCE_BLOCK, FINALIZE_BLOCK, NUM_WARPS = (_G[k] for k in ("APPLY_BLOCK", "REDUCE_BLOCK",
+                                                                         "FINALIZE_BLOCK", "NUM_WARPS"))
 
 
 def _apply(pdtype: int, gdtype: int, master: bool) -> dict:
@@ -63,6 +79,19 @@ VARIANTS = {
     "luminav_triton_commit": ("commit_kernel", dict(FOUND_INF=False, SKIP_NONFINITE=False), 0),
     "luminav_triton_advance": ("advance_kernel", dict(), 0),
 }
+# Note [aligned variants]: the JIT specializes every launch on its arguments: a tensor address that is
+# a multiple of 16 bytes and an element count that is a multiple of 16 reach the compiler as
+# tt.divisibility 16, which lets it vectorize the loads and stores (16 bytes per thread). An AOT
+# kernel knows nothing about its arguments, and without the hint the CLM fp32 step at 2^28 ran 17%
+# slower than the same kernel JIT-compiled (docs/benchmarks.md, issue 18 session 2). Each pass
+# kernel therefore also comes as NAME_a16, compiled with those hints on the tensor pointers and on
+# n (and rows); the C++ launcher takes it when a tensor's addresses and N qualify
+# (triton_aot_clm_step.cc), the generic kernel otherwise.
+ALIGNED_ARGS = {"g_ptr", "m_ptr", "v_ptr", "x_ptr", "p_ptr", "master_ptr", "partials_ptr", "n", "rows"}
+# The bf16 ones are left out: their _a16 build faulted on the H200 (an illegal address in the first
+# run that had them; not yet understood), so bf16 tensors take the generic kernels.
+for _name in [v for v in VARIANTS if ("_reduce_" in v or "_apply_" in v) and "bf16" not in v]:
+    VARIANTS[_name + "_a16"] = VARIANTS[_name]
 KERNEL_SETS = {"all": tuple(VARIANTS), "clm_f32": tuple(v for v in VARIANTS if "bf16" not in v)}
 
 # Argument types of the kernels' non-constexpr parameters (Triton signature strings).
@@ -136,10 +165,13 @@ def build(out: Path, targets: list[str], kernel_names: list[str]) -> dict:
         fn_name, constexprs, per_program = VARIANTS[variant]
         fn = getattr(tk, fn_name)
         sig, c_args = signature_of(fn, constexprs)
+        attrs = {}
+        if variant.endswith("_a16"):  # Note [aligned variants]
+            attrs = {(fn.arg_names.index(a),): [["tt.divisibility", 16]] for a in ALIGNED_ARGS if a in sig}
         entry = None
         for arch in targets:
             t0 = time.perf_counter()
-            compiled = triton.compile(ASTSource(fn, sig, constexprs=constexprs), target=target_of(arch),
+            compiled = triton.compile(ASTSource(fn, sig, constexprs=constexprs, attrs=attrs), target=target_of(arch),
                                       options=dict(num_warps=NUM_WARPS, enable_fp_fusion=False))
             timings[f"{variant}@{arch}"] = round(time.perf_counter() - t0, 3)
             md = compiled.metadata

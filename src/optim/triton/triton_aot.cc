@@ -6,6 +6,7 @@
 #include <cstdlib>
 
 #include "optim/cuda/triton_abi.h"
+#include "optim/triton/triton_aot_clm_step.h"
 
 namespace luminav::triton_aot {
 namespace {
@@ -22,6 +23,38 @@ bool read_manifest(const cuda::ArtifactStore& store, cuda::KernelManifest* m, st
 }
 
 }  // namespace
+
+std::string kernel_directory() {
+  const char* env = std::getenv("LUMINAV_TRITON_AOT_DIR");
+  if (env != nullptr && *env != '\0') return env;
+  // Installed beside libluminav (CMake: LUMINA_INSTALL_LIBDIR/luminav_triton_kernels).
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<void*>(&kernel_directory), &info) == 0 || info.dli_fname == nullptr) return "";
+  std::string library = info.dli_fname;
+  const size_t slash = library.rfind('/');
+  return (slash == std::string::npos ? std::string(".") : library.substr(0, slash)) + "/luminav_triton_kernels";
+}
+
+bool check_kernel_directory(const std::string& directory, cuda::KernelManifest* manifest, std::string* why) {
+  const std::string where = "Triton AOT kernels in " + directory + "/cuda";
+  if (directory.empty()) {
+    *why = "no Triton AOT kernel directory (set LUMINAV_TRITON_AOT_DIR)";
+    return false;
+  }
+  cuda::DirectoryArtifactStore store(directory + "/cuda");
+  std::string reason;
+  cuda::KernelManifest m;
+  if (!read_manifest(store, &m, &reason)) {
+    *why = where + ": " + reason + " (a build without LUMINA_TRITON_AOT, moved kernels or another Triton's)";
+    return false;
+  }
+  if (m.platform != "cuda" || !check_clm_kernel_set(m, &reason)) {
+    *why = where + ": " + (m.platform != "cuda" ? "platform " + m.platform + ", not cuda" : reason);
+    return false;
+  }
+  *manifest = std::move(m);
+  return true;
+}
 
 bool CudaKernels::load(const cuda::CudaDriver& driver, const cuda::ArtifactStore& store, int ordinal,
                        CudaKernels* out, std::string* why) {

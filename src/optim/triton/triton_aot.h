@@ -12,6 +12,17 @@
 
 namespace luminav::triton_aot {
 
+// LUMINAV_TRITON_AOT_DIR when set, else luminav_triton_kernels beside the
+// library that holds this code (where CMake installs them); "" when unknown.
+// The CUDA manifest is DIR/cuda/manifest.json.
+std::string kernel_directory();
+
+// DIR/cuda's manifest parsed and checked (Triton version and scratch
+// pointers, the kernel set and the signatures this library packs:
+// check_clm_kernel_set); false with `why` naming the directory and the
+// problem. Reads no artifact, needs no GPU.
+bool check_kernel_directory(const std::string& directory, cuda::KernelManifest* manifest, std::string* why);
+
 // One loaded kernel: the manifest entry and the driver function of the best
 // artifact for the device (Note [trailing scratch pointers] decides its ABI).
 struct LoadedKernel {

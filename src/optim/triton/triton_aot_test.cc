@@ -4,6 +4,7 @@
 #include "optim/triton/triton_aot.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -12,11 +13,13 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "optim/cuda/triton_abi.h"
+#include "optim/triton/triton_aot_clm_step.h"
 
 namespace luminav::triton_aot {
 namespace {
@@ -118,6 +121,97 @@ TEST(TritonAot, WrongScratchPointerCountIsRefused) {
   EXPECT_NE(why.find("has no artifact"), std::string::npos) << why;
 }
 
+// ---- the triton-aot backend's kernel directory (no GPU) ----------------------------------
+
+// A CUDA manifest of the CLM kernel set as build_triton_aot.py writes it (the
+// artifacts are never read by the directory check); `edit` changes one kernel.
+std::string clm_manifest(const std::string& version, int trailing,
+                         const std::function<void(std::string& name, std::string& signature, int& per)>& edit) {
+  std::string artifacts, kernels;
+  for (const AotKernelAbi& abi : kClmKernelSet) {
+    std::string name(abi.name), signature(abi.signature);
+    int per = name.find("reduce") != std::string::npos ? 4096 : name.find("apply") != std::string::npos ? 1024 : 0;
+    edit(name, signature, per);
+    if (name.empty()) continue;  // dropped
+    artifacts += std::string(artifacts.empty() ? "" : ",") + R"({"arch": "sm_90", "kind": "cubin", "file": ")" +
+                 name + R"(.cubin", "size": 1, "sha256": ")" + std::string(64, '0') + R"(", "kernel": ")" + name +
+                 R"(", "symbol": ")" + name + R"("})";
+    kernels += std::string(kernels.empty() ? "" : ",") + R"({"name": ")" + name + R"(", "signature": ")" +
+               signature + R"(", "num_trailing_scratch_ptrs": )" + std::to_string(trailing) +
+               R"(, "block_size": 128, "shared_mem_bytes": 0, "elements_per_program": )" + std::to_string(per) + "}";
+  }
+  return R"({"format": "luminav-kernels/1", "platform": "cuda", "triton_version": ")" + version +
+         R"(", "artifacts": [)" + artifacts + R"(], "kernels": [)" + kernels + "]}";
+}
+
+// A fresh DIR/cuda/manifest.json holding `json`; returns DIR.
+std::string directory_with(const std::string& json, const std::string& tag) {
+  const auto dir = std::filesystem::temp_directory_path() / ("luminav_triton_aot_" + tag + "_" +
+                                                             std::to_string(::getpid()));
+  std::filesystem::create_directories(dir / "cuda");
+  std::FILE* f = std::fopen((dir / "cuda" / "manifest.json").c_str(), "wb");
+  std::fwrite(json.data(), 1, json.size(), f);
+  std::fclose(f);
+  return dir.string();
+}
+
+void keep(std::string&, std::string&, int&) {}
+
+TEST(TritonAotDirectory, TheKernelSetAsBuiltIsAccepted) {
+  cuda::KernelManifest m;
+  std::string why;
+  EXPECT_TRUE(check_kernel_directory(directory_with(clm_manifest("3.6.0", 2, keep), "ok"), &m, &why)) << why;
+  EXPECT_EQ(m.find_kernel("luminav_triton_apply_pf32_gf32")->elements_per_program, 1024u);
+  const std::string built = built_dir("cuda");
+  if (built.empty() || !std::filesystem::exists(built + "/manifest.json")) {
+    GTEST_SKIP() << "built without LUMINA_TRITON_AOT (no triton at build time)";
+  }
+  // The build's own manifest: its signatures are the ones the launcher packs.
+  const std::string base = built.substr(0, built.size() - 5);
+  EXPECT_TRUE(check_kernel_directory(base, &m, &why)) << why;
+  for (const AotKernelAbi& abi : kClmKernelSet) EXPECT_NE(m.find_kernel(abi.name), nullptr) << abi.name;
+}
+
+TEST(TritonAotDirectory, MissingOrMismatchedKernelsAreRefusedWithTheReason) {
+  cuda::KernelManifest m;
+  std::string why;
+  EXPECT_FALSE(check_kernel_directory("/nonexistent/luminav_triton_kernels", &m, &why));
+  EXPECT_NE(why.find("Triton AOT kernels in /nonexistent/luminav_triton_kernels/cuda"), std::string::npos) << why;
+  EXPECT_NE(why.find("LUMINA_TRITON_AOT"), std::string::npos) << why;
+  EXPECT_FALSE(check_kernel_directory("", &m, &why));
+  EXPECT_NE(why.find("LUMINAV_TRITON_AOT_DIR"), std::string::npos) << why;
+
+  // A kernel whose arguments differ from what the launcher packs (another build).
+  auto reordered = [](std::string& name, std::string& sig, int&) {
+    if (name == "luminav_triton_apply_pf32_gf32") sig = "(g_ptr:*fp32, p_ptr:*fp32)";
+  };
+  EXPECT_FALSE(check_kernel_directory(directory_with(clm_manifest("3.6.0", 2, reordered), "sig"), &m, &why));
+  EXPECT_NE(why.find("kernel luminav_triton_apply_pf32_gf32 has signature \"(g_ptr:*fp32, p_ptr:*fp32)\""),
+            std::string::npos) << why;
+
+  // A set without the bf16 kernels (LUMINA_TRITON_AOT_KERNELS=clm_f32).
+  auto no_bf16 = [](std::string& name, std::string&, int&) {
+    if (name.find("bf16") != std::string::npos) name.clear();
+  };
+  EXPECT_FALSE(check_kernel_directory(directory_with(clm_manifest("3.6.0", 2, no_bf16), "set"), &m, &why));
+  EXPECT_NE(why.find("luminav_triton_reduce_gbf16 is missing"), std::string::npos) << why;
+
+  // Scratch pointers of another Triton version than the one recorded.
+  EXPECT_FALSE(check_kernel_directory(directory_with(clm_manifest("3.6.0", 1, keep), "scratch"), &m, &why));
+  EXPECT_NE(why.find("trailing scratch pointer"), std::string::npos) << why;
+
+  // No grid rule for a pass kernel.
+  auto no_per = [](std::string& name, std::string&, int& per) {
+    if (name == "luminav_triton_reduce_gf32") per = 0;
+  };
+  EXPECT_FALSE(check_kernel_directory(directory_with(clm_manifest("3.6.0", 2, no_per), "per"), &m, &why));
+  EXPECT_NE(why.find("elements_per_program"), std::string::npos) << why;
+
+  // Not JSON at all.
+  EXPECT_FALSE(check_kernel_directory(directory_with("{not json", "json"), &m, &why));
+  EXPECT_NE(why.find("not valid JSON"), std::string::npos) << why;
+}
+
 TEST(TritonAot, HipModuleApiFailsCleanlyWithoutRocm) {
   HipModuleApi api;
   std::string why;
@@ -198,34 +292,16 @@ TEST_F(TritonAotGpu, ScratchPointerPackingForZeroOneAndTwoPointers) {
   }
 }
 
-// The device buffers and scalars of one CLM fp32 step (any memory the device reads).
+// The device buffers of one CLM fp32 step, launched through the backend's
+// packing (triton_aot_clm_step.h): prepare, pass 1, pass 2, verdict, counter.
 struct ClmStep {
-  uint64_t x = 0, g = 0, m = 0, v = 0, k = 0, step = 0, hp64 = 0, counter = 0, status = 0, words = 0,
-           partials = 0, gl = 0, scratch = 0;
-  int64_t n = 0, one = 1, zero = 0, seed = 0, position = 0, num_partials = 0;
-  float b1 = 0.9f, omb1 = static_cast<float>(1.0 - 0.9), b2 = 0.999f, omb2 = static_cast<float>(1.0 - 0.999),
-        eps = 1e-8f, lam = 0.0f, oml = 1.0f, tau = 0.0f, ratio = 0.0f;
-  static constexpr int64_t kReduceBlock = 4096, kApplyBlock = 2048;  // build_triton_aot.py's geometry
+  ClmStepBuffers b;
+  ClmTensor t;
+  ClmScalars s;
 
-  // prepare, pass 1 (finite check), finalize, pass 2, verdict, counter: the launches of one step.
-  bool launch(const CudaKernels& kernels, std::string* why) {
-    num_partials = (n + kReduceBlock - 1) / kReduceBlock;
-    void* prepare[] = {&k, &step, &hp64, &counter, &scratch, &scratch, &scratch, &status, &words};
-    void* reduce[] = {&g, &m, &v, &x, &partials, &k, &words, &gl, &scratch, &scratch, &n, &one, &position,
-                      &b1, &omb1, &b2, &omb2, &eps, &lam, &oml, &tau};
-    void* finalize[] = {&partials, &num_partials, &gl, &words, &k, &v, &scratch, &scratch, &scratch,
-                        &n, &n, &one, &one, &position, &b2, &omb2, &ratio};
-    void* apply[] = {&x, &g, &m, &v, &x, &k, &step, &words, &gl, &scratch, &n, &n, &one, &seed,
-                     &zero, &b1, &omb1, &b2, &omb2, &eps, &lam, &oml, &tau, &ratio};
-    void* commit[] = {&status, &words, &scratch};
-    void* advance[] = {&status, &counter};
-    return kernels.launch("luminav_triton_prepare", 1, prepare, nullptr, why) &&
-           kernels.launch("luminav_triton_reduce_gf32", static_cast<unsigned>(num_partials), reduce, nullptr, why) &&
-           kernels.launch("luminav_triton_finalize", 1, finalize, nullptr, why) &&
-           kernels.launch("luminav_triton_apply_pf32_gf32",
-                          static_cast<unsigned>((n + kApplyBlock - 1) / kApplyBlock), apply, nullptr, why) &&
-           kernels.launch("luminav_triton_commit", 1, commit, nullptr, why) &&
-           kernels.launch("luminav_triton_advance", 1, advance, nullptr, why);
+  bool launch(const CudaKernels& kernels, std::string* why) const {
+    return launch_prepare(kernels, b, nullptr, why) && launch_finite_check(kernels, b, t, s, nullptr, why) &&
+           launch_apply(kernels, b, t, s, nullptr, why) && launch_commit(kernels, b, nullptr, why);
   }
 };
 
@@ -257,7 +333,7 @@ TEST_F(TritonAotGpu, ClmStepFromCubinsMatchesFloat64Reference) {
 
   const uint64_t n = 100003;
   ClmStep s;
-  s.n = static_cast<int64_t>(n);
+  s.t.n = static_cast<int64_t>(n);
   auto* x = static_cast<float*>(host_alloc(n * 4));
   auto* g = static_cast<float*>(host_alloc(n * 4));
   auto* m = static_cast<float*>(host_alloc(n * 4));
@@ -266,11 +342,11 @@ TEST_F(TritonAotGpu, ClmStepFromCubinsMatchesFloat64Reference) {
   auto* hp64 = static_cast<double*>(host_alloc(32));
   auto* counter = static_cast<float*>(host_alloc(4));
   auto* status = static_cast<int32_t*>(host_alloc(16));
-  s.x = address(x), s.g = address(g), s.m = address(m), s.v = address(v), s.step = address(step);
-  s.hp64 = address(hp64), s.counter = address(counter), s.status = address(status);
-  s.k = address(host_alloc(64)), s.words = address(host_alloc(8)), s.gl = address(host_alloc(16));
-  s.scratch = address(host_alloc(16));
-  s.partials = address(host_alloc(((n + ClmStep::kReduceBlock - 1) / ClmStep::kReduceBlock) * 5 * 8));
+  s.t.param = address(x), s.t.grad = address(g), s.t.exp_avg = address(m), s.t.exp_avg_sq = address(v);
+  s.b.step = address(step), s.b.hp64 = address(hp64), s.b.counter = address(counter), s.b.status = address(status);
+  s.b.k = address(host_alloc(64)), s.b.words = address(host_alloc(8)), s.b.gl = address(host_alloc(16));
+  s.b.unused = address(host_alloc(16));
+  s.b.partials = address(host_alloc(clm_partials_bytes(kernels, s.t.n)));
   std::mt19937 rng(7);
   std::normal_distribution<float> normal;
   for (uint64_t i = 0; i < n; ++i) {
@@ -282,6 +358,8 @@ TEST_F(TritonAotGpu, ClmStepFromCubinsMatchesFloat64Reference) {
   const double lr = 1e-3, b1 = 0.9, b2 = 0.999, eps = 1e-8, wd = 0.01;
   hp64[0] = b1, hp64[1] = b2, hp64[2] = wd, hp64[3] = lr;
   *counter = 4.0f;  // t = 5
+  s.s = ClmScalars{static_cast<float>(b1), static_cast<float>(1.0 - b1), static_cast<float>(b2),
+                   static_cast<float>(1.0 - b2), static_cast<float>(eps)};
   std::vector<float> x0(x, x + n), m0(m, m + n), v0(v, v + n);
   ASSERT_TRUE(s.launch(kernels, &why)) << why;
   ASSERT_EQ(driver_->api().cuStreamSynchronize(nullptr), cuda::drv::CUDA_SUCCESS);
@@ -333,7 +411,7 @@ TEST_F(TritonAotGpu, StepTimeAtBenchSize) {
   ASSERT_TRUE(load_built_cuda(*driver_, &kernels, &why)) << why;
   const auto& api = driver_->api();
   ClmStep s;
-  s.n = std::atoll(size);
+  s.t.n = std::atoll(size);
   std::vector<cuda::drv::CUdeviceptr> buffers;
   auto device = [&](size_t bytes) {
     cuda::drv::CUdeviceptr p = 0;
@@ -342,14 +420,14 @@ TEST_F(TritonAotGpu, StepTimeAtBenchSize) {
     buffers.push_back(p);
     return static_cast<uint64_t>(p);
   };
-  const size_t bytes = static_cast<size_t>(s.n) * 4;
-  s.x = device(bytes), s.g = device(bytes), s.m = device(bytes), s.v = device(bytes);
-  s.k = device(64), s.step = device(8), s.counter = device(4), s.status = device(16), s.words = device(8);
-  s.gl = device(16), s.scratch = device(16);
-  s.partials = device(((s.n + ClmStep::kReduceBlock - 1) / ClmStep::kReduceBlock) * 5 * 8);
+  const size_t bytes = static_cast<size_t>(s.t.n) * 4;
+  s.t.param = device(bytes), s.t.grad = device(bytes), s.t.exp_avg = device(bytes), s.t.exp_avg_sq = device(bytes);
+  s.b.k = device(64), s.b.step = device(8), s.b.counter = device(4), s.b.status = device(16), s.b.words = device(8);
+  s.b.gl = device(16), s.b.unused = device(16);
+  s.b.partials = device(clm_partials_bytes(kernels, s.t.n));
   auto* hp64 = static_cast<double*>(host_alloc(32));
   hp64[0] = 0.9, hp64[1] = 0.999, hp64[2] = 0.01, hp64[3] = 1e-3;
-  s.hp64 = address(hp64);
+  s.b.hp64 = address(hp64);
   std::vector<double> ms;
   for (int rep = 0; rep < 13; ++rep) {
     const auto t0 = std::chrono::steady_clock::now();
@@ -361,7 +439,7 @@ TEST_F(TritonAotGpu, StepTimeAtBenchSize) {
   std::sort(ms.begin(), ms.end());
   const double median = ms[ms.size() / 2];
   std::printf("triton-aot CLM fp32 step, N=%lld: median %.3f ms over %zu steps, %.0f GB/s at 32 B/element\n",
-              static_cast<long long>(s.n), median, ms.size(), 32.0 * s.n / (median * 1e-3) / 1e9);
+              static_cast<long long>(s.t.n), median, ms.size(), 32.0 * s.t.n / (median * 1e-3) / 1e9);
   for (cuda::drv::CUdeviceptr p : buffers) api.cuMemFree(p);
 }
 

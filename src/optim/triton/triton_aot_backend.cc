@@ -1,0 +1,421 @@
+// The triton-aot backend: luminav_step on CUDA memory through the Triton AOT
+// kernels (build_triton_aot.py), loaded from the manifest beside the library.
+#include "optim/triton/triton_aot_backend.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+
+#include "optim/core/reduction_rounds.h"
+#include "optim/dispatch/backend_error.h"
+#include "optim/triton/triton_aot_clm_step.h"
+
+namespace luminav {
+namespace triton_aot {
+
+namespace {
+
+using cuda::drv::CUcontext;
+using cuda::drv::CUdeviceptr;
+using cuda::drv::CUresult;
+using cuda::drv::CUstream;
+
+const cuda::CudaDriver& driver() { return cuda::CudaDriver::instance(); }
+
+int fail(int code, std::string message) {
+  set_backend_error(std::move(message));
+  return code;
+}
+
+// The step's small device block: constants, words, and the placeholders.
+struct DeviceBlock {
+  float k[8];        // lr, 1 - lr*wd, 1/(1-beta1^t), 1/(1-beta2^t), 1/sigma (triton_kernels.py)
+  int64_t step;      // t
+  int32_t words[2];  // blocked, first failing position
+  float gl[4];       // a tensor's globals (written by finalize, unread by the CLM variants)
+  float unused[4];
+};
+constexpr int32_t kNoBad = 0x7FFFFFFF;  // triton_kernels.NO_BAD
+
+// Buffers of one stream (Note [triton-aot workspaces]).
+struct StreamWork {
+  CUdeviceptr block = 0;
+  CUdeviceptr partials = 0;
+  size_t partials_bytes = 0;
+  int32_t* host_words = nullptr;  // pinned
+  std::vector<double> host_partials;
+};
+
+// Note [triton-aot workspaces]: the kernels of one device are loaded once; each
+// stream gets its own device block and partials, so that steps on different
+// streams never share the constants a queued kernel still reads. A call holds
+// the device's mutex from its first launch to its return.
+struct DeviceState {
+  std::mutex mutex;
+  bool ready = false;
+  std::string why_not;
+  CUcontext context = nullptr;
+  CudaKernels kernels;
+  std::map<CUstream, StreamWork> streams;
+};
+
+class TritonAotBackend final : public Backend {
+ public:
+  std::string_view name() const override { return "triton-aot"; }
+  int device_type() const override { return LUMINAV_DEVICE_CUDA; }
+
+  bool available(std::string* why_not) const override {
+    if (!manifest_ok(why_not)) return false;
+    if (!driver().usable()) {
+      *why_not = driver().why_not();
+      return false;
+    }
+    DeviceState* state = nullptr;
+    if (!const_cast<TritonAotBackend*>(this)->device_state(0, &state, why_not)) return false;
+    return true;
+  }
+
+  std::string detail() const override {
+    std::string why;
+    DeviceState* state = nullptr;
+    if (!const_cast<TritonAotBackend*>(this)->device_state(0, &state, &why) || state->kernels.kernels().empty()) {
+      return {};
+    }
+    return state->kernels.kernels().front().arch + " Triton " + manifest().triton_version;
+  }
+
+  bool serves_pointer(const void* address, int* device_index) const override {
+    if (address == nullptr || !driver().usable()) return false;
+    DeviceState* state = nullptr;
+    std::string why;
+    if (!const_cast<TritonAotBackend*>(this)->device_state(0, &state, &why)) return false;
+    Scope scope(*state);
+    if (!scope.ok || !is_device_memory(address)) return false;
+    if (device_index != nullptr) {
+      int ordinal = 0;
+      const CUresult r = driver().api().cuPointerGetAttribute(
+          &ordinal, cuda::drv::CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, reinterpret_cast<CUdeviceptr>(address));
+      *device_index = r == cuda::drv::CUDA_SUCCESS && ordinal >= 0 ? ordinal : 0;
+    }
+    return true;
+  }
+
+  // TD-CLM is refused before its scalar would be read (check_supported).
+  int load_scalar(const float*, float*, const ExecContext&) override {
+    return fail(LUMINAV_STATUS_BACKEND_UNAVAILABLE, kClmOnly);
+  }
+  int load_scalars(std::span<const float* const>, std::span<float>, const ExecContext&) override {
+    return fail(LUMINAV_STATUS_BACKEND_UNAVAILABLE, kClmOnly);
+  }
+
+  // Round 0 of a CLM step: the finite check of every tensor on the device,
+  // one copy of the words and one synchronisation; the first failing tensor's
+  // nonfinite count is then counted exactly (its pass 1 once more, read back).
+  int reduce(const core::StepConstants& k, std::span<const luminav_tensor> tensors, int round,
+             std::span<const core::TensorGlobals>, std::span<luminav_partials> out, const ExecContext& ctx) override {
+    std::fill(out.begin(), out.end(), luminav_partials{});
+    if (int code = check_supported(k, tensors); code != LUMINAV_STATUS_OK) return code;
+    if (!core::round_has_grad_sums(round) || tensors.empty()) return LUMINAV_STATUS_OK;
+    Call call(*this, ctx, tensors);
+    if (call.code != LUMINAV_STATUS_OK) return call.code;
+    if (int code = call.upload(k); code != LUMINAV_STATUS_OK) return code;
+    const cuda::drv::Api& a = driver().api();
+    std::string why;
+    for (size_t j = 0; j < tensors.size(); ++j) {
+      if (!launch_finite_check(call.state->kernels, call.buffers, clm_tensor(tensors[j], j), scalars(k),
+                               call.stream, &why)) {
+        return fail(LUMINAV_STATUS_DRIVER_ERROR, why);
+      }
+    }
+    CUresult r = a.cuMemcpyDtoHAsync(call.work->host_words, call.buffers.words, 2 * sizeof(int32_t), call.stream);
+    if (r == cuda::drv::CUDA_SUCCESS) r = a.cuStreamSynchronize(call.stream);
+    if (r != cuda::drv::CUDA_SUCCESS) return fail(LUMINAV_STATUS_DRIVER_ERROR, driver().error("cuMemcpyDtoHAsync", r));
+    const int32_t first_bad = call.work->host_words[1];
+    if (first_bad == kNoBad) return LUMINAV_STATUS_OK;
+    if (first_bad < 0 || static_cast<size_t>(first_bad) >= tensors.size()) {
+      return fail(LUMINAV_STATUS_INTERNAL, "triton-aot: the finite check reported position " +
+                                               std::to_string(first_bad) + " of " + std::to_string(tensors.size()));
+    }
+    return count_nonfinite(call, tensors[first_bad], static_cast<size_t>(first_bad), k, &out[first_bad]);
+  }
+
+  int apply(const core::StepConstants& k, std::span<const luminav_tensor> tensors,
+            std::span<const core::TensorGlobals>, const ExecContext& ctx) override {
+    if (int code = check_supported(k, tensors); code != LUMINAV_STATUS_OK) return code;
+    Call call(*this, ctx, tensors);
+    if (call.code != LUMINAV_STATUS_OK) return call.code;
+    if (int code = call.upload(k); code != LUMINAV_STATUS_OK) return code;
+    std::string why;
+    for (size_t j = 0; j < tensors.size(); ++j) {
+      if (!launch_apply(call.state->kernels, call.buffers, clm_tensor(tensors[j], j), scalars(k), call.stream,
+                        &why)) {
+        return fail(LUMINAV_STATUS_DRIVER_ERROR, why);
+      }
+    }
+    return LUMINAV_STATUS_OK;
+  }
+
+ private:
+  static constexpr const char* kClmOnly =
+      "backend 'triton-aot' runs CLM steps only (buffer_mode clm); TD-CLM runs on cuda or LuminaV(backend='triton')";
+
+  // The manifest beside the library, checked once per process.
+  struct Checked {
+    bool ok = false;
+    std::string why_not;
+    cuda::KernelManifest manifest;
+  };
+  static const Checked& checked() {
+    static const Checked c = [] {
+      Checked r;
+      r.ok = check_kernel_directory(kernel_directory(), &r.manifest, &r.why_not);
+      return r;
+    }();
+    return c;
+  }
+  static bool manifest_ok(std::string* why) {
+    if (!checked().ok) *why = checked().why_not;
+    return checked().ok;
+  }
+  static const cuda::KernelManifest& manifest() { return checked().manifest; }
+
+  bool device_state(int ordinal, DeviceState** out, std::string* why) {
+    std::string reason;
+    if (!manifest_ok(&reason)) {
+      *why = reason;
+      return false;
+    }
+    DeviceState* state = nullptr;
+    {
+      std::lock_guard lock(devices_mutex_);
+      auto& slot = devices_[ordinal];
+      if (!slot) slot = std::make_unique<DeviceState>();
+      state = slot.get();
+    }
+    std::lock_guard lock(state->mutex);
+    if (!state->ready && state->why_not.empty()) {
+      const cuda::drv::Api& a = driver().api();
+      cuda::drv::CUdevice device = 0;
+      cuda::DirectoryArtifactStore store(kernel_directory() + "/cuda");
+      if (CUresult r = a.cuDeviceGet(&device, ordinal); r != cuda::drv::CUDA_SUCCESS) {
+        state->why_not = driver().error("cuDeviceGet", r);
+      } else if (CUresult r2 = a.cuDevicePrimaryCtxRetain(&state->context, device); r2 != cuda::drv::CUDA_SUCCESS) {
+        state->why_not = driver().error("cuDevicePrimaryCtxRetain", r2);
+      } else {
+        CUcontext previous = nullptr;
+        a.cuCtxGetCurrent(&previous);
+        if (!CudaKernels::load(driver(), store, ordinal, &state->kernels, &reason)) {
+          state->why_not = "Triton AOT kernels in " + kernel_directory() + "/cuda: " + reason;
+        } else {
+          state->ready = true;
+        }
+        a.cuCtxSetCurrent(previous);  // load made the primary context current; the caller's comes back
+      }
+    }
+    if (!state->ready) {
+      *why = state->why_not;
+      return false;
+    }
+    *out = state;
+    return true;
+  }
+
+  // The device's primary context current on this thread for the scope.
+  struct Scope {
+    bool ok = false;
+    explicit Scope(const DeviceState& s) { ok = driver().api().cuCtxPushCurrent(s.context) == cuda::drv::CUDA_SUCCESS; }
+    ~Scope() {
+      CUcontext popped = nullptr;
+      if (ok) driver().api().cuCtxPopCurrent(&popped);
+    }
+    Scope(const Scope&) = delete;
+    Scope& operator=(const Scope&) = delete;
+  };
+
+  static bool is_device_memory(const void* p) {
+    unsigned memory_type = 0;
+    const CUresult r = driver().api().cuPointerGetAttribute(&memory_type, cuda::drv::CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+                                                            reinterpret_cast<CUdeviceptr>(p));
+    return r == cuda::drv::CUDA_SUCCESS &&
+           (memory_type == cuda::drv::CU_MEMORYTYPE_DEVICE || memory_type == cuda::drv::CU_MEMORYTYPE_UNIFIED);
+  }
+
+  // What the kernel set holds (Note [AOT kernel set]); anything else is refused
+  // before a launch, naming the option and where it runs.
+  static int check_supported(const core::StepConstants& k, std::span<const luminav_tensor> tensors) {
+    if (k.tdclm) return fail(LUMINAV_STATUS_BACKEND_UNAVAILABLE, kClmOnly);
+    const char* option = k.lam != 0.0f ? "lam" : k.tau != 0.0f ? "tau" : k.cautious ? "cautious"
+                         : k.bound_mode != 0 ? "bound_mode" : k.inv_grad_scale != 1.0f ? "grad_scale" : nullptr;
+    if (option != nullptr) {
+      return fail(LUMINAV_STATUS_BACKEND_UNAVAILABLE,
+                  std::string("backend 'triton-aot' has no kernel for ") + option +
+                      " (its AOT set is AdamW-form CLM; the cuda backend and LuminaV(backend='triton') run every option)");
+    }
+    if (k.step >= (uint64_t{1} << 53)) {
+      return fail(LUMINAV_STATUS_BACKEND_UNAVAILABLE, "backend 'triton-aot': step must be below 2^53");
+    }
+    for (size_t j = 0; j < tensors.size(); ++j) {
+      const luminav_tensor& t = tensors[j];
+      const bool f32 = t.param_dtype == LUMINAV_DTYPE_F32 && t.grad_dtype == LUMINAV_DTYPE_F32 && t.master == nullptr;
+      const bool bf16 = t.param_dtype == LUMINAV_DTYPE_BF16 && t.grad_dtype == LUMINAV_DTYPE_BF16 &&
+                        t.master != nullptr && k.stochastic_rounding;
+      if (!f32 && !bf16) {
+        return fail(LUMINAV_STATUS_BACKEND_UNAVAILABLE,
+                    "tensors[" + std::to_string(j) +
+                        "]: backend 'triton-aot' has kernels for fp32 parameters and gradients without masters, "
+                        "and for bf16 ones with fp32 masters and stochastic rounding only");
+      }
+    }
+    return LUMINAV_STATUS_OK;
+  }
+
+  static ClmTensor clm_tensor(const luminav_tensor& t, size_t position) {
+    ClmTensor c;
+    c.param = reinterpret_cast<uint64_t>(t.param);
+    c.grad = reinterpret_cast<uint64_t>(t.grad);
+    c.exp_avg = reinterpret_cast<uint64_t>(t.exp_avg);
+    c.exp_avg_sq = reinterpret_cast<uint64_t>(t.exp_avg_sq);
+    c.master = reinterpret_cast<uint64_t>(t.master);
+    c.n = static_cast<int64_t>(t.num_elements);
+    c.seed = static_cast<int64_t>(t.seed);
+    c.index_offset = static_cast<int64_t>(t.index_offset);
+    c.position = static_cast<int64_t>(position);
+    c.bf16 = t.param_dtype == LUMINAV_DTYPE_BF16;
+    return c;
+  }
+
+  static ClmScalars scalars(const core::StepConstants& k) {
+    return {k.beta1, k.one_minus_beta1, k.beta2, k.one_minus_beta2, k.eps};
+  }
+
+  // One entry point's hold on a device and stream: the context pushed, the
+  // pointers checked, the stream's buffers sized and the step's block uploaded
+  // (the host's constants, the words open).
+  struct Call {
+    int code = LUMINAV_STATUS_OK;
+    DeviceState* state = nullptr;
+    StreamWork* work = nullptr;
+    CUstream stream = nullptr;
+    ClmStepBuffers buffers;
+    std::unique_lock<std::mutex> lock;
+    std::unique_ptr<Scope> scope;
+
+    Call(TritonAotBackend& backend, const ExecContext& ctx, std::span<const luminav_tensor> tensors) {
+      std::string why;
+      if (!backend.device_state(ctx.device_index, &state, &why)) {
+        code = fail(LUMINAV_STATUS_BACKEND_UNAVAILABLE, why);
+        return;
+      }
+      lock = std::unique_lock(state->mutex);
+      scope = std::make_unique<Scope>(*state);
+      if (!scope->ok) {
+        code = fail(LUMINAV_STATUS_DRIVER_ERROR, "triton-aot: cuCtxPushCurrent failed");
+        return;
+      }
+      for (size_t j = 0; j < tensors.size(); ++j) {
+        if (!is_device_memory(tensors[j].param) || !is_device_memory(tensors[j].grad)) {
+          code = fail(LUMINAV_STATUS_INVALID_ARGUMENT, "tensors[" + std::to_string(j) +
+                                                           "]: param and grad must be CUDA device memory");
+          return;
+        }
+      }
+      stream = static_cast<CUstream>(ctx.stream);
+      work = &state->streams[stream];
+      size_t partials = 0;
+      for (const luminav_tensor& t : tensors) {
+        partials = std::max(partials, clm_partials_bytes(state->kernels, static_cast<int64_t>(t.num_elements)));
+      }
+      if (!allocate(work, stream, partials, &why)) {
+        code = fail(LUMINAV_STATUS_OUT_OF_MEMORY, why);
+        return;
+      }
+      buffers.k = work->block + offsetof(DeviceBlock, k);
+      buffers.step = work->block + offsetof(DeviceBlock, step);
+      buffers.words = work->block + offsetof(DeviceBlock, words);
+      buffers.gl = work->block + offsetof(DeviceBlock, gl);
+      buffers.unused = work->block + offsetof(DeviceBlock, unused);
+      buffers.partials = work->partials;
+    }
+
+    // The host's constants for this step (pageable source: the driver stages
+    // it before returning, so the block may change with the next call).
+    int upload(const core::StepConstants& k) {
+      DeviceBlock b{};
+      b.k[0] = k.lr, b.k[1] = k.decay_factor, b.k[2] = k.inv_bias_correction1;
+      b.k[3] = k.inv_bias_correction2, b.k[4] = k.inv_grad_scale;
+      b.step = static_cast<int64_t>(k.step);
+      b.words[0] = 0, b.words[1] = kNoBad;
+      const CUresult r = driver().api().cuMemcpyHtoDAsync(work->block, &b, sizeof b, stream);
+      return r == cuda::drv::CUDA_SUCCESS ? LUMINAV_STATUS_OK
+                                          : fail(LUMINAV_STATUS_DRIVER_ERROR, driver().error("cuMemcpyHtoDAsync", r));
+    }
+
+    static bool allocate(StreamWork* w, CUstream stream, size_t partials, std::string* why) {
+      const cuda::drv::Api& a = driver().api();
+      if (w->block == 0) {
+        if (CUresult r = a.cuMemAlloc(&w->block, sizeof(DeviceBlock)); r != cuda::drv::CUDA_SUCCESS) {
+          *why = driver().error("cuMemAlloc", r);
+          w->block = 0;
+          return false;
+        }
+        void* pinned = nullptr;
+        if (CUresult r = a.cuMemAllocHost(&pinned, 64); r != cuda::drv::CUDA_SUCCESS) {
+          *why = driver().error("cuMemAllocHost", r);
+          return false;
+        }
+        w->host_words = static_cast<int32_t*>(pinned);
+      }
+      if (w->partials_bytes < partials) {
+        // Kernels queued on this stream may still read the old buffer; it is freed after them.
+        if (w->partials != 0) {
+          a.cuStreamSynchronize(stream);
+          a.cuMemFree(w->partials);
+        }
+        w->partials = 0;
+        w->partials_bytes = 0;
+        if (CUresult r = a.cuMemAlloc(&w->partials, partials); r != cuda::drv::CUDA_SUCCESS) {
+          *why = driver().error("cuMemAlloc", r) + " (" + std::to_string(partials) + " bytes of partials)";
+          w->partials = 0;
+          return false;
+        }
+        w->partials_bytes = partials;
+      }
+      return true;
+    }
+  };
+
+  // The exact nonfinite count of the tensor the finite check named.
+  int count_nonfinite(Call& call, const luminav_tensor& t, size_t position, const core::StepConstants& k,
+                      luminav_partials* out) {
+    const cuda::drv::Api& a = driver().api();
+    std::string why;
+    if (int code = call.upload(k); code != LUMINAV_STATUS_OK) return code;
+    if (!launch_finite_check(call.state->kernels, call.buffers, clm_tensor(t, position), scalars(k), call.stream,
+                             &why)) {
+      return fail(LUMINAV_STATUS_DRIVER_ERROR, why);
+    }
+    const size_t programs = clm_partials_bytes(call.state->kernels, static_cast<int64_t>(t.num_elements)) /
+                            (5 * sizeof(double));
+    call.work->host_partials.resize(programs);  // field 0 (field-major): one count per program
+    CUresult r = a.cuMemcpyDtoHAsync(call.work->host_partials.data(), call.buffers.partials,
+                                     programs * sizeof(double), call.stream);
+    if (r == cuda::drv::CUDA_SUCCESS) r = a.cuStreamSynchronize(call.stream);
+    if (r != cuda::drv::CUDA_SUCCESS) return fail(LUMINAV_STATUS_DRIVER_ERROR, driver().error("cuMemcpyDtoHAsync", r));
+    double count = 0.0;
+    for (double c : call.work->host_partials) count += c;
+    out->nonfinite_count = static_cast<uint64_t>(count);
+    return LUMINAV_STATUS_OK;
+  }
+
+  std::mutex devices_mutex_;
+  std::map<int, std::unique_ptr<DeviceState>> devices_;
+};
+
+}  // namespace
+}  // namespace triton_aot
+
+std::unique_ptr<Backend> make_triton_aot_backend() { return std::make_unique<triton_aot::TritonAotBackend>(); }
+
+}  // namespace luminav
