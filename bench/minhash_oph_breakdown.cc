@@ -11,9 +11,10 @@
 #include <sstream>
 #include <string>
 #include <vector>
+#define XXH_INLINE_ALL
+#include <xxhash.h>
 #include "luminamoon/minhash_lsh.h"
 #include "data/minhash/oph_kernel.h"
-#include "data/minhash/shingle_hash.h"  // XXH3 inlined (XXH_INLINE_ALL)
 #include "data/dedup/text_normalize.h"
 using namespace luminamoon;
 int main(int argc, char** argv) {
@@ -38,15 +39,6 @@ int main(int argc, char** argv) {
   }
   s = now() - t0;
   std::printf("normalize+xxh3: %.1f MB/cpu-s, %zu shingles (%llu)\n", total / s / 1e6, shingles, (unsigned long long)acc);
-  // The same hashes through Note [branch-free shingle hash] (what MinHasher calls).
-  t0 = now(); uint64_t acc2 = 0;
-  for (size_t i = 0; i < b.size(); ++i) {
-    normalize_words(b[i], norm, bounds);
-    size_t nw = bounds.size() / 2;
-    for (size_t k = 0; k + 5 <= nw; ++k) acc2 += shingle_hash(norm.data(), norm.size(), bounds[2*k], bounds[2*(k+4)+1]);
-  }
-  s = now() - t0;
-  std::printf("normalize+shingle_hash: %.1f MB/cpu-s (%s)\n", total / s / 1e6, acc2 == acc ? "same sum" : "DIFFERENT SUM");
   std::vector<uint64_t> xs(shingles + 8); for (auto& x : xs) x = acc = acc * 6364136223846793005ull + 1;
   std::vector<uint64_t> sig(64);
   t0 = now();

@@ -13,7 +13,6 @@
 #include "data/minhash/kept_signatures.h"
 #include "data/minhash/minhash_kernel.h"
 #include "data/minhash/oph_kernel.h"
-#include "data/minhash/shingle_hash.h"
 
 #ifdef LUMINA_MINHASH_WITH_HWY
 #include <hwy/targets.h>
@@ -120,22 +119,6 @@ TEST(OphKernel, VectorEqualsScalarOnEveryTarget) {
       hwy::SetSupportedTargetsForTest(0);
 #endif
       for (uint64_t v : expect) ASSERT_NE(v, kOphEmpty);  // densified
-    }
-  }
-}
-
-// Note [branch-free shingle hash]: xxHash's own entry is the reference, at
-// every length, at the buffer's edges and inside it.
-TEST(ShingleHash, EqualsXxh3AtEveryLengthAndOffset) {
-  std::mt19937_64 rng(5);
-  std::string buffer(300, '\0');
-  for (char& c : buffer) c = static_cast<char>('a' + rng() % 26);
-  for (size_t len = 0; len <= 200; ++len) {
-    for (size_t begin : {size_t{0}, size_t{1}, size_t{15}, size_t{16}, size_t{17}, size_t{40}, buffer.size() - len,
-                         buffer.size() - len - (len < buffer.size() ? 1 : 0), (buffer.size() - len) / 2}) {
-      if (begin + len > buffer.size()) continue;
-      const uint64_t expect = XXH3_64bits_withSeed(buffer.data() + begin, len, kShingleHashSeed);
-      ASSERT_EQ(shingle_hash(buffer.data(), buffer.size(), begin, begin + len), expect) << len << " at " << begin;
     }
   }
 }

@@ -3,6 +3,11 @@
 // kperm permutation minima (vector kernel or the scalar reference).
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
+// Inlined: the shingles are short (~30 bytes), where a call into the shared
+// library and its generic entry cost as much as the hash itself.
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
 #include <bit>
 #include <string>
 
@@ -10,7 +15,6 @@
 #include "data/dedup/text_normalize.h"
 #include "data/minhash/minhash_kernel.h"
 #include "data/minhash/oph_kernel.h"
-#include "data/minhash/shingle_hash.h"
 #include "luminamoon/data_error.h"
 #include "luminamoon/data_threads.h"
 #include "luminamoon/minhash_lsh.h"
@@ -31,7 +35,7 @@ void shingle_hashes_into(std::string_view text, int ngram, std::string& normaliz
   out.resize(words - n + 1);
   for (size_t i = 0; i + n <= words; ++i) {
     const uint32_t begin = bounds[2 * i], end = bounds[2 * (i + n - 1) + 1];
-    out[i] = shingle_hash(normalized.data(), normalized.size(), begin, end);
+    out[i] = XXH3_64bits_withSeed(normalized.data() + begin, end - begin, kShingleHashSeed);
   }
 }
 
