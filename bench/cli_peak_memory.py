@@ -61,9 +61,10 @@ def main() -> int:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--work", default=tempfile.gettempdir())
     ap.add_argument("--json")
-    ap.add_argument("extra", nargs=argparse.REMAINDER, help="after --: more CLI arguments")
-    a = ap.parse_args()
-    extra = ["--threads", str(a.threads)] + [x for x in a.extra if x != "--"]
+    argv = sys.argv[1:]
+    cut = argv.index("--") if "--" in argv else len(argv)  # after --: more CLI arguments
+    a = ap.parse_args(argv[:cut])
+    extra = ["--threads", str(a.threads)] + argv[cut + 1:]
     builds = dict(b.split("=", 1) for b in a.build)
     print(harness.machine())
     results: dict[str, dict[str, list[dict]]] = {b: {i: [] for i in a.inputs} for b in builds}
