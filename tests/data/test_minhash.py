@@ -299,3 +299,21 @@ def test_pipeline_scheme_option(tmp_path):
         assert summary["dropped"] == {"minhash": {"near_duplicate": 1}}, (scheme, summary["dropped"])
     with pytest.raises(Exception, match="unknown scheme 'ohp'; known: oph, kperm"):
         FusedPipeline(**raw, minhash_scheme="ohp").run([str(src)], tmp_path / "bad", resume=False)
+
+
+def test_the_index_keeps_signatures_out_of_memory():
+    # Note [signatures on disk]: in memory only the band tables (8 bands of 12-byte
+    # slots at load >= 0.533), chains and refs (40 bytes, 1.5x growth slack) and one
+    # block of 4,096 signatures; the 256 bytes of verification values per kept
+    # document are in the temporary file. Candidates still verify: a copy of a kept
+    # signature is dropped against it.
+    n = 50_000
+    sigs = np.random.default_rng(3).integers(0, 2**61, size=(n, 64), dtype=np.uint64)
+    lsh = data.MinHashLSH()
+    keep, _ = lsh.add_signatures(sigs)
+    assert keep.all() and len(lsh) == n
+    bound = 8 * 12 / 0.533 + 40 * 1.5 + 4096 * 64 * 4 / n
+    assert lsh.memory_bytes / n <= bound
+    assert lsh.memory_bytes / n < 64 * 4  # under what the signatures alone took in memory
+    keep, matched = lsh.add_signatures(sigs[[7, n - 1]], refs=[n, n + 1])
+    assert keep.tolist() == [False, False] and matched.tolist() == [7, n - 1]

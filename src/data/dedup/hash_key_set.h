@@ -62,11 +62,14 @@ class ReallocArray {
   size_t size_ = 0;
 };
 
-class HashKeySet {
+// Ref: how a ref is stored (the interface takes and gives int64_t): the LSH
+// band tables store 32-bit document ids, 12 instead of 16 bytes a slot.
+template <class Ref>
+class BasicHashKeySet {
  public:
   static constexpr size_t kMinCapacity = 16;
 
-  explicit HashKeySet(bool with_refs, size_t expected = 0) : with_refs_(with_refs) {
+  explicit BasicHashKeySet(bool with_refs, size_t expected = 0) : with_refs_(with_refs) {
     // Sized so that `expected` keys fit without a growth (no 2.5x transient).
     allocate(std::max(kMinCapacity, expected + expected / 4 + 1));
   }
@@ -93,7 +96,7 @@ class HashKeySet {
       i = i + 1 == capacity_ ? 0 : i + 1;
     }
     keys_[i] = key;
-    if (with_refs_) refs_[i] = ref;
+    if (with_refs_) refs_[i] = static_cast<Ref>(ref);
     ++size_;
     if (size_ * 5 > capacity_ * 4) grow();
     return true;
@@ -125,7 +128,7 @@ class HashKeySet {
   size_t size() const { return size_; }
   size_t capacity() const { return capacity_; }
   uint64_t key_bytes() const { return uint64_t{capacity_} * sizeof(uint64_t); }
-  uint64_t memory_bytes() const { return key_bytes() * (with_refs_ ? 2 : 1); }
+  uint64_t memory_bytes() const { return key_bytes() + (with_refs_ ? uint64_t{capacity_} * sizeof(Ref) : 0); }
 
   template <class F>
   void for_each(F&& f) const {
@@ -154,7 +157,7 @@ class HashKeySet {
     for (size_t i = 0; i < old_capacity; ++i) {
       if (keys_[i] == 0 || is_placed(i)) continue;
       uint64_t key = keys_[i];
-      int64_t ref = with_refs_ ? refs_[i] : 0;
+      Ref ref = with_refs_ ? refs_[i] : 0;
       keys_[i] = 0;
       while (key != 0) {
         size_t j = home(key, capacity_);
@@ -170,9 +173,11 @@ class HashKeySet {
   size_t capacity_ = 0;
   size_t size_ = 0;  // includes the zero key
   ReallocArray<uint64_t> keys_;
-  ReallocArray<int64_t> refs_;
+  ReallocArray<Ref> refs_;
   bool has_zero_ = false;
   int64_t zero_ref_ = 0;
 };
+
+using HashKeySet = BasicHashKeySet<int64_t>;
 
 }  // namespace luminamoon

@@ -9,8 +9,9 @@
 namespace luminamoon {
 namespace {
 
-TEST(HashKeySet, MatchesUnorderedMapIncludingZeroKey) {
-  HashKeySet set(/*with_refs=*/true);
+template <class Set>
+void check_against_unordered_map() {
+  Set set(/*with_refs=*/true);
   std::unordered_map<uint64_t, int64_t> reference;
   std::mt19937_64 rng(7);
   for (int64_t i = 0; i < 200000; ++i) {
@@ -30,6 +31,16 @@ TEST(HashKeySet, MatchesUnorderedMapIncludingZeroKey) {
     ASSERT_EQ(reference.at(k), ref);
   });
   EXPECT_EQ(visited, reference.size());
+}
+
+TEST(HashKeySet, MatchesUnorderedMapIncludingZeroKey) { check_against_unordered_map<HashKeySet>(); }
+
+// The LSH band tables' layout: refs stored in 32 bits (ids below 2^32).
+TEST(HashKeySet, ThirtyTwoBitRefsMatchUnorderedMap) {
+  check_against_unordered_map<BasicHashKeySet<uint32_t>>();
+  BasicHashKeySet<uint32_t> narrow(/*with_refs=*/true, 1000);
+  HashKeySet wide(/*with_refs=*/true, 1000);
+  EXPECT_EQ(narrow.memory_bytes() * 4, wide.memory_bytes() * 3);  // 12 against 16 bytes a slot
 }
 
 TEST(HashKeySet, InPlaceGrowthKeepsClustersThatWrapAround) {

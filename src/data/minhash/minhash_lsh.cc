@@ -4,6 +4,7 @@
 
 #include <xxhash.h>
 
+#include <algorithm>
 #include <bit>
 #include <cstdio>
 #include <cstring>
@@ -12,6 +13,7 @@
 
 #include "data/dedup/append_log.h"
 #include "data/dedup/hash_key_set.h"
+#include "data/minhash/kept_signatures.h"
 #include "luminamoon/data_error.h"
 
 namespace luminamoon {
@@ -42,6 +44,13 @@ void refuse_other_scheme(const std::string& path, MinHashScheme wanted) {
                                                ". Signatures of one scheme cannot be compared with the other's: use "
                                                "scheme " + found + " or a new index path");
   }
+}
+
+// Where the signatures' temporary file goes: beside the index, or TMPDIR.
+std::string index_dir(const std::string& index_path) {
+  if (index_path.empty()) return {};
+  const size_t slash = index_path.rfind('/');
+  return slash == std::string::npos ? "." : slash == 0 ? "/" : index_path.substr(0, slash);
 }
 
 // .lsh record: the kept document's ref, then its signature.
@@ -83,12 +92,15 @@ struct MinHashLSH::Impl {
   MinHashLSHOptions options;
   MinHasher hasher;
   size_t width;  // num_perm
-  std::vector<HashKeySet> bands;  // band key -> first kept document with it
-  std::vector<uint32_t> next;     // kept * bands: the chain of documents sharing a key
-  // kept * width: the low 32 bits of each kept signature value, all that
-  // verification compares (Note [verification on 32 bits]).
-  std::vector<uint32_t> signatures;
-  std::vector<int64_t> refs;
+  std::vector<BasicHashKeySet<uint32_t>> bands;  // band key -> first kept document (id) with it
+  // capacity * bands: the chain of documents sharing a key. Grown with realloc
+  // (no copy, no second array at the peak), as refs.
+  ReallocArray<uint32_t> next;
+  ReallocArray<int64_t> refs;
+  size_t kept = 0, capacity = 0;
+  // The low 32 bits of each kept signature value, all that verification
+  // compares (Note [verification on 32 bits]); on disk (Note [signatures on disk]).
+  KeptSignatures signatures;
   std::optional<AppendLog> log;
   WalReplayStats no_log_stats;
   uint64_t seen = 0;
@@ -96,7 +108,8 @@ struct MinHashLSH::Impl {
   explicit Impl(MinHashLSHOptions o)
       : options((validate(o), std::move(o))),
         hasher(options.params),
-        width(static_cast<size_t>(options.params.num_perm)) {
+        width(static_cast<size_t>(options.params.num_perm)),
+        signatures(width, index_dir(options.index.path)) {
     bands.reserve(options.bands);
     for (int b = 0; b < options.bands; ++b) bands.emplace_back(/*with_refs=*/true);
     if (!options.index.path.empty()) {
@@ -116,18 +129,25 @@ struct MinHashLSH::Impl {
   }
 
   void insert(const uint64_t* sig, int64_t ref) {
-    const size_t id = refs.size();
+    const size_t id = kept;
     if (id >= kEndOfChain) {
       throw DataError(DataErrorKind::kUsage, "MinHashLSH: more than 2^32-1 kept documents");
     }
-    for (size_t k = 0; k < width; ++k) signatures.push_back(static_cast<uint32_t>(sig[k]));
-    refs.push_back(ref);
+    if (id == capacity) {
+      capacity = std::max<size_t>(1024, capacity + capacity / 2);
+      next.resize_zeroed(capacity * static_cast<size_t>(options.bands));
+      refs.resize_zeroed(capacity);
+    }
+    signatures.append(sig);
+    refs[id] = ref;
+    ++kept;
     for (int b = 0; b < options.bands; ++b) {
       int64_t head;
-      next.push_back(kEndOfChain);
+      const size_t slot = id * static_cast<size_t>(options.bands) + static_cast<size_t>(b);
+      next[slot] = kEndOfChain;
       if (!bands[b].insert(band_key(sig, b), static_cast<int64_t>(id), &head)) {
         // Link after the head: the table never needs updating.
-        next.back() = next[static_cast<size_t>(head) * options.bands + b];
+        next[slot] = next[static_cast<size_t>(head) * options.bands + b];
         next[static_cast<size_t>(head) * options.bands + b] = static_cast<uint32_t>(id);
       }
     }
@@ -143,7 +163,7 @@ struct MinHashLSH::Impl {
   // full values at insertion, and the .lsh log stores the full values.
   NearDupMatch best_match(const uint64_t* sig, uint32_t* best_id) const {
     NearDupMatch best;
-    uint32_t low[kMaxPermutations];
+    uint32_t low[kMaxPermutations], other[kMaxPermutations];
     for (size_t k = 0; k < width; ++k) low[k] = static_cast<uint32_t>(sig[k]);
     uint32_t best_doc = kEndOfChain;
     double best_similarity = -1.0;
@@ -152,7 +172,7 @@ struct MinHashLSH::Impl {
       if (!bands[b].find(band_key(sig, b), &head)) continue;
       for (uint32_t c = static_cast<uint32_t>(head); c != kEndOfChain;
            c = next[static_cast<size_t>(c) * options.bands + b]) {
-        const uint32_t* other = signatures.data() + static_cast<size_t>(c) * width;
+        signatures.read(c, other);
         size_t equal = 0;
         for (size_t k = 0; k < width; ++k) equal += low[k] == other[k];
         const double sim = static_cast<double>(equal) / static_cast<double>(width);
@@ -239,11 +259,10 @@ const WalReplayStats& MinHashLSH::replay_stats() const {
 }
 const MinHasher& MinHashLSH::hasher() const { return impl_->hasher; }
 const MinHashLSHOptions& MinHashLSH::options() const { return impl_->options; }
-uint64_t MinHashLSH::kept() const { return impl_->refs.size(); }
+uint64_t MinHashLSH::kept() const { return impl_->kept; }
 uint64_t MinHashLSH::documents_seen() const { return impl_->seen; }
 uint64_t MinHashLSH::memory_bytes() const {
-  uint64_t bytes = impl_->signatures.capacity() * 4 + impl_->refs.capacity() * 8 +
-                   impl_->next.capacity() * 4;
+  uint64_t bytes = impl_->signatures.memory_bytes() + impl_->capacity * (8 + 4 * impl_->options.bands);
   for (const auto& b : impl_->bands) bytes += b.memory_bytes();
   return bytes;
 }

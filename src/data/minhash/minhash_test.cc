@@ -10,6 +10,7 @@
 #include <random>
 #include <string>
 
+#include "data/minhash/kept_signatures.h"
 #include "data/minhash/minhash_kernel.h"
 #include "data/minhash/oph_kernel.h"
 
@@ -181,6 +182,54 @@ TEST(MinHashLSH, DropsNearDuplicatesOfKeptDocumentsAndReloads) {
   other_params.bands = 4;
   EXPECT_ANY_THROW(MinHashLSH{other_params});
   std::filesystem::remove_all(dir);
+}
+
+// Note [signatures on disk]: candidates verified against signatures read
+// back from the temporary file (early ids) and from the block still in
+// memory (the last ids) decide as the count of equal values says.
+TEST(MinHashLSH, VerifiesCandidatesFromTheSignatureFileAndTheTail) {
+  constexpr size_t kWidth = 64, kKept = 10000;
+  std::mt19937_64 rng(17);
+  std::vector<uint64_t> sigs(kKept * kWidth);
+  for (auto& v : sigs) v = rng() >> 3;  // distinct documents: no band collides
+  MinHashLSH lsh(MinHashLSHOptions{});
+  std::vector<uint8_t> keep(kKept);
+  std::vector<int64_t> refs(kKept), matched(kKept);
+  for (size_t i = 0; i < kKept; ++i) refs[i] = static_cast<int64_t>(1000 + i);
+  lsh.add_signatures(sigs, refs, keep, matched);
+  ASSERT_EQ(lsh.kept(), kKept);
+  {  // The store alone: one block in memory, the rest read back from the file.
+    KeptSignatures store(kWidth, "");
+    for (size_t i = 0; i < kKept; ++i) store.append(sigs.data() + i * kWidth);
+    EXPECT_TRUE(store.on_disk());
+    EXPECT_LE(store.memory_bytes(), KeptSignatures::kBlockDocs * kWidth * 4);
+    std::vector<uint32_t> got(kWidth);
+    for (size_t id : {size_t{0}, size_t{4095}, size_t{4096}, size_t{8191}, size_t{8192}, kKept - 1}) {
+      store.read(id, got.data());
+      for (size_t k = 0; k < kWidth; ++k) ASSERT_EQ(got[k], static_cast<uint32_t>(sigs[id * kWidth + k])) << id;
+    }
+  }
+  for (size_t id : {size_t{0}, size_t{4095}, size_t{4096}, size_t{7000}, kKept - 1}) {
+    // A kept query joins the index (band 0 shared with `id`): it comes last.
+    for (size_t changed : {size_t{0}, size_t{12}, size_t{13}}) {
+      // Band 0 (values 0..7) kept, so the document is a candidate; `changed`
+      // of the other 56 values replaced.
+      std::vector<uint64_t> q(sigs.begin() + id * kWidth, sigs.begin() + (id + 1) * kWidth);
+      for (size_t k = 0; k < changed; ++k) q[8 + k] ^= 1;
+      std::vector<uint8_t> k1(1);
+      std::vector<int64_t> m1(1);
+      std::vector<double> s1(1);
+      lsh.add_signatures(q, std::vector<int64_t>{5}, k1, m1, s1);
+      const double expected = static_cast<double>(kWidth - changed) / kWidth;  // 1, 0.8125, 0.797
+      if (expected >= 0.8) {
+        EXPECT_EQ(k1[0], 0) << id << " " << changed;
+        EXPECT_EQ(m1[0], static_cast<int64_t>(1000 + id));
+        EXPECT_DOUBLE_EQ(s1[0], expected);
+      } else {
+        EXPECT_EQ(k1[0], 1) << id << " " << changed;
+      }
+    }
+  }
 }
 
 TEST(MinHashLSH, RejectsBadParameters) {

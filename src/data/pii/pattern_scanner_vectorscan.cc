@@ -10,6 +10,7 @@
 #include <string>
 
 #include "data/pii/pattern_scanner.h"
+#include "data/pii/vectorscan_database_cache.h"
 
 namespace luminamoon::pii {
 namespace {
@@ -40,7 +41,7 @@ int relay(unsigned int id, unsigned long long from, unsigned long long to, unsig
 // one; each text is scanned with the database of the required bytes it
 // holds. The matches are those of the full set (the left-out patterns have
 // none), reported with the same pattern ids. The databases are compiled on
-// first use.
+// first use, or read from the cache of earlier runs (Note [database cache]).
 class VectorscanScanner final : public PatternScanner {
  public:
   explicit VectorscanScanner(const std::vector<ScanPattern>& patterns) : patterns_(patterns) {
@@ -94,6 +95,11 @@ class VectorscanScanner final : public PatternScanner {
       empty_[subset].store(true, std::memory_order_release);
       return nullptr;
     }
+    const uint64_t key = database_key(exprs, flags, ids);
+    if (hs_database_t* cached = load_cached_database(key)) {
+      dbs_[subset].store(cached, std::memory_order_release);
+      return cached;
+    }
     hs_database_t* db = nullptr;
     hs_compile_error_t* err = nullptr;
     if (hs_compile_multi(exprs.data(), flags.data(), ids.data(), static_cast<unsigned>(exprs.size()), HS_MODE_BLOCK,
@@ -105,6 +111,7 @@ class VectorscanScanner final : public PatternScanner {
       }
       throw std::runtime_error(msg);
     }
+    store_cached_database(key, db);
     dbs_[subset].store(db, std::memory_order_release);
     return db;
   }

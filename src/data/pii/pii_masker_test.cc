@@ -3,10 +3,18 @@
 #include "luminamoon/pii_masker.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <string>
 #include <utility>
 #include <vector>
+
+#ifdef LUMINA_PII_VECTORSCAN
+#include "data/pii/vectorscan_database_cache.h"
+#endif
 
 namespace luminamoon {
 namespace {
@@ -40,6 +48,61 @@ TEST(PiiMasker, EachType) {
   EXPECT_EQ(mask(m, "key AKIAIOSFODNN7EXAMPLE end"), "key <SECRET> end");
   EXPECT_EQ(mask(m, "a\n-----BEGIN RSA PRIVATE KEY-----\nMIIB\n-----END RSA PRIVATE KEY-----\nb"), "a\n<SECRET>\nb");
 }
+
+#ifdef LUMINA_PII_VECTORSCAN
+// Note [database cache]: a second masker reads the databases the first one
+// compiled; corrupt and truncated files are compiled again and replaced;
+// "off" writes nothing. Every masker masks the same (expected by hand).
+TEST(PiiMasker, CompiledDatabasesAreCachedAndBadFilesRecompiled) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("lm_hs_cache_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  ::setenv("LUMINAMOON_CACHE_DIR", dir.c_str(), 1);
+  const std::string text = "mail john.doe@example.com, host 8.8.8.8, ssn 123-45-6789";
+  const std::string expected = "mail <EMAIL>, host <IP_ADDRESS>, ssn <SSN>";
+  auto files = [&] {
+    std::vector<fs::path> out;
+    for (const auto& e : fs::directory_iterator(dir)) out.push_back(e.path());
+    return out;
+  };
+  const pii::DatabaseCacheStats s0 = pii::database_cache_stats();
+  EXPECT_EQ(mask(PiiMasker(), text), expected);
+  const pii::DatabaseCacheStats s1 = pii::database_cache_stats();
+  EXPECT_GT(s1.stored, s0.stored);
+  const size_t written = files().size();
+  EXPECT_EQ(written, s1.stored - s0.stored);  // no temporary file left
+  EXPECT_EQ(mask(PiiMasker(), text), expected);
+  const pii::DatabaseCacheStats s2 = pii::database_cache_stats();
+  EXPECT_GE(s2.loaded - s1.loaded, 1u);
+  EXPECT_EQ(s2.stored, s1.stored);
+  bool truncate = false;
+  for (const fs::path& f : files()) {  // every file damaged: one byte flipped or cut short
+    if (truncate) {
+      fs::resize_file(f, fs::file_size(f) / 2);
+    } else {
+      std::fstream io(f, std::ios::in | std::ios::out | std::ios::binary);
+      io.seekg(static_cast<std::streamoff>(fs::file_size(f) / 2));
+      char c;
+      io.get(c);
+      io.seekp(static_cast<std::streamoff>(fs::file_size(f) / 2));
+      io.put(static_cast<char>(c ^ 0x5a));
+    }
+    truncate = !truncate;
+  }
+  EXPECT_EQ(mask(PiiMasker(), text), expected);
+  const pii::DatabaseCacheStats s3 = pii::database_cache_stats();
+  EXPECT_EQ(s3.loaded, s2.loaded);  // none accepted
+  EXPECT_EQ(s3.stored - s2.stored, s1.stored - s0.stored);  // all replaced
+  EXPECT_EQ(mask(PiiMasker(), text), expected);
+  EXPECT_EQ(pii::database_cache_stats().loaded - s3.loaded, s2.loaded - s1.loaded);  // and read again
+  ::setenv("LUMINAMOON_CACHE_DIR", "off", 1);
+  EXPECT_EQ(pii::database_cache_dir(), "");
+  EXPECT_EQ(mask(PiiMasker(), text), expected);
+  EXPECT_EQ(pii::database_cache_stats().stored, s3.stored);
+  ::unsetenv("LUMINAMOON_CACHE_DIR");
+  fs::remove_all(dir);
+}
+#endif
 
 TEST(PiiMasker, Negatives) {
   const PiiMasker m;

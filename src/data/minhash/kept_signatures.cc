@@ -1,0 +1,68 @@
+// KeptSignatures (Note [signatures on disk] in kept_signatures.h).
+#include "data/minhash/kept_signatures.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <string_view>
+
+#include "data/state/durable_io.h"
+
+namespace luminamoon {
+namespace {
+
+int open_temporary(const std::string& dir) {
+#ifdef O_TMPFILE
+  const int fd = ::open(dir.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+  if (fd >= 0) return fd;
+#endif
+  std::string name = dir + "/lm-lsh-signatures-XXXXXX";
+  const int named = ::mkstemp(name.data());
+  if (named >= 0) ::unlink(name.c_str());
+  return named;
+}
+
+std::string temporary_dir(const std::string& dir) {
+  if (!dir.empty()) return dir;
+  const char* env = std::getenv("TMPDIR");
+  return env && *env ? env : "/tmp";
+}
+
+}  // namespace
+
+KeptSignatures::KeptSignatures(size_t width, const std::string& dir)
+    : width_(width), what_(temporary_dir(dir)) {
+  fd_ = open_temporary(what_);
+  if (fd_ < 0 && !dir.empty()) fd_ = open_temporary(what_ = temporary_dir(""));
+  if (fd_ >= 0) tail_.reserve(kBlockDocs * width_);
+}
+
+KeptSignatures::~KeptSignatures() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void KeptSignatures::append(const uint64_t* sig) {
+  for (size_t k = 0; k < width_; ++k) tail_.push_back(static_cast<uint32_t>(sig[k]));
+  if (fd_ >= 0 && tail_.size() >= kBlockDocs * width_) flush_tail();
+}
+
+void KeptSignatures::flush_tail() {
+  const std::string_view bytes(reinterpret_cast<const char*>(tail_.data()), tail_.size() * sizeof(uint32_t));
+  durable::write_all(fd_, bytes, what_ + "/(LSH signatures)");  // appends: reads use pread
+  in_file_ += tail_.size() / width_;
+  tail_.clear();
+}
+
+void KeptSignatures::read(size_t id, uint32_t* out) const {
+  if (id >= in_file_) {
+    std::memcpy(out, tail_.data() + (id - in_file_) * width_, width_ * sizeof(uint32_t));
+    return;
+  }
+  const size_t bytes = width_ * sizeof(uint32_t);
+  durable::pread_exact(fd_, out, bytes, static_cast<uint64_t>(id) * bytes, what_ + "/(LSH signatures)",
+                       "read LSH signatures", DataErrorKind::kOutput);
+}
+
+}  // namespace luminamoon
