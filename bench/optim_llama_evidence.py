@@ -97,7 +97,8 @@ def stats(values):
 
 def summarize(args):
     merged, summary, lines = {}, {}, []
-    for path in sorted(Path(args.work).glob("*_seed*.json")):
+    # the per-run files, or merged ones written by an earlier summary (the same format)
+    for path in sorted(p for p in Path(args.work).glob("*.json") if p.name != "summary.json"):
         d = json.loads(path.read_text())
         regime = d["regime"]
         m = merged.setdefault(regime, {k: d[k] for k in ("steps", "lr", "regime", "model", "machine", "versions")})
@@ -116,13 +117,15 @@ def summarize(args):
             row = {"per_seed": {s: {"held_out": r["held_out"], "final_train": r["final_train"],
                                     "completed_steps": r["completed_steps"]} for s, r in sorted(runs.items())},
                    "state_bytes_per_param": statistics.median(r["state_bytes_per_param"] for r in runs.values())}
+            # a ratio only between runs that stopped at the same step (a deadline can cut them apart)
+            like = {s for s, r in runs.items() if s in anchor and anchor[s]["completed_steps"] == r["completed_steps"]}
             for key in ("held_out", "final_train"):
                 row[key] = stats([r[key] for r in runs.values()])
-                paired = [r[key] / anchor[s][key] - 1 for s, r in runs.items() if s in anchor]
+                paired = [r[key] / anchor[s][key] - 1 for s, r in sorted(runs.items()) if s in like]
                 row[f"{key}_vs_adamw_per_seed"] = paired
                 if paired:
-                    row[f"{key}_vs_adamw_median_ratio"] = row[key]["median"] / stats(
-                        [anchor[s][key] for s in runs if s in anchor])["median"] - 1
+                    row[f"{key}_vs_adamw_median_ratio"] = stats([runs[s][key] for s in like])["median"] / stats(
+                        [anchor[s][key] for s in like])["median"] - 1
             table["kinds"][kind] = row
         lines += [f"### {regime} ({m['steps']} steps; metric: {metric.replace('_', ' ')}; {m['machine']})", "",
                   "| optimizer | B/param | per seed | median | mean +- sd | median vs AdamW | per-seed vs AdamW |",
@@ -133,8 +136,23 @@ def summarize(args):
             vs = row.get(f"{metric}_vs_adamw_median_ratio")
             lines.append(f"| {kind} | {row['state_bytes_per_param']:.3f} | {per} | {row[metric]['median']:.4f} | "
                          f"{row[metric]['mean']:.4f} +- {row[metric]['stdev']:.4f} | "
-                         f"{'' if vs is None else f'{100 * vs:+.2f}%'} | "
+                         f"{'n/a (other steps)' if vs is None else f'{100 * vs:+.2f}%'} | "
                          + ", ".join(f"{100 * x:+.2f}%" for x in row[f"{metric}_vs_adamw_per_seed"]) + " |")
+        # the same comparison at the last held-out point that every run of the regime reached
+        common = min(max(step for step, _ in r["held_curve"]) for r in m["runs"].values())
+        if common < m["steps"]:
+            at = {k: dict(r["held_curve"]).get(common) for k, r in m["runs"].items()}
+            anchor = statistics.median(v for k, v in at.items() if k.startswith(ANCHOR + "/"))
+            table["at_common_step"] = {"step": common, "kinds": {}}
+            lines += ["", f"Held-out loss at step {common}, the last point every run reached:", "",
+                      "| optimizer | per seed | median | mean +- sd | median vs AdamW |", "| --- | --- | ---: | ---: | ---: |"]
+            for kind in table["kinds"]:
+                vals = [v for k, v in sorted(at.items()) if k.split("/")[0] == kind]
+                table["at_common_step"]["kinds"][kind] = dict(stats(vals), per_seed=vals,
+                                                              median_vs_adamw=statistics.median(vals) / anchor - 1)
+                lines.append(f"| {kind} | {', '.join(f'{v:.4f}' for v in vals)} | {statistics.median(vals):.4f} | "
+                             f"{statistics.mean(vals):.4f} +- {stats(vals)['stdev']:.4f} | "
+                             f"{100 * (statistics.median(vals) / anchor - 1):+.2f}% |")
         lines.append("")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
