@@ -3,7 +3,7 @@
 # machine (its Python differs), the GPU test suites, then the training-loop
 # benchmark. From the repository root, with the Debian simdjson/OpenSSL files
 # the GPU image lacks unpacked under .gpu_bundle/prefix:
-#   [GPU_TESTS="files"] bench/gpu_suite.sh [build] [tests] [profile] [loop] [quality] [kernels] [headline] [sharded] [fsdp2]
+#   [GPU_TESTS="files"] bench/gpu_suite.sh [build] [tests] [profile] [loop] [quality] [kernels] [headline] [sharded] [fsdp2] [evidence]
 # Logs and JSON go to $OUT (or ./gpu_out).
 set -u
 phases=${*:-build tests loop}
@@ -52,6 +52,14 @@ for phase in $phases; do
       PYTHONPATH=$site timeout 400 python3 bench/optim_training_loop.py --json "$out/loop.json" 2>&1 | tee "$out/loop.log" | tail -20 ;;
     quality)
       PYTHONPATH=$site:bench timeout 420 python3 bench/optim_llama_quality.py --steps ${QUALITY_STEPS:-400} ${QUALITY_ARGS:-} --json "$out/quality.json" 2>&1 | tee "$out/quality.log" | tail -12 ;;
+    evidence)  # issue 14: every (regime, optimizer, seed) as its own process at once (bench/optim_llama_evidence.py);
+      # EVIDENCE_WHEELS: a folder of wheels (adam-mini, torchao) the image lacks
+      if [ -n "${EVIDENCE_WHEELS:-}" ]; then
+        python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/lm_wheels "$EVIDENCE_WHEELS"/*.whl
+      fi
+      PYTHONPATH=$site:bench:/tmp/lm_wheels timeout ${EVIDENCE_TIMEOUT:-560} python3 bench/optim_llama_evidence.py \
+        --work /tmp/lm_evidence --out "$out" --deadline-s ${EVIDENCE_DEADLINE:-520} ${EVIDENCE_ARGS:-} 2>&1 \
+        | tee "$out/evidence.log" | tail -60 ;;
     kernels)
       lib=$(find $site -name 'libluminav.so*' | head -1)
       PYTHONPATH=$site LUMINAV_LIBRARY=$lib timeout 200 python3 bench/cuda_step_bench.py --out "$out/kernels.json" 2>&1 | tee "$out/kernels.log" | tail -20 ;;

@@ -2,8 +2,8 @@
 
     python bench/plot_llama_quality.py RUN.json [RUN.json ...] --png docs/optim_quality_llama.png
 
-Each curve is the training loss every 10th step (the JSON's "curve"); the legend gives
-each optimizer's held-out loss at the end.
+Each curve is the training loss every 10th step (the JSON's "curve"), one colour per optimizer and
+one line style per seed; dots are the held-out points; the legend gives each run's last held-out loss.
 """
 from __future__ import annotations
 
@@ -18,7 +18,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 
 COLORS = {"adamw_fused": "tab:blue", "luminav_clm": "tab:orange", "luminav_tdclm": "tab:green",
-          "reference_tdclm": "tab:red"}  # one colour per optimizer in every panel
+          "reference_tdclm": "tab:red", "adam_mini": "tab:purple", "adamw8bit": "tab:brown"}  # one per optimizer
+SEED_STYLES = ("-", "--", ":")  # one line style per seed
 
 
 def main() -> int:
@@ -27,20 +28,26 @@ def main() -> int:
     ap.add_argument("--png", required=True)
     ap.add_argument("--labels", nargs="*", help="one title per run (default: the file name)")
     args = ap.parse_args()
-    fig, axes = plt.subplots(1, len(args.runs), figsize=(6 * len(args.runs), 4.2), squeeze=False)
+    fig, axes = plt.subplots(1, len(args.runs), figsize=(max(8, 6 * len(args.runs)), 4.6), squeeze=False)
     for i, (path, ax) in enumerate(zip(args.runs, axes[0])):
         run = json.loads(Path(path).read_text())
         for name, r in sorted(run["runs"].items()):
+            kind, _, seed = name.partition("/seed")
             steps = [10 * k for k in range(len(r["curve"]))]
-            ax.plot(steps, r["curve"], label=f"{name}: held-out {r['held_out']:.3f}", linewidth=1.2,
-                    color=COLORS.get(name.split("/")[0]))
+            stopped = "" if r.get("completed_steps", run["steps"]) == run["steps"] else f" (at {r['completed_steps']})"
+            color = COLORS.get(kind)
+            ax.plot(steps, r["curve"], label=f"{name}: held-out {r['held_out']:.3f}{stopped}", linewidth=1.0,
+                    color=color, linestyle=SEED_STYLES[int(seed or 0) % len(SEED_STYLES)])
+            if r.get("held_curve"):  # the held-out points
+                ax.plot(*zip(*r["held_curve"]), "o", color=color, markersize=3)
         ax.set_title(args.labels[i] if args.labels else Path(path).parent.name or Path(path).stem, fontsize=10)
         ax.set_xlabel("step")
         ax.set_ylabel("training loss")
         ax.set_ylim(top=min(ax.get_ylim()[1], 4.0))
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
-    fig.suptitle(f"Llama 98M, fresh bigram-chain batches, lr {run['lr']}, {run.get('machine', '')}", fontsize=10)
+        ax.legend(fontsize=6 if len(run["runs"]) > 6 else 8)
+    fig.suptitle(f"Llama {run.get('regime', 'fresh')} batches, lr {run['lr']}, {run.get('machine', '')}; "
+                 "lines: training loss, dots: held-out", fontsize=10)
     fig.tight_layout()
     fig.savefig(args.png, dpi=110)
     print(f"wrote {args.png}")
