@@ -5,6 +5,8 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -64,8 +66,16 @@ class ShardTasks {
                       bool resumed, double seconds) const;
 
  private:
+  // The stages after the dedup stages (PII), built by the first finish and
+  // shared by the later ones: the PII masker compiles its Vectorscan
+  // databases once per ShardTasks, not once per shard (a Ray worker keeps
+  // its ShardTasks across tasks). The stages are stateless across batches.
+  const std::vector<std::unique_ptr<PipelineStage>>& back_stages() const;
+
   PipelineConfig config_;
   std::vector<std::string> inputs_;
+  mutable std::once_flag back_once_;
+  mutable std::vector<std::unique_ptr<PipelineStage>> back_stages_;
 };
 
 }  // namespace luminamoon

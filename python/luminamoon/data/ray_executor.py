@@ -132,11 +132,20 @@ class _Layout:
 
 # ---------------------------------------------------------------- task bodies
 # Plain functions (wrapped as Ray tasks in run_on_ray), so that tests can call them too.
+_last_tasks: Optional[tuple] = None  # (key, ShardTasks) of this worker process's last task
+
+
 def _tasks(native_config: dict, shards: list[str]):
+    """The ShardTasks of this run, kept across the tasks a worker process
+    runs (its PII stage compiles its patterns once, not once per shard)."""
+    global _last_tasks
     config = dict(native_config)
     if not config.get("num_threads"):
         config["num_threads"] = 1  # one Ray CPU per task: no oversubscription (results do not depend on it)
-    return _backend()._ShardTasks(config, shards)
+    key = (json.dumps(config, sort_keys=True, default=str), tuple(shards))
+    if _last_tasks is None or _last_tasks[0] != key:
+        _last_tasks = (key, _backend()._ShardTasks(config, shards))
+    return _last_tasks[1]
 
 
 def map_task(native_config: dict, shards: list[str], s: int, output_dir: str, partitions: int) -> list:

@@ -74,6 +74,18 @@ class PlannedDropStage final : public PipelineStage {
   std::atomic<size_t> applied_{0};
 };
 
+// A stage owned elsewhere (ShardTasks::back_stages), in a finish's list.
+class BorrowedStage final : public PipelineStage {
+ public:
+  explicit BorrowedStage(PipelineStage& stage) : stage_(stage) {}
+  const char* name() const override { return stage_.name(); }
+  StageMode mode() const override { return stage_.mode(); }
+  void process(DocBatch& batch) override { stage_.process(batch); }
+
+ private:
+  PipelineStage& stage_;
+};
+
 std::vector<ShardStat> stat_all(const std::vector<std::string>& inputs) {
   std::vector<ShardStat> stats;
   for (const auto& path : inputs) stats.push_back(stat_shard(path));
@@ -85,7 +97,7 @@ PipelineConfig front_stages(PipelineConfig c) {
   c.dedup = c.minhash = c.pii = false;
   return c;
 }
-PipelineConfig back_stages(PipelineConfig c) {
+PipelineConfig back_stage_config(PipelineConfig c) {
   c.clean = c.quality = c.dedup = c.minhash = false;
   return c;
 }
@@ -226,7 +238,7 @@ std::string ShardTasks::finish_shard(uint32_t shard, const std::string& output_d
   };
   plan(config_.dedup, kExactDedupStage, kExactDuplicateReason, exact_drops);
   plan(config_.minhash, kNearDedupStage, kNearDuplicateReason, near_drops);
-  for (auto& stage : make_stages(back_stages(config_), context, &missing)) stages.push_back(std::move(stage));
+  for (const auto& stage : back_stages()) stages.push_back(std::make_unique<BorrowedStage>(*stage));
 
   CorpusWriter writer(output_dir, config_.reader.text_field, config_.writer);
   RunTotals totals;
@@ -260,6 +272,13 @@ std::string ShardTasks::finish_shard(uint32_t shard, const std::string& output_d
     }
   }
   return totals.to_json();
+}
+
+const std::vector<std::unique_ptr<PipelineStage>>& ShardTasks::back_stages() const {
+  std::call_once(back_once_, [this] {
+    back_stages_ = make_stages(back_stage_config(config_), shard_context(config_, inputs_), nullptr);
+  });
+  return back_stages_;
 }
 
 std::string ShardTasks::summary(const std::vector<std::string>& shard_totals,
