@@ -1,22 +1,29 @@
 """The FusedPipeline on Ray against the local executor, and datatrove's own
 distributed MinHash deduplication, side by side in one run on the same files.
 
-    .venv/bin/python bench/pipeline_ray.py --size-mb 100 [--repeats 3] [--skip-datatrove]
+    .venv/bin/python bench/pipeline_ray.py --size-mb 100 [--repeats 3] [--corpus DIR]
+        [--skip-datatrove] [--skip-embedded] [--datatrove-mb 4]
 
-Runs (every one on the corpus of bench/pipeline_bench.py's generator, NDJSON out):
-- local: FusedPipeline.run with 1 thread and with every core;
-- ray 1 node / ray 2 nodes: a cluster of `ray start` nodes of one CPU each on
-  this machine (tests/data/ray_cluster.py; inside a loopback-only network
-  namespace when run as root), the driver joining it (--address): the time
-  of the run, the cluster's start excluded; the output is checked equal to
-  the local one;
+Runs (on the corpus of bench/pipeline_bench.py's generator, or the *.jsonl[.gz]
+shards of --corpus, e.g. bench/real_text_corpus.py's; NDJSON out), each pair
+round-robin through bench/harness.py's measure_side_by_side (after one
+warm-up call each), so that both sides meet the same load:
+- local 1 thread against ray 1 node, then local with every core against ray
+  2 nodes: a cluster of `ray start` nodes of one CPU each on this machine
+  (tests/data/ray_cluster.py; inside a loopback-only network namespace when
+  run as root), the driver joining it (--address), the cluster's start not
+  timed; every Ray output is checked equal to its local anchor's;
+- CPU seconds: the driver's process time, plus for Ray the CPU time of the
+  cluster's processes (raylets, GCS, workers: the process trees of the `ray
+  start` nodes, read from /proc) during the run;
+- dedup alone (cleaner on, quality/exact/PII off): local and Ray 2 nodes, on
+  the corpus and on a small one (--datatrove-mb) that datatrove's
+  MinhashDedupSignature -> MinhashDedupBuckets -> MinhashDedupCluster ->
+  MinhashDedupFilter (its LocalPipelineExecutor, two tasks, 8 bands x 8 rows
+  of 5-grams as ours) finishes on; the documents each removes are compared;
 - ray embedded: FusedPipeline.run(executor="ray", workers=cores), its own
-  Ray instance started and stopped inside the timed run;
-- dedup alone (cleaner on, quality/exact/PII off): ours local and on Ray 2
-  nodes, and datatrove's MinhashDedupSignature -> MinhashDedupBuckets ->
-  MinhashDedupCluster -> MinhashDedupFilter on its LocalPipelineExecutor with
-  two tasks (two workers), 8 bands x 8 rows of 5-grams as ours.
-Prints a Markdown table (medians) and the load averages around each run.
+  Ray instance started and stopped inside the timed run.
+Prints a Markdown table (medians) and writes WORK/results.json.
 """
 from __future__ import annotations
 
@@ -44,16 +51,6 @@ def kept_rows(out: str) -> list:
         with open(p, encoding="utf-8") as f:
             rows.extend(f.read().splitlines())
     return rows
-
-
-def timed(fn) -> dict:
-    load = os.getloadavg()[0]
-    start = time.perf_counter()
-    summary = fn()
-    seconds = time.perf_counter() - start
-    print(f"  {seconds:.2f} s, load {load:.1f}..{os.getloadavg()[0]:.1f}", file=sys.stderr, flush=True)
-    return {"seconds": seconds, "documents": summary["documents_in"], "bytes": summary["bytes_in"],
-            "kept": summary["documents_kept"], "load1_before": load, "load1_after": os.getloadavg()[0]}
 
 
 def datatrove_dedup(corpus_dir: str, work: str, tasks: int) -> dict:
@@ -99,107 +96,188 @@ print(json.dumps({"kept_ids": sorted(ids)}))
             "load1_after": os.getloadavg()[0]}
 
 
+def tree_cpu_seconds(roots: list[int]) -> float:
+    """CPU seconds (user + system) of the processes under `roots` and of their
+    children already reaped (cutime/cstime): a Ray node's raylet, GCS, workers."""
+    tick = os.sysconf("SC_CLK_TCK")
+    stats, children = {}, {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", encoding="ascii", errors="replace") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        pid, ppid = int(name), int(fields[1])
+        stats[pid] = sum(int(x) for x in fields[11:15]) / tick  # utime stime cutime cstime
+        children.setdefault(ppid, []).append(pid)
+    total, todo = 0.0, list(roots)
+    while todo:
+        pid = todo.pop()
+        total += stats.get(pid, 0.0)
+        todo.extend(children.get(pid, []))
+    return total
+
+
+def with_cluster_cpu(fn, roots, cpu_log: list):
+    """fn, recording the CPU seconds the cluster's processes spent during each call."""
+    def call():
+        before = tree_cpu_seconds(roots())
+        result = fn()
+        cpu_log.append(tree_cpu_seconds(roots()) - before)
+        return result
+    return call
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--size-mb", type=int, default=100)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--work", default=os.path.join(tempfile.gettempdir(), "luminamoon-ray-bench"))
+    ap.add_argument("--corpus", help="a directory of *.jsonl[.gz] shards to use instead of the generated corpus")
     ap.add_argument("--skip-datatrove", action="store_true")
+    ap.add_argument("--skip-embedded", action="store_true")
+    ap.add_argument("--datatrove-mb", type=int, default=4,
+                    help="size of the generated corpus datatrove's dedup runs on (its stage 1 does ~35 docs/s a task)")
     args = ap.parse_args()
     # A HOME of our own: another Ray user's ~/.ray/auth_token would turn on token auth
     os.environ["HOME"] = os.path.join(args.work, "home")
     os.makedirs(os.environ["HOME"], exist_ok=True)
     import ray
+    from harness import machine, measure_side_by_side
     from pipeline_bench import corpus
     from ray_cluster import Cluster, LoopbackNetns, connect
     from luminamoon.data import FusedPipeline
 
     os.makedirs(args.work, exist_ok=True)
-    shards = corpus(os.path.join(args.work, "corpus"), args.size_mb)
+    if args.corpus:
+        shards = sorted(glob.glob(os.path.join(args.corpus, "*.jsonl")) + glob.glob(os.path.join(args.corpus, "*.jsonl.gz")))
+    else:
+        shards = corpus(os.path.join(args.work, "corpus"), args.size_mb)
+    small = corpus(os.path.join(args.work, f"corpus-{args.datatrove_mb}mb"), args.datatrove_mb)
     size = sum(os.path.getsize(s) for s in shards)
     cores = os.cpu_count() or 1
+    print(f"machine: {machine()}", file=sys.stderr, flush=True)
     try:
         netns = LoopbackNetns()
     except OSError as e:
         print(f"(no network namespace: {e}; Ray binds this machine's address)")
         netns = None
-    runs: dict = {}
-    out = os.path.join(args.work, "out")
+    timings: dict = {}
+    cluster_cpu: dict = {}
+    equal: dict = {}
+    outs: dict = {}
+    summaries: dict = {}
 
-    def local(threads: int, **stages):
-        return lambda: FusedPipeline(format="ndjson", num_threads=threads, **stages).run(shards, out, resume=False)
+    def run(name: str, inputs: list, threads: int = 0, ray_run: bool = False, **stages):
+        out = outs.setdefault(name, os.path.join(args.work, "out", str(len(outs))))
 
-    def on_ray(**kw):
-        return lambda: FusedPipeline(format="ndjson", **kw.pop("stages", {})).run(
-            shards, out, resume=False, executor="ray", **kw)
+        def go():
+            kw = dict(executor="ray") if ray_run else {}
+            pipeline = FusedPipeline(format="ndjson", **(dict(num_threads=threads) if threads else {}), **stages)
+            summaries[name] = pipeline.run(inputs, out, resume=False, **kw)
+            return summaries[name]
+        return go
 
-    reference = {}
-    for name, fn in (("local 1 thread", local(1)), (f"local {cores} threads", local(cores))):
-        runs[name] = [timed(fn) for _ in range(args.repeats)]
-    reference["full"] = kept_rows(out)
-    runs[f"local {cores} threads, dedup alone"] = [timed(local(cores, **DEDUP_ONLY)) for _ in range(args.repeats)]
-    reference["dedup"] = kept_rows(out)
-    ours_dedup_ids = None
+    def side_by_side(fns: dict, ray_names: list, roots) -> None:
+        logs = {n: [] for n in ray_names}
+        wrapped = {n: with_cluster_cpu(f, roots, logs[n]) if n in logs else f for n, f in fns.items()}
+        timings.update(measure_side_by_side(wrapped, rounds=args.repeats))
+        for n, log in logs.items():
+            cluster_cpu[n] = statistics.median(log[1:] or log)  # the warm-up call left out
 
+    local1, local2 = "local, 1 thread", f"local, {cores} threads"
+    ray1, ray2 = "ray, 1 node (1 CPU)", "ray, 2 nodes (1 CPU each)"
+    dedup_local, dedup_ray = f"dedup alone: local, {cores} threads", "dedup alone: ray, 2 nodes"
+    small_local, small_ray = (f"dedup alone, {args.datatrove_mb} MB: local, {cores} threads",
+                              f"dedup alone, {args.datatrove_mb} MB: ray, 2 nodes")
+    pairs = {ray1: local1, ray2: local2, dedup_ray: dedup_local, small_ray: small_local}
     cluster = Cluster(os.path.join(args.work, "cluster"))
-    equal = {}
     try:
+        def roots():
+            return [n.proc.pid for n in (cluster.head, cluster.worker) if n is not None]
         cluster.stop_worker()
         connect(cluster.address)
-        runs["ray 1 node (1 CPU)"] = [timed(on_ray()) for _ in range(args.repeats)]
-        equal["ray 1 node (1 CPU)"] = kept_rows(out) == reference["full"]
+        # local and Ray round-robin in one run: the same load for both
+        side_by_side({local1: run(local1, shards, 1), ray1: run(ray1, shards, ray_run=True)}, [ray1], roots)
         ray.shutdown()
         cluster.start_worker()
         connect(cluster.address)
-        runs["ray 2 nodes (1 CPU each)"] = [timed(on_ray()) for _ in range(args.repeats)]
-        equal["ray 2 nodes (1 CPU each)"] = kept_rows(out) == reference["full"]
-        runs["ray 2 nodes, dedup alone"] = [timed(on_ray(stages=DEDUP_ONLY)) for _ in range(args.repeats)]
-        equal["ray 2 nodes, dedup alone"] = kept_rows(out) == reference["dedup"]
-        # the generator's ids are s{shard}-d{n}; the kept rows carry source "gen{shard}" and n
-        ours_dedup_ids = {f"s{m['source'][3:]}-d{m['n']}" for m in map(json.loads, kept_rows(out))}
+        side_by_side({local2: run(local2, shards, cores), ray2: run(ray2, shards, ray_run=True)}, [ray2], roots)
+        side_by_side({dedup_local: run(dedup_local, shards, cores, **DEDUP_ONLY),
+                      dedup_ray: run(dedup_ray, shards, ray_run=True, **DEDUP_ONLY)}, [dedup_ray], roots)
+        side_by_side({small_local: run(small_local, small, cores, **DEDUP_ONLY),
+                      small_ray: run(small_ray, small, ray_run=True, **DEDUP_ONLY)}, [small_ray], roots)
         ray.shutdown()
     finally:
         if ray.is_initialized():
             ray.shutdown()
         cluster.stop()
-    runs[f"ray embedded ({cores} CPUs, start+stop timed)"] = [timed(on_ray(workers=cores))
-                                                             for _ in range(args.repeats)]
-    equal[f"ray embedded ({cores} CPUs, start+stop timed)"] = kept_rows(out) == reference["full"]
-    print(json.dumps({k: [round(r["seconds"], 2) for r in v] for k, v in runs.items()}), json.dumps(equal),
-          file=sys.stderr, flush=True)
+    if not args.skip_embedded:
+        emb = f"ray embedded ({cores} CPUs, start+stop timed)"
+        pairs[emb] = local2
+        timings.update(measure_side_by_side({emb: run(emb, shards, ray_run=True, workers=cores)},
+                                            rounds=args.repeats, warmup=0))
+    for name, anchor in pairs.items():
+        if name in outs:
+            equal[name] = kept_rows(outs[name]) == kept_rows(outs[anchor])
     if netns:
         netns.leave()
     dt = None
     if not args.skip_datatrove:
-        dt = datatrove_dedup(os.path.dirname(shards[0]), os.path.join(args.work, "datatrove"), 2)
-        runs["datatrove 4-stage MinHash dedup, 2 tasks"] = [dt]
+        dt = datatrove_dedup(os.path.dirname(small[0]), os.path.join(args.work, "datatrove"), 2)
 
-    docs = runs["local 1 thread"][0]["documents"]
+    docs = summaries[local1]["documents_in"]
     print(f"corpus: {size / 1e6:.1f} MB, {docs} documents in {len(shards)} shards; {cores} cores; "
           f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
-    print("| run | median s | docs/s | MB/s | kept | equal to local | load1 before..after |")
-    print("| --- | --- | --- | --- | --- | --- | --- |")
-    medians = {}
-    for name, rs in runs.items():
-        s = statistics.median(r["seconds"] for r in rs)
-        medians[name] = s
-        loads = ", ".join(f"{r['load1_before']:.1f}..{r['load1_after']:.1f}" for r in rs)
+    print("| run | median wall s | CPU s (driver + cluster) | docs/s | MB/s | kept | equal to local | walls |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | --- | --- |")
+    for name, t in timings.items():
+        n_docs = summaries[name]["documents_in"]
+        n_bytes = summaries[name]["bytes_in"]
+        cpu = f"{t.cpu_s:.2f}" + (f" + {cluster_cpu[name]:.2f}" if name in cluster_cpu else "")
         eq = {True: "yes", False: "NO"}.get(equal.get(name), "-")
-        print(f"| {name} | {s:.2f} | {docs / s:,.0f} | {size / s / 1e6:.1f} | {rs[0]['kept']} | {eq} | {loads} |")
-    one, two = medians["ray 1 node (1 CPU)"], medians["ray 2 nodes (1 CPU each)"]
-    print(f"ray 1 node / local 1 thread, time: {one / medians['local 1 thread']:.2f}")
-    print(f"ray 2 nodes speed-up over 1 node: {one / two:.2f}x")
+        walls = ", ".join(f"{w:.2f}" for w in t.samples)
+        print(f"| {name} | {t.wall_s:.2f} | {cpu} | {n_docs / t.wall_s:,.0f} | {n_bytes / t.wall_s / 1e6:.1f} "
+              f"| {summaries[name]['documents_kept']} | {eq} | {walls} |")
+    one, two = timings[ray1].wall_s, timings[ray2].wall_s
+    cpu1 = timings[ray1].cpu_s + cluster_cpu[ray1]
+    cpu2 = timings[ray2].cpu_s + cluster_cpu[ray2]
+    print(f"ray 1 node / local 1 thread: wall {one / timings[local1].wall_s:.2f}, "
+          f"CPU {cpu1 / timings[local1].cpu_s:.2f}")
+    print(f"ray 2 nodes speed-up over 1 node: wall {one / two:.2f}x; CPU-seconds 2 nodes / 1 node {cpu2 / cpu1:.2f}")
+    result = {"machine": machine(), "bytes": size, "equal": equal,
+              "runs": {k: {"wall_s": t.wall_s, "cpu_s_driver": t.cpu_s, "cpu_s_cluster": cluster_cpu.get(k),
+                           "walls": t.samples, "documents": summaries[k]["documents_in"],
+                           "kept": summaries[k]["documents_kept"]} for k, t in timings.items()}}
     if dt:
-        print(f"dedup alone, ray 2 nodes / datatrove 2 tasks, documents/s: "
-              f"{dt['seconds'] / medians['ray 2 nodes, dedup alone']:.1f}x; "
-              f"local {cores} threads / datatrove: {dt['seconds'] / medians[f'local {cores} threads, dedup alone']:.1f}x")
-        if ours_dedup_ids is not None:
-            theirs = set(dt["kept_ids"])
-            print(f"kept by datatrove only: {len(theirs - ours_dedup_ids)}, by luminamoon only: "
-                  f"{len(ours_dedup_ids - theirs)}")
+        small_docs = summaries[small_local]["documents_in"]
+        print(f"| datatrove 4-stage MinHash dedup, 2 tasks, {args.datatrove_mb} MB | {dt['seconds']:.2f} | - "
+              f"| {small_docs / dt['seconds']:,.0f} | - | {dt['kept']} | - | one run |")
+        for name in (small_local, small_ray):
+            print(f"{name} / datatrove, documents/s: {dt['seconds'] / timings[name].wall_s:.0f}x")
+        all_ids = set()
+        for path in small:
+            with open(path, encoding="utf-8") as f:
+                for line in f:
+                    try:
+                        all_ids.add(json.loads(line)["id"])
+                    except ValueError:
+                        pass  # the generator's malformed lines: neither side reads them
+        ours_kept = {f"s{m['source'][3:]}-d{m['n']}" for m in map(json.loads, kept_rows(outs[small_local]))}
+        theirs_kept = set(dt["kept_ids"])
+        ours_removed, theirs_removed = all_ids - ours_kept, all_ids - theirs_kept
+        print(f"documents read {len(all_ids)}; removed by ours {len(ours_removed)}, by datatrove "
+              f"{len(theirs_removed)}; by both {len(ours_removed & theirs_removed)}, by datatrove only "
+              f"{len(theirs_removed - ours_removed)}, by ours only {len(ours_removed - theirs_removed)}")
+        result["datatrove"] = {"seconds": dt["seconds"], "kept": dt["kept"], "documents": len(all_ids),
+                               "removed_ours": len(ours_removed), "removed_datatrove": len(theirs_removed),
+                               "removed_both": len(ours_removed & theirs_removed),
+                               "only_ours": sorted(ours_removed - theirs_removed)[:200],
+                               "only_datatrove": sorted(theirs_removed - ours_removed)[:200]}
     with open(os.path.join(args.work, "results.json"), "w") as f:
-        json.dump({"runs": {k: [{x: y for x, y in r.items() if x != "kept_ids"} for r in v]
-                            for k, v in runs.items()}, "equal": equal, "bytes": size}, f, indent=1)
+        json.dump(result, f, indent=1)
     return 0
 
 

@@ -5,6 +5,8 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -46,13 +48,17 @@ class ShardTasks {
   std::string manifest() const;
   void check_manifest(std::string_view json) const;
 
-  // Reads shard `shard` through the cleaner and quality filter.
-  ShardSurvivors map_shard(uint32_t shard) const;
-  // Reads shard `shard` again through cleaner and quality, drops what `drops`
+  // Reads shard `shard` through the cleaner and quality filter. With a
+  // saved_batches path, its batches as those stages left them are also
+  // written there (under a temporary name until complete), for finish_shard.
+  ShardSurvivors map_shard(uint32_t shard, const std::string& saved_batches = {}) const;
+  // Continues from the batches map_shard saved (or, without saved_batches,
+  // reads the shard again through cleaner and quality), drops what `drops`
   // names (every entry must meet a surviving document: else the input
   // changed, DataError(kInputChanged)), masks PII and writes the shard's parts
   // into output_dir (part-00000000.<ext>, ...). Returns its RunTotals as JSON.
-  std::string finish_shard(uint32_t shard, const std::string& output_dir, const PlannedDrops& drops) const;
+  std::string finish_shard(uint32_t shard, const std::string& output_dir, const PlannedDrops& drops,
+                           const std::string& saved_batches = {}) const;
 
   // summary.json's text from the shards' totals (in shard order); `session`
   // names the shards finished by this run (their documents are this_run's).
@@ -60,8 +66,16 @@ class ShardTasks {
                       bool resumed, double seconds) const;
 
  private:
+  // The stages after the dedup stages (PII), built by the first finish and
+  // shared by the later ones: the PII masker compiles its Vectorscan
+  // databases once per ShardTasks, not once per shard (a Ray worker keeps
+  // its ShardTasks across tasks). The stages are stateless across batches.
+  const std::vector<std::unique_ptr<PipelineStage>>& back_stages() const;
+
   PipelineConfig config_;
   std::vector<std::string> inputs_;
+  mutable std::once_flag back_once_;
+  mutable std::vector<std::unique_ptr<PipelineStage>> back_stages_;
 };
 
 }  // namespace luminamoon

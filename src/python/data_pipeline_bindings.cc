@@ -305,10 +305,10 @@ void register_data_pipeline(nb::module_& m) {
       .def("check_manifest",
            [](const ShardTasks& t, const std::string& json) { translating([&] { t.check_manifest(json); }); })
       .def("map_shard",
-           [](const ShardTasks& t, uint32_t shard) {
+           [](const ShardTasks& t, uint32_t shard, const std::string& saved_batches) {
              ShardSurvivors s = translating([&] {
                nb::gil_scoped_release release;
-               return t.map_shard(shard);
+               return t.map_shard(shard, saved_batches);
              });
              nb::dict out;
              out["refs"] = array_of(std::make_shared<std::vector<int64_t>>(std::move(s.refs)));
@@ -316,12 +316,14 @@ void register_data_pipeline(nb::module_& m) {
              out["signatures"] = array_of(std::make_shared<std::vector<uint64_t>>(std::move(s.signatures)));
              out["band_keys"] = array_of(std::make_shared<std::vector<uint64_t>>(std::move(s.band_keys)));
              return out;
-           })
+           },
+           nb::arg("shard"), nb::arg("saved_batches") = std::string())
       .def("finish_shard",
            [](const ShardTasks& t, uint32_t shard, nb::object output,
               nb::ndarray<const int64_t, nb::ndim<1>, nb::c_contig, nb::device::cpu> refs,
               nb::ndarray<const uint8_t, nb::ndim<1>, nb::c_contig, nb::device::cpu> near,
-              nb::ndarray<const int64_t, nb::ndim<1>, nb::c_contig, nb::device::cpu> matched) {
+              nb::ndarray<const int64_t, nb::ndim<1>, nb::c_contig, nb::device::cpu> matched,
+              const std::string& saved_batches) {
              std::string dir = path_from(output);
              PlannedDrops drops;
              drops.refs.assign(refs.data(), refs.data() + refs.shape(0));
@@ -329,9 +331,11 @@ void register_data_pipeline(nb::module_& m) {
              drops.matched.assign(matched.data(), matched.data() + matched.shape(0));
              return translating([&] {
                nb::gil_scoped_release release;
-               return t.finish_shard(shard, dir, drops);
+               return t.finish_shard(shard, dir, drops, saved_batches);
              });
-           })
+           },
+           nb::arg("shard"), nb::arg("output"), nb::arg("refs"), nb::arg("near"), nb::arg("matched"),
+           nb::arg("saved_batches") = std::string())
       .def("summary",
            [](const ShardTasks& t, const std::vector<std::string>& totals, const std::vector<uint8_t>& session,
               bool resumed, double seconds) {

@@ -84,7 +84,7 @@ def corpus(tmp_path_factory):
 
 def read(out: str) -> tuple:
     rows = []
-    for pattern in ("part-*.ndjson", "dropped/part-*.ndjson"):
+    for pattern in ("part-*.ndjson", "dropped/part-*.ndjson", "metrics/part-*.ndjson"):
         lines = []
         for p in sorted(glob.glob(os.path.join(out, pattern))):
             lines += [json.loads(x) for x in open(p, encoding="utf-8")]
@@ -119,12 +119,14 @@ def serial_run(config: dict, shards: list, out: str, partitions: int) -> tuple:
 
 @pytest.mark.parametrize("partitions,extra", [
     (1, {}), (3, {}), (7, {"dedup_normalized": True}), (2, {"dedup": False}), (4, {"minhash_scheme": "kperm"}),
+    (2, {"write_metrics": True}),
 ])
 def test_serial_stages_equal_the_local_run(corpus, tmp_path, partitions, extra):
     config = dict(format="ndjson", write_dropped=True, part_rows=90, **extra)
     FusedPipeline(**config).run(corpus, str(tmp_path / "local"), resume=False)
     local = read(str(tmp_path / "local"))
     reasons = {d["reason"] for d in local[1]}
+    assert bool(local[2]) == config.get("write_metrics", False)
     assert "near_duplicate" in reasons and ("exact_duplicate" in reasons) == config.get("dedup", True)
     assert serial_run(config, corpus, str(tmp_path / "dist"), partitions) == local
 
@@ -138,3 +140,31 @@ def test_finish_refuses_a_plan_that_meets_no_document(corpus, tmp_path):
         tasks.finish_shard(0, str(tmp_path / "f"), np.array([(0 << 40) | 999_999], dtype=np.int64),
                            np.array([0], dtype=np.uint8), np.array([1], dtype=np.int64))
     assert e.value.exit_code == 5 and "met no document" in str(e.value)
+
+
+def test_finish_refuses_damaged_saved_batches(corpus, tmp_path):
+    """The finish continues from the batches the map saved; a truncated file,
+    another shard's or one that is not a saved batch file is a clear error
+    (exit code 4, the state is damaged), and the finish writes no part."""
+    from luminamoon.data import DataError
+    from luminamoon.data import ray_executor as rx
+    from luminamoon.data.pipeline import PipelineConfig, _backend
+
+    native = PipelineConfig(format="ndjson").to_native()
+    out = str(tmp_path / "out")
+    rx.map_task(native, corpus, 0, out, 1)
+    saved = rx._Layout(out).map_batches(0)
+    data = open(saved, "rb").read()
+    assert data[:8] == b"LMSAVEDB"
+    truncated, garbage = str(tmp_path / "truncated"), str(tmp_path / "garbage")
+    open(truncated, "wb").write(data[: len(data) // 2])
+    open(garbage, "wb").write(b"x" * 100)
+    tasks = _backend()._ShardTasks(native, corpus)
+    none = (np.empty(0, np.int64), np.empty(0, np.uint8), np.empty(0, np.int64))
+    for shard, path, message in ((0, truncated, "truncated"), (1, saved, "holds shard 0, expected 1"),
+                                 (0, garbage, "not a saved batch file"), (0, str(tmp_path / "absent"), "absent")):
+        target = tmp_path / f"finish-{shard}-{os.path.basename(path)}"
+        with pytest.raises(DataError) as e:
+            tasks.finish_shard(shard, str(target), *none, saved_batches=path)
+        assert e.value.exit_code == 4 and "saved batches" in str(e.value) and message in str(e.value)
+        assert not glob.glob(str(target / "part-*"))

@@ -5,15 +5,18 @@ executor="ray")``, ``luminamoon data run --executor ray``) runs five stages
 (docs/ray.md explains the design):
 
 1. map, one task per shard (C++ ``ShardTasks.map_shard``): read, clean,
-   quality; exact keys, MinHash signatures and band keys of the survivors.
+   quality; exact keys, MinHash signatures and band keys of the survivors;
+   the batches as cleaner and quality left them are saved for the finish.
    Exact-key and band-key rows leave the task split by key range, as Ray
    objects: that is the shuffle (tasks over the object store).
 2. exact reduce, one task per key range: first occurrence per key.
 3. band reduce, one task per key range: edges of buckets of >= 2 documents.
 4. near resolution: components of the edges (driver), then one task per
    group of components replays them through the native MinHashLSH.
-5. finish, one task per shard (C++ ``ShardTasks.finish_shard``): read,
-   clean, quality, the decided drops, PII, write the shard's parts.
+5. finish, one task per shard (C++ ``ShardTasks.finish_shard``): from the
+   map's saved batches (the shard is read and cleaned once), the decided
+   drops, PII, write the shard's parts (without a dedup stage there is no
+   map: the finish reads, cleans and filters the shard itself).
 Then the driver renames the parts into one sequence and writes summary.json.
 
 Every task's result is also a file under ``OUTPUT/_ray`` written under a
@@ -117,6 +120,9 @@ class _Layout:
     def map_sigs(self, s: int) -> str:
         return os.path.join(self.dir("map"), f"shard-{s:06d}.sig.npy")
 
+    def map_batches(self, s: int) -> str:
+        return os.path.join(self.dir("map"), f"shard-{s:06d}.batches")
+
     def reduced(self, stage: str, p: int) -> str:
         return os.path.join(self.dir(stage), f"part-{p:06d}.npz")
 
@@ -126,11 +132,20 @@ class _Layout:
 
 # ---------------------------------------------------------------- task bodies
 # Plain functions (wrapped as Ray tasks in run_on_ray), so that tests can call them too.
+_last_tasks: Optional[tuple] = None  # (key, ShardTasks) of this worker process's last task
+
+
 def _tasks(native_config: dict, shards: list[str]):
+    """The ShardTasks of this run, kept across the tasks a worker process
+    runs (its PII stage compiles its patterns once, not once per shard)."""
+    global _last_tasks
     config = dict(native_config)
     if not config.get("num_threads"):
         config["num_threads"] = 1  # one Ray CPU per task: no oversubscription (results do not depend on it)
-    return _backend()._ShardTasks(config, shards)
+    key = (json.dumps(config, sort_keys=True, default=str), tuple(shards))
+    if _last_tasks is None or _last_tasks[0] != key:
+        _last_tasks = (key, _backend()._ShardTasks(config, shards))
+    return _last_tasks[1]
 
 
 def map_task(native_config: dict, shards: list[str], s: int, output_dir: str, partitions: int) -> list:
@@ -138,10 +153,12 @@ def map_task(native_config: dict, shards: list[str], s: int, output_dir: str, pa
     it), split into exact rows and band rows per partition: 2 * partitions
     objects, then the survivor count."""
     layout = _Layout(output_dir)
-    meta_path, sig_path = layout.map_meta(s), layout.map_sigs(s)
-    if not os.path.exists(meta_path):
-        m = _tasks(native_config, shards).map_shard(s)
+    meta_path, sig_path, batches_path = layout.map_meta(s), layout.map_sigs(s), layout.map_batches(s)
+    if not os.path.exists(meta_path):  # written last: the batches and signatures are complete
+        batches_tmp = f"{batches_path}.tmp-{uuid.uuid4().hex}"
+        m = _tasks(native_config, shards).map_shard(s, batches_tmp)
         _crash_point(f"map:{s}")
+        os.replace(batches_tmp, batches_path)
         refs = np.asarray(m["refs"], dtype=np.int64)
         bands = int(native_config["minhash_bands"])
         sigs = np.asarray(m["signatures"], dtype=np.uint64)
@@ -216,12 +233,14 @@ def finish_task(native_config: dict, shards: list[str], s: int, output_dir: str,
                 refs: np.ndarray, near: np.ndarray, matched: np.ndarray) -> str:
     """Shard s's parts in OUTPUT/_ray/finish/shard-s (renamed there when
     complete); returns its totals (JSON)."""
-    final = _Layout(output_dir).finished(s)
+    layout = _Layout(output_dir)
+    final = layout.finished(s)
     if not os.path.exists(os.path.join(final, "totals.json")):
         tmp = f"{final}.tmp-{uuid.uuid4().hex}"
+        mapped = native_config["dedup"] or native_config["minhash"]  # else no map ran: read the shard
         totals = _tasks(native_config, shards).finish_shard(
             s, tmp, np.ascontiguousarray(refs, dtype=np.int64), np.ascontiguousarray(near, dtype=np.uint8),
-            np.ascontiguousarray(matched, dtype=np.int64))
+            np.ascontiguousarray(matched, dtype=np.int64), layout.map_batches(s) if mapped else "")
         _atomic_text(os.path.join(tmp, "totals.json"), totals)
         try:
             os.rename(tmp, final)

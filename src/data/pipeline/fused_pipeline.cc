@@ -81,7 +81,7 @@ class InFlight {
 };
 
 // Runs `stages` between the source and the sink on a oneTBB pipeline.
-void run_stages(const PipelineConfig& config, StreamSource& source,
+void run_stages(const PipelineConfig& config, BatchSource& source,
                 std::vector<std::unique_ptr<PipelineStage>>& stages, std::atomic<bool>& cancelled,
                 const std::function<void(BatchPtr)>& sink) {
   const int threads = thread_count(config);
@@ -102,7 +102,6 @@ void run_stages(const PipelineConfig& config, StreamSource& source,
           return nullptr;
         }
         batch->sequence = sequence++;
-        batch->reset_decisions();
         return batch;
       });
   // Consecutive stages of one mode share a filter.

@@ -10,6 +10,7 @@
 
 #include "data/pipeline/kept_docs.h"
 #include "data/pipeline/run_state.h"
+#include "data/pipeline/saved_batches.h"
 #include "data/pipeline/stage_runner.h"
 #include "luminamoon/data_error.h"
 #include "luminamoon/writer.h"
@@ -26,12 +27,15 @@ namespace luminamoon {
 // Note [shard tasks]
 // The local run decides exact and near duplicates in one pass in stream
 // order. A shard alone cannot: whether a document is a duplicate depends on
-// every earlier shard. So a distributed run reads each shard twice: the map
-// runs cleaner and quality filter (per document, independent of the others)
-// and hands out the refs, exact keys and MinHash signatures of the survivors;
-// the executor decides the duplicates globally; the finish reads the shard
-// again, repeats cleaner and quality (deterministic, so the same survivors),
-// applies those decisions in place of the dedup stages, then PII and writer.
+// every earlier shard. So a distributed run works on each shard twice: the
+// map runs cleaner and quality filter (per document, independent of the
+// others), hands out the refs, exact keys and MinHash signatures of the
+// survivors and saves the batches as those stages left them (saved_batches.h);
+// the executor decides the duplicates globally; the finish continues from
+// the saved batches, applies those decisions in place of the dedup stages,
+// then PII and writer. Without saved batches the finish reads the shard again
+// and repeats cleaner and quality (deterministic, so the same survivors):
+// twice the reading and cleaning, for a run with no dedup stage (no map).
 // Batches never span shards, so a shard read alone is cut into the same
 // batches as in the full stream, and refs carry the shard's global index.
 
@@ -70,6 +74,18 @@ class PlannedDropStage final : public PipelineStage {
   std::atomic<size_t> applied_{0};
 };
 
+// A stage owned elsewhere (ShardTasks::back_stages), in a finish's list.
+class BorrowedStage final : public PipelineStage {
+ public:
+  explicit BorrowedStage(PipelineStage& stage) : stage_(stage) {}
+  const char* name() const override { return stage_.name(); }
+  StageMode mode() const override { return stage_.mode(); }
+  void process(DocBatch& batch) override { stage_.process(batch); }
+
+ private:
+  PipelineStage& stage_;
+};
+
 std::vector<ShardStat> stat_all(const std::vector<std::string>& inputs) {
   std::vector<ShardStat> stats;
   for (const auto& path : inputs) stats.push_back(stat_shard(path));
@@ -81,7 +97,7 @@ PipelineConfig front_stages(PipelineConfig c) {
   c.dedup = c.minhash = c.pii = false;
   return c;
 }
-PipelineConfig back_stages(PipelineConfig c) {
+PipelineConfig back_stage_config(PipelineConfig c) {
   c.clean = c.quality = c.dedup = c.minhash = false;
   return c;
 }
@@ -105,14 +121,18 @@ void ShardTasks::check_manifest(std::string_view json) const {
 
 namespace {
 
-// Runs `stages` over shard `shard` alone; the sink sees its batches in order.
-void run_one_shard(const PipelineConfig& config, const std::vector<std::string>& inputs, uint32_t shard,
-                   std::vector<std::unique_ptr<PipelineStage>>& stages,
-                   const std::function<void(BatchPtr)>& sink) {
+void check_shard(const std::vector<std::string>& inputs, uint32_t shard) {
   if (shard >= inputs.size()) {
     throw DataError(DataErrorKind::kUsage, "shard " + std::to_string(shard) + " out of range (" +
                                                std::to_string(inputs.size()) + " inputs)");
   }
+}
+
+// Runs `stages` over shard `shard` alone; the sink sees its batches in order.
+void run_one_shard(const PipelineConfig& config, const std::vector<std::string>& inputs, uint32_t shard,
+                   std::vector<std::unique_ptr<PipelineStage>>& stages,
+                   const std::function<void(BatchPtr)>& sink) {
+  check_shard(inputs, shard);
   std::vector<ShardInfo> shards = describe_all(inputs);
   std::vector<ShardStat> stats = stat_all(inputs);
   StreamCoordinate start;
@@ -132,11 +152,15 @@ StageContext shard_context(const PipelineConfig& config, const std::vector<std::
 
 }  // namespace
 
-ShardSurvivors ShardTasks::map_shard(uint32_t shard) const {
+ShardSurvivors ShardTasks::map_shard(uint32_t shard, const std::string& saved_batches) const {
+  check_shard(inputs_, shard);
   const StageContext context = shard_context(config_, inputs_);
   PipelineConfig front = front_stages(config_);
-  front.writer.write_metrics = false;  // the finish exports the metrics
+  // the finish exports the metrics: measured here only when it continues from here
+  if (saved_batches.empty()) front.writer.write_metrics = false;
   auto stages = make_stages(front, context, nullptr);
+  std::unique_ptr<SavedBatchWriter> saved;
+  if (!saved_batches.empty()) saved = std::make_unique<SavedBatchWriter>(saved_batches, shard);
   ShardSurvivors out;
 #if defined(LUMINA_HAVE_DEDUP)
   const bool exact = config_.dedup;
@@ -161,6 +185,7 @@ ShardSurvivors ShardTasks::map_shard(uint32_t shard) const {
 #endif
   run_one_shard(config_, inputs_, shard, stages, [&](BatchPtr batch) {
     fail_if_strict(config_, *batch);
+    if (saved) saved->add(*batch);
     KeptDocs kept = gather_kept(*batch);
     const size_t base = out.refs.size();
     out.refs.insert(out.refs.end(), kept.refs.begin(), kept.refs.end());
@@ -182,17 +207,21 @@ ShardSurvivors ShardTasks::map_shard(uint32_t shard) const {
     (void)base;
     (void)exact;
   });
+  if (saved) saved->finish();
   return out;
 }
 
-std::string ShardTasks::finish_shard(uint32_t shard, const std::string& output_dir,
-                                     const PlannedDrops& drops) const {
+std::string ShardTasks::finish_shard(uint32_t shard, const std::string& output_dir, const PlannedDrops& drops,
+                                     const std::string& saved_batches) const {
   if (drops.near.size() != drops.refs.size() || drops.matched.size() != drops.refs.size()) {
     throw DataError(DataErrorKind::kUsage, "finish_shard: refs, near and matched must have one entry per drop");
   }
+  check_shard(inputs_, shard);
   const StageContext context = shard_context(config_, inputs_);
   std::vector<std::string> missing;
-  auto stages = make_stages(front_stages(config_), context, &missing);
+  // cleaner and quality here only when the map's batches are not there to continue from
+  std::vector<std::unique_ptr<PipelineStage>> stages;
+  if (saved_batches.empty()) stages = make_stages(front_stages(config_), context, &missing);
   std::unordered_map<int64_t, int64_t> exact_drops, near_drops;
   for (size_t i = 0; i < drops.refs.size(); ++i) {
     (drops.near[i] ? near_drops : exact_drops)[drops.refs[i]] = drops.matched[i];
@@ -209,7 +238,7 @@ std::string ShardTasks::finish_shard(uint32_t shard, const std::string& output_d
   };
   plan(config_.dedup, kExactDedupStage, kExactDuplicateReason, exact_drops);
   plan(config_.minhash, kNearDedupStage, kNearDuplicateReason, near_drops);
-  for (auto& stage : make_stages(back_stages(config_), context, &missing)) stages.push_back(std::move(stage));
+  for (const auto& stage : back_stages()) stages.push_back(std::make_unique<BorrowedStage>(*stage));
 
   CorpusWriter writer(output_dir, config_.reader.text_field, config_.writer);
   RunTotals totals;
@@ -219,13 +248,20 @@ std::string ShardTasks::finish_shard(uint32_t shard, const std::string& output_d
     totals.parts += 1;
     pending = false;
   };
-  run_one_shard(config_, inputs_, shard, stages, [&](BatchPtr batch) {
+  auto sink = [&](BatchPtr batch) {
     fail_if_strict(config_, *batch);
     writer.add(*batch);
     totals.add_batch(*batch);
     pending = true;
     if (writer.part_full()) write_part();
-  });
+  };
+  if (saved_batches.empty()) {
+    run_one_shard(config_, inputs_, shard, stages, sink);
+  } else {
+    SavedBatchSource source(saved_batches, shard);
+    std::atomic<bool> cancelled{false};
+    run_stages(config_, source, stages, cancelled, sink);
+  }
   if (pending) write_part();
   for (const PlannedDropStage* stage : planned) {
     if (stage->applied() != stage->planned()) {
@@ -236,6 +272,13 @@ std::string ShardTasks::finish_shard(uint32_t shard, const std::string& output_d
     }
   }
   return totals.to_json();
+}
+
+const std::vector<std::unique_ptr<PipelineStage>>& ShardTasks::back_stages() const {
+  std::call_once(back_once_, [this] {
+    back_stages_ = make_stages(back_stage_config(config_), shard_context(config_, inputs_), nullptr);
+  });
+  return back_stages_;
 }
 
 std::string ShardTasks::summary(const std::vector<std::string>& shard_totals,

@@ -23,8 +23,17 @@ namespace pipeline_internal {
 
 using BatchPtr = std::shared_ptr<DocBatch>;
 
+// Where run_stages takes its batches from: next() fills `batch` (with its
+// decisions reset, or as an earlier run of stages left them) or returns false
+// at the end.
+class BatchSource {
+ public:
+  virtual ~BatchSource() = default;
+  virtual bool next(DocBatch& batch) = 0;
+};
+
 // Reads the shards in order from a coordinate, one batch at a time.
-class StreamSource {
+class StreamSource final : public BatchSource {
  public:
   // Reads from `start` to the end of shard end_shard - 1 (default: every shard).
   StreamSource(std::vector<ShardInfo> shards, ReaderOptions options, StreamCoordinate start,
@@ -34,13 +43,14 @@ class StreamSource {
         shard_(start.shard_id), end_(std::min(end_shard, shards_.size())), progress_(progress),
         stats_(stats) {}
 
-  bool next(DocBatch& batch) {
+  bool next(DocBatch& batch) override {
     while (shard_ < end_) {
       const bool compressed = shards_[shard_].compression != Compression::kNone;
       if (!reader_) reader_ = open_shard(shards_[shard_], options_, next_);
       if (reader_->next(batch)) {
         next_ = batch.end;
         if (!compressed) progress_.input_bytes_done += batch.bytes_in;
+        batch.reset_decisions();
         return true;
       }
       if (compressed) progress_.input_bytes_done += stats_[shard_].size;
@@ -69,7 +79,7 @@ int thread_count(const PipelineConfig& config);
 
 // Runs `stages` between the source and the sink on a oneTBB pipeline; the
 // sink sees the batches one at a time, in stream order.
-void run_stages(const PipelineConfig& config, StreamSource& source,
+void run_stages(const PipelineConfig& config, BatchSource& source,
                 std::vector<std::unique_ptr<PipelineStage>>& stages, std::atomic<bool>& cancelled,
                 const std::function<void(BatchPtr)>& sink);
 
