@@ -117,9 +117,17 @@ def random_state(rng, mode, n=N, hp: Hyper | None = None, rows: int | None = Non
     return x32, m, v, g
 
 
-def run_backend(param, g, m, v, master, hp: Hyper, t, rows=None, **extra):
-    optim.step(param, g, m, v, master, **hp.kwargs(), step=t, seed=SEED, backend="scalar", rows=rows,
+def run_on(backend, param, g, m, v, master, hp: Hyper, t, rows=None, **extra):
+    """One functional step forced onto `backend`, and proof that it ran there (the backend
+    suites share it)."""
+    optim.step(param, g, m, v, master, **hp.kwargs(), step=t, seed=SEED, backend=backend, rows=rows,
                **extra)
+    if param.size:  # an empty step runs no backend
+        assert optim.last_backend().split(":")[0] == backend
+
+
+def run_backend(param, g, m, v, master, hp: Hyper, t, rows=None, **extra):
+    run_on("scalar", param, g, m, v, master, hp, t, rows, **extra)
     assert optim.last_backend() == "scalar"
 
 

@@ -13,8 +13,9 @@ import pytest
 from luminamoon import _native, optim
 from luminav_reference import (Hyper, accuracy_factor, assert_within_forward_error, exp_avg_sq_length,
                                normwise_relative_error, reference_step)
-from test_optim_scalar_reference import (COMBOS, IDS, SEED, check_parameter, expected_rounding, hyper,
-                                         make_param, param_bits, param_values, random_state, rows_for)
+from test_optim_scalar_reference import (COMBOS, IDS, check_parameter, expected_rounding, hyper,
+                                         make_param, param_bits, param_values, random_state, rows_for,
+                                         run_on as run)
 
 N = 1029  # several vectors plus a tail on every Highway target; 21 x 49 for TD-CLM's rows
 
@@ -24,13 +25,6 @@ def simd_available() -> bool:
 
 
 pytestmark = pytest.mark.skipif(not simd_available(), reason="simd backend not built here")
-
-
-def run(backend, param, g, m, v, master, hp: Hyper, t, rows=None, **extra):
-    optim.step(param, g, m, v, master, **hp.kwargs(), step=t, seed=SEED, backend=backend, rows=rows,
-               **extra)
-    if param.size:  # an empty step runs no backend
-        assert optim.last_backend().split(":")[0] == backend
 
 
 @pytest.mark.parametrize("mode,td,tau,lam,cautious,bound,dtype,use_master", COMBOS, ids=IDS)

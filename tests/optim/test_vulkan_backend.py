@@ -16,11 +16,12 @@ import numpy as np
 import pytest
 
 from luminamoon import _native, optim
-from luminav_reference import (Hyper, accuracy_factor, bf16_rne_bits, bf16_stochastic_bits, f16_stochastic_bits,
+from luminav_reference import (accuracy_factor, bf16_rne_bits, bf16_stochastic_bits, f16_stochastic_bits,
                                rounding_bits_array, assert_within_forward_error, reference_step)
 from test_simd_backend import hundred_steps_within_normwise_error
 from test_optim_scalar_reference import (COMBOS, IDS, SEED, check_parameter, hyper,
-                                         make_param, param_bits, param_values, random_state, rows_for)
+                                         make_param, param_bits, param_values, random_state, rows_for,
+                                         run_on as run)
 
 N = 1029  # 21 x 49 for TD-CLM's rows; a partial reduction tile and workgroup
 
@@ -34,12 +35,6 @@ def vulkan_state() -> tuple[bool, str]:
 
 AVAILABLE, WHY_NOT = vulkan_state()
 pytestmark = pytest.mark.skipif(not AVAILABLE, reason=f"vulkan unavailable: {WHY_NOT}")
-
-
-def run(backend, param, g, m, v, master, hp: Hyper, t, rows=None, **extra):
-    optim.step(param, g, m, v, master, **hp.kwargs(), step=t, seed=SEED, backend=backend, rows=rows, **extra)
-    if param.size:
-        assert optim.last_backend().split(":")[0] == backend
 
 
 @pytest.mark.parametrize("mode,td,tau,lam,cautious,bound,dtype,use_master", COMBOS, ids=IDS)
