@@ -3,7 +3,7 @@
 # machine (its Python differs), the GPU test suites, then the training-loop
 # benchmark. From the repository root, with the Debian simdjson/OpenSSL files
 # the GPU image lacks unpacked under .gpu_bundle/prefix:
-#   [GPU_TESTS="files"] bench/gpu_suite.sh [build] [tests] [profile] [loop] [quality] [kernels] [headline] [sharded] [fsdp2] [evidence]
+#   [GPU_TESTS="files"] [LOOP_ARGS="..."] bench/gpu_suite.sh [build] [tests] [profile] [loop] [quality] [kernels] [headline] [sharded] [fsdp2] [evidence]
 # Logs and JSON go to $OUT (or ./gpu_out).
 set -u
 phases=${*:-build tests loop}
@@ -49,7 +49,7 @@ for phase in $phases; do
       PYTHONPATH=$site:bench LUMINAV_TRACE_HOST=1 timeout 200 python3 bench/optim_host_profile.py 2>&1 | tee "$out/profile.log" | grep -v "luminav: step_async" | tail -40
       grep "luminav: step_async" "$out/profile.log" | tail -12 ;;
     loop)
-      PYTHONPATH=$site timeout 400 python3 bench/optim_training_loop.py --json "$out/loop.json" 2>&1 | tee "$out/loop.log" | tail -20 ;;
+      PYTHONPATH=$site timeout 400 python3 bench/optim_training_loop.py --json "$out/loop.json" ${LOOP_ARGS:-} 2>&1 | tee "$out/loop.log" | tail -20 ;;
     quality)
       PYTHONPATH=$site:bench timeout 420 python3 bench/optim_llama_quality.py --steps ${QUALITY_STEPS:-400} ${QUALITY_ARGS:-} --json "$out/quality.json" 2>&1 | tee "$out/quality.log" | tail -12 ;;
     evidence)  # issue 14: every (regime, optimizer, seed) as its own process at once (bench/optim_llama_evidence.py);

@@ -256,6 +256,7 @@ class StepPlan {
   // One step. Reads the gradients and refreshes the pointers and numeric
   // hyperparameters, then one luminav_step_groups call with the GIL released.
   StepResult step(uintptr_t stream, uintptr_t grad_scale, uintptr_t found_inf, bool skip_nonfinite) {
+    PlanClaim claim(busy_);
     if (StepResult r = refresh(); std::get<0>(r) != 0) return r;
     return call(stream, grad_scale, found_inf, skip_nonfinite, -1, 0);
   }

@@ -19,6 +19,8 @@
 #include "optim/cuda/cuda_driver.h"
 #include "optim/cuda/embedded_files.h"
 #include "optim/cuda/launch_params.h"
+#include "optim/cuda/launch_script.h"
+#include "optim/cuda/step_graph_cache.h"
 #include "optim/cuda/triton_abi.h"
 #include "optim/dispatch/backend_error.h"
 
@@ -109,6 +111,7 @@ struct ContextState {
   size_t results_bytes = 0;
   void* host_results = nullptr;  // pinned copy of them
   size_t host_results_bytes = 0;
+  StepGraphCache step_graphs;  // Note [cached step graph]
 };
 
 class CudaBackend final : public Backend {
@@ -316,7 +319,8 @@ class CudaBackend final : public Backend {
   // apply, which writes nothing when the step is blocked -> commit (verdict,
   // step counters) -> an asynchronous copy of the status word. No host
   // synchronisation; every pointer lives in the caller's workspace or
-  // tensors, so the sequence can be captured in a CUDA graph.
+  // tensors, so the sequence can be captured in a CUDA graph (the caller's,
+  // or our own: Note [cached step graph]).
   int step_async(std::span<const AsyncGroup> groups, const luminav_async& async,
                  const ExecContext& ctx) override {
     static const bool trace = std::getenv("LUMINAV_TRACE_HOST") != nullptr;
@@ -331,13 +335,12 @@ class CudaBackend final : public Backend {
     CallScope scope(this, ctx.device_index);
     if (scope.code != LUMINAV_STATUS_OK) return scope.code;
     ContextState* state = scope.state;
-    if (int code = check_async_pointers(groups, async, ctx.scratch); code != LUMINAV_STATUS_OK) return code;
-    mark("scope+pointer checks");
-    const CUstream stream = static_cast<CUstream>(ctx.stream);
+    mark("scope");
+    // Recorded first, issued at the end (Note [cached step graph]).
+    LaunchScript script;
+    const LaunchTarget target(static_cast<CUstream>(ctx.stream), &script);
     const AsyncStep st = async_step(groups, ctx.scratch);
-    if (int code = launch_prepare(*state, groups, async, st, stream); code != LUMINAV_STATUS_OK) return code;
-
-    mark("prepare");
+    if (int code = launch_prepare(*state, groups, async, st, target); code != LUMINAV_STATUS_OK) return code;
     // Pass 1 of every group before any pass 2 (the finite check covers the call).
     uint32_t dense = 0;
     size_t factor_offset = st.layout.factors;
@@ -345,12 +348,12 @@ class CudaBackend final : public Backend {
       const AsyncGroup& g = groups[gi];
       const int rounds = core::reduction_rounds(g.k);
       for (int round = 0; round < rounds; ++round) {
-        if (int code = launch_reduce(*state, g, gi, dense, round, st, true, stream); code != LUMINAV_STATUS_OK) {
+        if (int code = launch_reduce(*state, g, gi, dense, round, st, true, target); code != LUMINAV_STATUS_OK) {
           return code;
         }
         if (round == 0 && g.k.tdclm) {
           if (int c = launch_factors(*state, g, dense, st.constants + gi, st.words, st.base, st.layout,
-                                     &factor_offset, stream);
+                                     &factor_offset, target);
               c != LUMINAV_STATUS_OK) {
             return c;
           }
@@ -358,10 +361,22 @@ class CudaBackend final : public Backend {
       }
       dense += static_cast<uint32_t>(g.tensors.size());
     }
-
-    mark("pass 1");
-    if (int code = launch_apply_and_commit(*state, groups, async, st, stream); code != LUMINAV_STATUS_OK) return code;
-    mark("pass 2+commit+copy");
+    if (int code = launch_apply_and_commit(*state, groups, async, st, target); code != LUMINAV_STATUS_OK) return code;
+    mark("recorded");
+    // A script equal to one issued before holds only pointers checked then.
+    if (!state->step_graphs.submitted_before(script)) {
+      if (int code = check_async_pointers(groups, async, ctx.scratch); code != LUMINAV_STATUS_OK) return code;
+    }
+    mark("pointer checks");
+    std::string why;
+    if (!state->step_graphs.submit(script, target.stream, &why)) return fail(LUMINAV_STATUS_DRIVER_ERROR, why);
+    mark("issued");
+    if (trace) {
+      const StepGraphCache::Counters c = state->step_graphs.counters();
+      std::fprintf(stderr, "luminav: step graphs: eager %llu built %llu replayed %llu nodes updated %llu\n",
+                   static_cast<unsigned long long>(c.eager), static_cast<unsigned long long>(c.built),
+                   static_cast<unsigned long long>(c.replayed), static_cast<unsigned long long>(c.nodes_updated));
+    }
     return LUMINAV_STATUS_OK;
   }
 
@@ -816,7 +831,7 @@ class CudaBackend final : public Backend {
   // factor region in call order.
   // Every group's constants on the device and the step's words reset.
   int launch_prepare(ContextState& state, std::span<const AsyncGroup> groups, const luminav_async& async,
-                     const AsyncStep& st, CUstream stream) {
+                     const AsyncStep& st, LaunchTarget stream) {
     const Kernel* prepare = find_kernel(state, "luminav_prepare_step");
     if (prepare == nullptr) return fail(LUMINAV_STATUS_INTERNAL, "luminav_prepare_step missing from the module");
     for (size_t first = 0; first < groups.size(); first += kMaxPrepareGroups) {
@@ -851,7 +866,7 @@ class CudaBackend final : public Backend {
   // step's combine and pack).
   template <class After = int (*)(const LaunchParams&)>
   int launch_reduce(ContextState& state, const AsyncGroup& g, size_t gi, uint32_t dense, int round,
-                    const AsyncStep& st, bool finalize, CUstream stream, After after = nullptr) {
+                    const AsyncStep& st, bool finalize, LaunchTarget stream, After after = nullptr) {
     uint32_t fields = 0;
     if (core::round_has_grad_sums(round)) fields |= kReduceGrad;
     if (core::round_has_update_sums(g.k, round)) fields |= kReduceUpdate;
@@ -887,7 +902,7 @@ class CudaBackend final : public Backend {
   // Pass 2 of every group (nothing written when the step is blocked), the
   // verdict and step counters, and the asynchronous copy of the status word.
   int launch_apply_and_commit(ContextState& state, std::span<const AsyncGroup> groups, const luminav_async& async,
-                              const AsyncStep& st, CUstream stream) {
+                              const AsyncStep& st, LaunchTarget stream) {
     const Kernel* commit = find_kernel(state, "luminav_commit_step");
     if (commit == nullptr) return fail(LUMINAV_STATUS_INTERNAL, "luminav_commit_step missing from the module");
     uint32_t dense = 0;
@@ -932,8 +947,12 @@ class CudaBackend final : public Backend {
       if (int code = launch_struct(*commit, 1, &cp, stream); code != LUMINAV_STATUS_OK) return code;
     } while (next < counters.size());
     if (async.host_status != nullptr) {
+      if (stream.script != nullptr) {
+        stream.script->add_copy_to_host(async.host_status, async.status, sizeof(luminav_step_status));
+        return LUMINAV_STATUS_OK;
+      }
       const CUresult r = api().cuMemcpyDtoHAsync(async.host_status, reinterpret_cast<CUdeviceptr>(async.status),
-                                                 sizeof(luminav_step_status), stream);
+                                                 sizeof(luminav_step_status), stream.stream);
       if (r != drv::CUDA_SUCCESS) return fail(LUMINAV_STATUS_DRIVER_ERROR, driver().error("cuMemcpyDtoHAsync", r));
     }
     return LUMINAV_STATUS_OK;
@@ -944,7 +963,7 @@ class CudaBackend final : public Backend {
   // column factors from the reduced exchange (Note [sharded phases on the device]).
   int launch_factors(ContextState& state, const AsyncGroup& g, uint32_t dense, const core::StepConstants* k,
                      dispatch::AsyncStepWords* words, unsigned char* base,
-                     const dispatch::AsyncWorkspaceLayout& layout, size_t* offset, CUstream stream,
+                     const dispatch::AsyncWorkspaceLayout& layout, size_t* offset, LaunchTarget stream,
                      const dispatch::ShardedLayout* sharded = nullptr, uint32_t mode = 0, double* exchange = nullptr) {
     const Kernel* update = find_kernel(state, sharded ? "luminav_sharded_factors" : "luminav_factor_update");
     if (update == nullptr) return fail(LUMINAV_STATUS_INTERNAL, "factor kernels missing from the module");
@@ -1059,18 +1078,22 @@ class CudaBackend final : public Backend {
     return LUMINAV_STATUS_OK;
   }
 
-  static int launch(const Kernel& kernel, uint32_t blocks, const LaunchParams& params, CUstream stream) {
-    return launch_struct(kernel, blocks, &params, stream);
+  static int launch(const Kernel& kernel, uint32_t blocks, const LaunchParams& params, LaunchTarget to) {
+    return launch_struct(kernel, blocks, &params, to);
   }
 
-  // Any kernel of kernels.cu: one by-value struct parameter.
+  // Any kernel of kernels.cu: one by-value struct parameter, launched now
+  // or recorded into the target's script.
   template <class Params>
-  static int launch_struct(const Kernel& kernel, uint32_t blocks, const Params* params, CUstream stream) {
-    void* user_args[] = {const_cast<Params*>(params)};
-    std::vector<void*> args = pack_triton_abi_args(user_args, kernel.trailing_scratch_ptrs);
-    const CUresult r = api().cuLaunchKernel(kernel.function, blocks, 1, 1, kBlockSize, 1, 1, 0, stream,
-                                            args.data(), nullptr);
-    if (r != drv::CUDA_SUCCESS) return fail(LUMINAV_STATUS_DRIVER_ERROR, driver().error("cuLaunchKernel", r));
+  static int launch_struct(const Kernel& kernel, uint32_t blocks, const Params* params, LaunchTarget to) {
+    if (to.script != nullptr) {
+      to.script->add_kernel(kernel.function, blocks, params, sizeof(Params), kernel.trailing_scratch_ptrs);
+      return LUMINAV_STATUS_OK;
+    }
+    std::string why;
+    if (!launch_kernel(kernel.function, blocks, params, kernel.trailing_scratch_ptrs, to.stream, &why)) {
+      return fail(LUMINAV_STATUS_DRIVER_ERROR, why);
+    }
     return LUMINAV_STATUS_OK;
   }
 

@@ -87,6 +87,15 @@ CudaDriver CudaDriver::load(const char* library) {
     d.why_not_ = std::string("no CUDA driver: ") + library + " lacks the entry point " + missing;
     return d;
   }
+  std::string optional;  // a missing one leaves its slot null (Api::has_graphs)
+  resolve(d.handle_, "cuStreamIsCapturing", a.cuStreamIsCapturing, &optional);
+  resolve(d.handle_, "cuGraphCreate", a.cuGraphCreate, &optional);
+  resolve(d.handle_, "cuGraphAddKernelNode_v2", a.cuGraphAddKernelNode, &optional);
+  resolve(d.handle_, "cuGraphInstantiateWithFlags", a.cuGraphInstantiate, &optional);
+  resolve(d.handle_, "cuGraphExecKernelNodeSetParams_v2", a.cuGraphExecKernelNodeSetParams, &optional);
+  resolve(d.handle_, "cuGraphLaunch", a.cuGraphLaunch, &optional);
+  resolve(d.handle_, "cuGraphExecDestroy", a.cuGraphExecDestroy, &optional);
+  resolve(d.handle_, "cuGraphDestroy", a.cuGraphDestroy, &optional);
   drv::CUresult r = a.cuInit(0);
   if (r != drv::CUDA_SUCCESS) {
     d.why_not_ = "CUDA driver present but unusable: " + d.error("cuInit", r);

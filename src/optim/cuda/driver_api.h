@@ -18,6 +18,10 @@ using CUcontext = struct CUctx_st*;
 using CUmodule = struct CUmod_st*;
 using CUfunction = struct CUfunc_st*;
 using CUstream = struct CUstream_st*;
+using CUgraph = struct CUgraph_st*;
+using CUgraphNode = struct CUgraphNode_st*;
+using CUgraphExec = struct CUgraphExec_st*;
+using CUkernel = struct CUkern_st*;
 
 constexpr CUresult CUDA_SUCCESS = 0;
 constexpr CUresult CUDA_ERROR_NOT_INITIALIZED = 3;
@@ -40,6 +44,22 @@ constexpr unsigned CU_MEMORYTYPE_UNIFIED = 4;
 using CUjit_option = int;
 constexpr CUjit_option CU_JIT_ERROR_LOG_BUFFER = 5;
 constexpr CUjit_option CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES = 6;
+
+// CUstreamCaptureStatus: CU_STREAM_CAPTURE_STATUS_NONE.
+constexpr int CU_STREAM_CAPTURE_STATUS_NONE = 0;
+
+// CUDA_KERNEL_NODE_PARAMS_v2 (cuGraphAddKernelNode_v2 and
+// cuGraphExecKernelNodeSetParams_v2 take it).
+struct KernelNodeParams {
+  CUfunction func;
+  unsigned grid_x, grid_y, grid_z;
+  unsigned block_x, block_y, block_z;
+  unsigned shared_bytes;
+  void** params;
+  void** extra;
+  CUkernel kernel;    // unused: func is set
+  CUcontext context;  // ignored when func is set
+};
 
 // Entry points, by the exported symbol each is resolved from (the _v2
 // names where the driver has them: the unsuffixed symbols are the legacy
@@ -76,6 +96,23 @@ struct Api {
   CUresult (*cuMemsetD8Async)(CUdeviceptr dst, unsigned char value, size_t count, CUstream stream);
   CUresult (*cuStreamSynchronize)(CUstream stream);
   CUresult (*cuPointerGetAttribute)(void* data, int attribute, CUdeviceptr ptr);
+
+  // Optional (Note [cached step graph] in step_graph_cache.h): a driver
+  // without them, or the test double, runs every step eagerly.
+  CUresult (*cuStreamIsCapturing)(CUstream stream, int* status);
+  CUresult (*cuGraphCreate)(CUgraph* graph, unsigned flags);
+  CUresult (*cuGraphAddKernelNode)(CUgraphNode* node, CUgraph graph, const CUgraphNode* dependencies,
+                                   size_t num_dependencies, const KernelNodeParams* params);  // _v2
+  CUresult (*cuGraphInstantiate)(CUgraphExec* exec, CUgraph graph, unsigned long long flags);  // WithFlags
+  CUresult (*cuGraphExecKernelNodeSetParams)(CUgraphExec exec, CUgraphNode node,
+                                             const KernelNodeParams* params);  // _v2
+  CUresult (*cuGraphLaunch)(CUgraphExec exec, CUstream stream);
+  CUresult (*cuGraphExecDestroy)(CUgraphExec exec);
+  CUresult (*cuGraphDestroy)(CUgraph graph);
+  bool has_graphs() const {
+    return cuStreamIsCapturing && cuGraphCreate && cuGraphAddKernelNode && cuGraphInstantiate &&
+           cuGraphExecKernelNodeSetParams && cuGraphLaunch && cuGraphExecDestroy && cuGraphDestroy;
+  }
 };
 
 }  // namespace luminav::cuda::drv
