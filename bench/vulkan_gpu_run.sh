@@ -12,8 +12,9 @@
 # Vulkan device comes up. WITH_SIMD=ON adds the simd backend: its Highway kernels did not build within
 # 260 s there (docs/runs/issue19_h200_call2_build.log); off, the build took 25-34 s. LOG2N,
 # BENCH_FLAGS (e.g. "--no-host --no-simd") and CUDA_LOG2N trim the benchmark; the whole run took
-# 98 s (call 3) and, trimmed, 60 s (call 4).
-# Writes at most 8 files to $OUT (the device tool brings back no more).
+# 98 s (call 3) and, trimmed, 60 s (call 4). BASE_TREE (below) adds an A/B benchmark.
+# Writes at most 8 files to $OUT (the device tool brings back no more): with BASE_TREE, set
+# CUDA_LOG2N to one size.
 set -u
 out=${OUT:-$PWD/gpu_out}
 mkdir -p "$out"
@@ -59,6 +60,23 @@ PYTHONPATH=$site LUMINAV_LIBRARY=$lib timeout 100 python3 -m pytest -q -p no:cac
 echo "tests done at $(( $(date +%s) - t0 )) s"
 LD_LIBRARY_PATH=$(dirname "$lib"):$LD_LIBRARY_PATH timeout 90 $build/src/optim/vulkan/luminav_vulkan_bench \
   --log2n ${LOG2N:-24,26,28} --reps 5 ${BENCH_FLAGS:-} 2>&1 | tee "$out/vulkan_bench.jsonl"
+# BASE_TREE: another copy of the sources (e.g. the branch before a change), its benchmark
+# built the same way and run right after this one's, for an A/B in one call.
+if [ -n "${BASE_TREE:-}" ]; then
+  timeout 200 python3 -m pip install -q --no-build-isolation --no-deps --target /tmp/vk_site_base \
+    -Cbuild-dir=/tmp/vk_build_base -Ccmake.define.LUMINA_WITH_DATA=OFF -Ccmake.define.LUMINA_TRITON_AOT=OFF \
+    -Ccmake.define.LUMINA_WITH_SIMD=OFF -Ccmake.define.LUMINA_WITH_CUDA=OFF \
+    -Ccmake.define.LUMINA_VULKAN_INCLUDE_DIR=$vkb/include -Ccmake.define.LUMINA_GLSLC=$vkb/bin/glslc \
+    "-Ccmake.define.CMAKE_PREFIX_PATH=$prefix;$vkb/prefix" -Ccmake.define.OPENSSL_ROOT_DIR="$prefix" \
+    -Ccmake.define.OPENSSL_INCLUDE_DIR="$prefix/include" \
+    -Ccmake.define.OPENSSL_CRYPTO_LIBRARY="$prefix/lib/x86_64-linux-gnu/libcrypto.so" "$BASE_TREE" >> "$out/build.log" 2>&1
+  cmake --build /tmp/vk_build_base --target luminav_vulkan_bench -j 16 >> "$out/build.log" 2>&1
+  echo "base build rc=$? at $(( $(date +%s) - t0 )) s" | tee -a "$out/build.log"
+  base_lib=$(find /tmp/vk_site_base -name 'libluminav.so*' | head -1)
+  LD_LIBRARY_PATH=$(dirname "$base_lib"):$LD_LIBRARY_PATH timeout 90 /tmp/vk_build_base/src/optim/vulkan/luminav_vulkan_bench \
+    --log2n ${LOG2N:-24,26,28} --reps 5 ${BENCH_FLAGS:-} 2>&1 | tee "$out/base_vulkan_bench.jsonl"
+  echo "base bench done at $(( $(date +%s) - t0 )) s"
+fi
 for lg in ${CUDA_LOG2N:-28 24}; do
   PYTHONPATH=$site:tests/optim:tests LUMINAV_LIBRARY=$lib timeout 45 python3 bench/cuda_step_bench.py --log2n $lg --reps 20 --only torch,clm,tdclm \
     --out "$out/cuda_bench_2e$lg.json" 2>&1 | tail -12

@@ -158,10 +158,16 @@ luminav_hyperparams hyper(int mode) {
   return hp;
 }
 
+double seconds_since(std::chrono::steady_clock::time_point a) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - a).count();
+}
+
 // The whole step on device-local arrays, as the backend runs it on host
-// arrays (vulkan_backend.cc): pass 1, the host's finalize, pass 2.
+// arrays (vulkan_backend.cc): pass 1, the host's finalize, pass 2; the
+// seconds of each pass (submission and wait included) go to `pass_seconds`.
 void device_step(vk::Context& c, const luminav_hyperparams& hp, const luminav_tensor& shape, VkBuffer p, VkBuffer g,
-                 VkBuffer m, VkBuffer v, std::vector<float>& factors, std::vector<double>& sums) {
+                 VkBuffer m, VkBuffer v, std::vector<float>& factors, std::vector<double>& sums,
+                 std::vector<double> (&pass_seconds)[2]) {
   core::StepConstants k = core::make_step_constants(hp);
   k.grad_sq_wanted = k.tdclm;
   const core::MomentLayout layout = core::moment_layout(k.tdclm, shape);
@@ -196,7 +202,9 @@ void device_step(vk::Context& c, const luminav_hyperparams& hp, const luminav_te
   std::string why;
   vk::TensorJob reduce = job_of(gl);
   reduce.params.want_grad_sums = 1;
+  auto start = std::chrono::steady_clock::now();
   if (vk::run_pass(c, vk::Pass::kReduce, std::span(&reduce, 1), &why)) die(why);
+  pass_seconds[0].push_back(seconds_since(start));
   luminav_partials partials = reduce.partials;
   if (core::has_row_factor(layout)) {
     partials.row_count = layout.rows;
@@ -210,7 +218,9 @@ void device_step(vk::Context& c, const luminav_hyperparams& hp, const luminav_te
     apply.row_factor = updated.row.data();
     apply.col_over_rho = updated.col_over_rho.data();
   }
+  start = std::chrono::steady_clock::now();
   if (vk::run_pass(c, vk::Pass::kApply, std::span(&apply, 1), &why)) die(why);
+  pass_seconds[1].push_back(seconds_since(start));
   if (core::has_row_factor(layout)) core::store_factors(layout, updated, factors.data());
 }
 
@@ -291,7 +301,13 @@ int main(int argc, char** argv) {
       const char* name = mode == LUMINAV_MODE_CLM ? "clm" : "tdclm_factored";
       std::vector<float> factors(shape.rows + cols, 0.0f);
       std::vector<double> sums(shape.rows + cols, 0.0);
-      const double dev_s = median_seconds(reps, [&] { device_step(*c, hp, shape, p, g, m, v, factors, sums); });
+      std::vector<double> pass_seconds[2];
+      const double dev_s =
+          median_seconds(reps, [&] { device_step(*c, hp, shape, p, g, m, v, factors, sums, pass_seconds); });
+      auto median = [](std::vector<double> t) {  // the warm-up's time included: one of reps + 1
+        std::sort(t.begin(), t.end());
+        return t[t.size() / 2];
+      };
       auto report = [&](const char* memory, double s) {
         std::printf("{\"log2n\": %d, \"mode\": \"%s\", \"memory\": \"%s\", \"seconds\": %.6g, \"elements_per_s\": %.4g, "
                     "\"gb_per_s\": %.4g, \"copy_gb_per_s\": %.4g, \"pct_of_copy\": %.1f, "
@@ -301,6 +317,10 @@ int main(int argc, char** argv) {
         std::fflush(stdout);
       };
       report("vulkan_device_local", dev_s);
+      std::printf("{\"log2n\": %d, \"mode\": \"%s\", \"memory\": \"vulkan_device_local\", "
+                  "\"pass1_seconds\": %.6g, \"pass2_seconds\": %.6g}\n",
+                  lg, name, median(pass_seconds[0]), median(pass_seconds[1]));
+      std::fflush(stdout);
       if (!host && !simd) continue;
       float* hp_ = host_array<float>(n, 1.0f);
       float* hg = host_array<float>(n, 0.01f);

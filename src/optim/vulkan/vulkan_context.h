@@ -33,8 +33,9 @@ struct EmbeddedShader {
 std::span<const EmbeddedShader> embedded_vulkan_shaders();
 
 // The compute shaders (shaders/*.comp), each compiled per dtype pair.
-// kCopy: the benchmark's fp32 copy (shaders/lv_copy.comp).
-enum class Shader { kReduce = 0, kApply = 1, kFactorSums = 2, kCopy = 3 };
+// kCopy: the benchmark's fp32 copy (shaders/lv_copy.comp); kColumnTotals:
+// TD-CLM's column sums from their row blocks (shaders/lv_column_totals.comp).
+enum class Shader { kReduce = 0, kApply = 1, kFactorSums = 2, kCopy = 3, kColumnTotals = 4 };
 
 class Context {
  public:
@@ -55,7 +56,7 @@ class Context {
   VkDescriptorSetLayout set_layout() const { return set_layout_; }
   VkPipelineLayout pipeline_layout() const { return pipeline_layout_; }
   // The pipeline of `shader` for (param, grad) dtypes (0 f32, 1 bf16, 2 f16;
-  // kFactorSums reads only the gradient, kCopy is fp32 only), created on first use; null with
+  // kFactorSums reads only the gradient, kCopy and kColumnTotals are fp32 only), created on first use; null with
   // `why` set when the driver refuses it. Thread-safe.
   VkPipeline pipeline(Shader shader, int param_dtype, int grad_dtype, std::string* why);
   const std::string& device_name() const { return device_name_; }
@@ -83,12 +84,14 @@ class Context {
   // vulkan_passes.cc): host memory that the host fills and reads, and the
   // device-local copy that the shaders use (a discrete GPU would otherwise
   // read the constants and factors across PCIe in every thread), kept and
-  // grown between passes.
+  // grown between passes. The device copy may be longer: what lies past
+  // `bytes` is device-only scratch (TD-CLM's column sums per row block).
   struct Arena {
     VkBuffer host = VK_NULL_HANDLE, device = VK_NULL_HANDLE;
     VkDeviceMemory host_memory = VK_NULL_HANDLE, device_memory = VK_NULL_HANDLE;
     void* mapped = nullptr;
-    VkDeviceSize bytes = 0;
+    VkDeviceSize bytes = 0;         // host and device
+    VkDeviceSize device_bytes = 0;  // device, >= bytes
   };
   Arena& arena() { return arena_; }
   // Held by a pass from its first allocation to its results: the queue, the
@@ -112,7 +115,7 @@ class Context {
   std::mutex pipelines_mutex_;
   std::mutex pass_mutex_;
   Arena arena_;
-  VkPipeline pipelines_[4][3][3]{};  // [shader][param][grad]
+  VkPipeline pipelines_[5][3][3]{};  // [shader][param][grad]
   bool full_subgroups_ = false;
   VkPhysicalDeviceMemoryProperties memory_{};
   std::string device_name_;

@@ -87,10 +87,11 @@ int create_buffer(Context& c, VkDeviceSize bytes, VkMemoryPropertyFlags want, Vk
 
 constexpr VkMemoryPropertyFlags kHostCoherent = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
 
-// The context's arena, grown to at least `bytes` (Context::Arena).
-int ensure_arena(Context& c, VkDeviceSize bytes, std::string* why) {
+// The context's arena, grown to at least `bytes` mirrored in host memory and
+// `device_bytes` (>= bytes) on the device (Context::Arena).
+int ensure_arena(Context& c, VkDeviceSize bytes, VkDeviceSize device_bytes, std::string* why) {
   Context::Arena& a = c.arena();
-  if (a.bytes >= bytes) return LUMINAV_STATUS_OK;
+  if (a.bytes >= bytes && a.device_bytes >= device_bytes) return LUMINAV_STATUS_OK;
   const Api& vk = c.api();
   for (VkBuffer b : {a.host, a.device})
     if (b) vk.vkDestroyBuffer(c.device(), b, nullptr);
@@ -98,20 +99,22 @@ int ensure_arena(Context& c, VkDeviceSize bytes, std::string* why) {
     if (m) vk.vkFreeMemory(c.device(), m, nullptr);
   a = Context::Arena{};
   bytes = std::max<VkDeviceSize>(round_up(bytes, 65536), 1 << 20);
+  device_bytes = std::max(bytes, round_up(device_bytes, 65536));
   Context::Arena next;
   if (int code = create_buffer(c, bytes, kHostCoherent, VK_MEMORY_PROPERTY_HOST_CACHED_BIT, &next.host,
                                &next.host_memory, &next.mapped, why);
       code) {
     return code;
   }
-  if (int code = create_buffer(c, bytes, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, 0, &next.device, &next.device_memory,
-                               nullptr, why);
+  if (int code = create_buffer(c, device_bytes, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, 0, &next.device,
+                               &next.device_memory, nullptr, why);
       code) {
     vk.vkDestroyBuffer(c.device(), next.host, nullptr);
     vk.vkFreeMemory(c.device(), next.host_memory, nullptr);
     return code;
   }
   next.bytes = bytes;
+  next.device_bytes = device_bytes;
   a = next;
   return LUMINAV_STATUS_OK;
 }
@@ -182,6 +185,19 @@ class Batch {
     vk_.vkCmdCopyBuffer(cmd_, from, to, static_cast<uint32_t>(regions.size()), regions.data());
     if (to_shaders) barrier(VK_PIPELINE_STAGE_TRANSFER_BIT, VK_ACCESS_TRANSFER_WRITE_BIT,
                             VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT);
+  }
+
+  // Zeroes `regions` of `buffer` (offsets and sizes multiples of 4); the
+  // next copy(..., true) makes them visible to the shaders.
+  void zero(VkBuffer buffer, const std::vector<VkBufferCopy>& regions) {
+    for (const VkBufferCopy& r : regions)
+      if (r.size) vk_.vkCmdFillBuffer(cmd_, buffer, r.dstOffset, r.size, 0u);
+  }
+
+  // What the dispatches so far wrote is visible to the next ones.
+  void shader_barrier() {
+    barrier(VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+            VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT);
   }
 
   // Host memory read in place: the page-aligned cover of [ptr, ptr+bytes)
@@ -369,7 +385,9 @@ size_t div_up(size_t a, size_t b) { return (a + b - 1) / b; }
 // One chunk of a job: elements [first, first + count), rows [row0, row0 + rows).
 struct Chunk {
   size_t job, first, count, row0, rows;
-  size_t partials_at = 0, rows_at = 0, cols_at = 0, factor_at = 0;  // arena offsets (bytes)
+  // Arena offsets (bytes): blocks_at is device-only scratch (the chunk's
+  // column sums per row block), totals_at the job's column totals.
+  size_t partials_at = 0, rows_at = 0, blocks_at = 0, totals_at = 0, factor_at = 0;
 };
 
 }  // namespace
@@ -383,6 +401,8 @@ size_t chunk_elements(const Context& context, const core::MomentLayout& layout) 
   if (core::has_row_factor(layout)) {
     const size_t cols = static_cast<size_t>(layout.cols);
     size_t rows = n / cols;
+    // The bound of the earlier dispatch of one workgroup row per row block,
+    // kept so that the chunks, and so the order of the column sums, stay the same.
     rows = std::min<size_t>(rows, static_cast<size_t>(kMaxGroups - 1) * kRowBlock);
     n = rows * cols;
   }
@@ -397,6 +417,8 @@ int run_pass(Context& context, Pass pass, std::span<TensorJob> jobs, std::string
   std::vector<Chunk> chunks;
   const VkDeviceSize align = std::max<VkDeviceSize>(context.storage_alignment(), 16);
   VkDeviceSize arena = round_up(jobs.size() * kParamsSlotBytes, align);
+  VkDeviceSize scratch = 0;  // device-only, placed after the mirrored part
+  std::vector<size_t> totals_at(jobs.size(), 0);
   for (size_t j = 0; j < jobs.size(); ++j) {
     const TensorJob& job = jobs[j];
     const bool rows = core::has_row_factor(job.layout);
@@ -423,9 +445,14 @@ int run_pass(Context& context, Pass pass, std::span<TensorJob> jobs, std::string
       if (factor_sums) {
         c.rows_at = arena;
         arena = round_up(arena + c.rows * sizeof(double), align);
-        c.cols_at = arena;
         if (job.layout.kind == core::SecondMoment::kFactored) {
-          arena = round_up(arena + div_up(c.rows, kRowBlock) * job.layout.cols * sizeof(double), align);
+          if (first == 0) {
+            totals_at[j] = arena;
+            arena = round_up(arena + job.layout.cols * sizeof(double), align);
+          }
+          c.totals_at = totals_at[j];
+          c.blocks_at = scratch;
+          scratch = round_up(scratch + div_up(c.rows, kRowBlock) * job.layout.cols * sizeof(double), align);
         }
       }
       const bool reads_factor = rows && (pass == Pass::kApply || job.params.want_update_sums);
@@ -440,7 +467,8 @@ int run_pass(Context& context, Pass pass, std::span<TensorJob> jobs, std::string
   stats.chunks = chunks.size();
 
   Batch batch(context);
-  if (int code = ensure_arena(context, arena, why); code) return code;
+  if (int code = ensure_arena(context, arena, arena + scratch, why); code) return code;
+  for (Chunk& c : chunks) c.blocks_at += arena;
   const Context::Arena& area = context.arena();
   char* base = static_cast<char*>(area.mapped);
   std::memset(base, 0, static_cast<size_t>(arena));
@@ -458,7 +486,7 @@ int run_pass(Context& context, Pass pass, std::span<TensorJob> jobs, std::string
   // Unused bindings point at the arena's first constants slot.
   const Bound unused = arena_bound(0, kParamsSlotBytes);
 
-  const uint32_t dispatches_per_chunk = 2;
+  const uint32_t dispatches_per_chunk = 3;
   if (int code = batch.begin(static_cast<uint32_t>(chunks.size() * dispatches_per_chunk), why); code) return code;
   // The factors of every chunk are in the arena before the first dispatch.
   for (const Chunk& c : chunks) {
@@ -473,6 +501,14 @@ int run_pass(Context& context, Pass pass, std::span<TensorJob> jobs, std::string
     }
     upload.push_back({c.factor_at, c.factor_at, floats * sizeof(float)});
   }
+  // The column totals start from zero (the shaders add every chunk's blocks).
+  std::vector<VkBufferCopy> totals;
+  for (size_t j = 0; j < jobs.size(); ++j) {
+    if (pass == Pass::kReduce && jobs[j].params.want_grad_sums && jobs[j].layout.kind == core::SecondMoment::kFactored) {
+      totals.push_back({totals_at[j], totals_at[j], jobs[j].layout.cols * sizeof(double)});
+    }
+  }
+  batch.zero(area.device, totals);
   batch.copy(area.host, area.device, upload, true);
   for (Chunk& c : chunks) {
     TensorJob& job = jobs[c.job];
@@ -524,22 +560,31 @@ int run_pass(Context& context, Pass pass, std::span<TensorJob> jobs, std::string
       code = pipeline ? batch.dispatch(pipeline, b, push, static_cast<uint32_t>(div_up(c.count, kTileElements)), 1, why)
                       : LUMINAV_STATUS_DRIVER_ERROR;
       if (!code && rows && job.params.want_grad_sums) {
+        // lv_factor_sums.comp: y = 0 the rows, y = 1 the (row block, column)
+        // pairs; then lv_column_totals.comp adds the blocks onto the totals.
         b[kBindOut] = arena_bound(c.rows_at, c.rows * sizeof(double));
         const size_t blocks = factored ? div_up(c.rows, kRowBlock) : 0;
-        if (factored) b[kBindOut2] = arena_bound(c.cols_at, blocks * job.layout.cols * sizeof(double));
+        const VkDeviceSize block_bytes = blocks * job.layout.cols * sizeof(double);
+        if (factored) b[kBindOut2] = arena_bound(c.blocks_at, block_bytes);
         download.push_back({c.rows_at, c.rows_at, c.rows * sizeof(double)});
-        if (factored) download.push_back({c.cols_at, c.cols_at, blocks * job.layout.cols * sizeof(double)});
         const bool wide = job.layout.cols >= 256;
         const size_t row_groups = wide ? c.rows : div_up(c.rows, kWorkgroup);
-        const size_t col_groups = factored ? div_up(job.layout.cols, kWorkgroup) : 1;
-        const uint32_t x = static_cast<uint32_t>(std::min<size_t>(std::max(row_groups, col_groups), kMaxGroups));
+        const size_t pair_groups = div_up(blocks * job.layout.cols, kWorkgroup);
+        const uint32_t x = static_cast<uint32_t>(std::min<size_t>(std::max(row_groups, pair_groups), kMaxGroups));
         VkPipeline sums = context.pipeline(Shader::kFactorSums, 0, gd, why);
-        code = sums ? batch.dispatch(sums, b, push, x, static_cast<uint32_t>(1 + blocks), why)
-                    : LUMINAV_STATUS_DRIVER_ERROR;
+        code = sums ? batch.dispatch(sums, b, push, x, factored ? 2u : 1u, why) : LUMINAV_STATUS_DRIVER_ERROR;
+        if (!code && factored) {
+          b[kBindOut] = arena_bound(c.totals_at, job.layout.cols * sizeof(double));
+          batch.shader_barrier();  // the blocks, and the totals of the chunk before
+          const uint32_t cx = static_cast<uint32_t>(std::min<size_t>(div_up(job.layout.cols, kWorkgroup), kMaxGroups));
+          VkPipeline add = context.pipeline(Shader::kColumnTotals, 0, 0, why);
+          code = add ? batch.dispatch(add, b, push, cx, 1, why) : LUMINAV_STATUS_DRIVER_ERROR;
+        }
       }
     }
     if (code) return code;
   }
+  for (const VkBufferCopy& t : totals) download.push_back(t);
   batch.copy(area.device, area.host, download, false);
   if (int code = batch.submit_and_wait(why); code) return code;
 
@@ -558,13 +603,8 @@ int run_pass(Context& context, Pass pass, std::span<TensorJob> jobs, std::string
       }
       if (core::has_row_factor(job.layout) && job.params.want_grad_sums) {
         std::memcpy(job.row_sq + c.row0, base + c.rows_at, c.rows * sizeof(double));
-        if (job.layout.kind == core::SecondMoment::kFactored) {
-          const size_t cols = job.layout.cols;
-          if (c.first == 0) std::fill(job.col_sq, job.col_sq + cols, 0.0);
-          const auto* blocks = reinterpret_cast<const double*>(base + c.cols_at);
-          for (size_t k = 0; k < div_up(c.rows, kRowBlock); ++k) {
-            for (size_t col = 0; col < cols; ++col) job.col_sq[col] += blocks[k * cols + col];
-          }
+        if (job.layout.kind == core::SecondMoment::kFactored && c.first == 0) {
+          std::memcpy(job.col_sq, base + c.totals_at, job.layout.cols * sizeof(double));
         }
       }
     }

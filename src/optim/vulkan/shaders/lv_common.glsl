@@ -43,6 +43,7 @@ spirv_execution_mode(extensions = ["SPV_KHR_float_controls"], capabilities = [44
 
 #define WORKGROUP 256u
 #define TILE_ITEMS 16u  // elements per thread in a reduction tile (tile = 4096)
+#define ROW_BLOCK 64u   // rows per block of TD-CLM's column sums (vulkan_layout.h: kRowBlock)
 
 // Second-moment layouts (core/second_moment_layout.h).
 #define KIND_ELEMENTWISE 0u

@@ -2,17 +2,18 @@
 // TD-CLM factored/row, round 0: the sum of g^2 of each row of the chunk
 // (binding 7, `rows` doubles) and, factored, of each column over blocks of
 // ROW_BLOCK rows (binding 8, one double per (block, column)), both in a
-// fixed order (the host adds the blocks in block order).
+// fixed order (lv_column_totals.comp then adds the blocks in block order).
 #include "lv_common.glsl"
 layout(local_size_x = 256) in;
-#define ROW_BLOCK 64u
 // Rows of at least this many columns get a workgroup each; narrower rows a thread.
 #define WIDE_ROW 256u
 
 layout(std430, set = 0, binding = 7) writeonly buffer RowOut { double row_sq[]; };
 layout(std430, set = 0, binding = 8) writeonly buffer ColOut { double col_sq[]; };
 
-// Dispatch (x, y): y == 0 rows, y >= 1 column block y - 1.
+// Dispatch (x, 2): y == 0 the rows, y == 1 the (block, column) pairs, block
+// major, spread over the same x workgroups (a workgroup per block and column
+// range would leave most of an x sized for the rows empty).
 void main() {
   const uint cols = P.cols;
   if (gl_WorkGroupID.y == 0u) {
@@ -39,15 +40,18 @@ void main() {
     return;
   }
   if (P.kind != KIND_FACTORED) return;
-  const uint block = gl_WorkGroupID.y - 1u;
-  const uint r0 = block * ROW_BLOCK;
-  const uint r1 = min(r0 + ROW_BLOCK, pc.rows);
-  for (uint c = gl_GlobalInvocationID.x; c < cols; c += gl_NumWorkGroups.x * WORKGROUP) {
+  const uint blocks = (pc.rows + ROW_BLOCK - 1u) / ROW_BLOCK;
+  const uint pairs = blocks * cols;  // <= the chunk's elements
+  for (uint w = gl_GlobalInvocationID.x; w < pairs; w += gl_NumWorkGroups.x * WORKGROUP) {
+    const uint block = w / cols;
+    const uint c = w - block * cols;
+    const uint r0 = block * ROW_BLOCK;
+    const uint r1 = min(r0 + ROW_BLOCK, pc.rows);
     double acc = 0.0LF;
     for (uint r = r0; r < r1; ++r) {
       const float g = load_grad(r * cols + c);
       acc += double(g) * double(g);
     }
-    col_sq[block * cols + c] = acc;
+    col_sq[w] = acc;
   }
 }
