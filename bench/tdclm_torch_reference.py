@@ -11,6 +11,30 @@ from __future__ import annotations
 import torch
 
 
+def update_factors(row, col, g, beta2):
+    """One step of the factors' moving averages from the R x C gradient g, in place: the row means
+    and (C > 1) the column means of g^2."""
+    g2 = g * g
+    row.mul_(beta2).add_(g2.mean(dim=1), alpha=1 - beta2)
+    if col is not None:
+        col.mul_(beta2).add_(g2.mean(dim=0), alpha=1 - beta2)
+
+
+def factored_second_moment(row, col):
+    """The R x C second moment the factors stand for: row * col / rho with rho the mean of row
+    (0 where rho = 0); a 1-D tensor (col None) keeps one value per element."""
+    if col is None:
+        return row[:, None]
+    rho = row.mean()
+    return torch.where(rho > 0, row[:, None] * col[None, :] / rho, torch.zeros(row.shape[0], col.shape[0],
+                                                                              device=row.device))
+
+
+def as_rows(t):
+    """The R x C view of a tensor the spec factors: R its first dimension (1 for a scalar)."""
+    return t.float().reshape(t.shape[0] if t.dim() else 1, -1)
+
+
 class TDCLMReference(torch.optim.Optimizer):
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0):
         super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay))
@@ -23,7 +47,7 @@ class TDCLMReference(torch.optim.Optimizer):
             for p in group["params"]:
                 if p.grad is None:
                     continue
-                g = p.grad.float().reshape(p.shape[0] if p.dim() else 1, -1)  # R x C, row-major
+                g = as_rows(p.grad)  # R x C, row-major
                 rows, cols = g.shape
                 state = self.state[p]
                 if not state:
@@ -35,14 +59,8 @@ class TDCLMReference(torch.optim.Optimizer):
                 t = state["step"]
                 m = state["exp_avg"]
                 m.mul_(beta1).add_(g, alpha=1 - beta1)
-                g2 = g * g
-                row = state["row"].mul_(beta2).add_(g2.mean(dim=1), alpha=1 - beta2)
-                if cols > 1:
-                    col = state["col"].mul_(beta2).add_(g2.mean(dim=0), alpha=1 - beta2)
-                    rho = row.mean()
-                    vhat = torch.where(rho > 0, row[:, None] * col[None, :] / rho, torch.zeros_like(g))
-                else:
-                    vhat = row[:, None]
+                update_factors(state["row"], state["col"], g, beta2)
+                vhat = factored_second_moment(state["row"], state["col"])
                 bc1 = float(1 - beta1 ** t)  # double, then fp32 in the tensor ops
                 bc2 = float(1 - beta2 ** t)
                 u = (m / bc1) / ((vhat / bc2).sqrt() + eps)
