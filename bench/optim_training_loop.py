@@ -57,7 +57,7 @@ def make_optimizer(kind, model):
                                  weight_decay=0.1, fused=True, capturable=True)
     if kind == "torch_foreach":
         return torch.optim.AdamW(model.parameters(), lr=6e-4, betas=(0.9, 0.95), weight_decay=0.1, foreach=True)
-    if kind in ("luminav", "luminav_cached_graph"):
+    if kind in ("luminav", "luminav_eager_launches"):
         return LuminaV(model.parameters(), lr=6e-4, betas=(0.9, 0.95), weight_decay=0.1)
     if kind == "luminav_tdclm":  # TD-CLM v2 (factored) on every tensor
         return LuminaV(model.parameters(), lr=6e-4, betas=(0.9, 0.95), weight_decay=0.1, mode="tdclm")
@@ -73,9 +73,9 @@ def make_optimizer(kind, model):
 
 
 # Kinds that are another kind under an environment set while they are measured:
-# luminav_cached_graph is luminav with the cached step graph turned on (Note
-# [cached step graph] in src/optim/cuda/step_graph_cache.h: opt-in for now).
-KIND_ENV = {"luminav_cached_graph": {"LUMINAV_CUDA_GRAPHS": "1"}}
+# luminav_eager_launches is luminav without the cached step graph (Note [cached
+# step graph] in src/optim/cuda/step_graph_cache.h), every kernel launched eagerly.
+KIND_ENV = {"luminav_eager_launches": {"LUMINAV_CUDA_GRAPHS": "0"}}
 
 
 @contextlib.contextmanager

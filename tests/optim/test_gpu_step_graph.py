@@ -1,7 +1,7 @@
-"""The cached step graph (Note [cached step graph] in src/optim/cuda/step_graph_cache.h; opt-in
-with LUMINAV_CUDA_GRAPHS=1): from the second step of the same shape, LuminaV's CUDA step is one
-graph launch whose nodes are updated where an argument changed. The reference is the same run
-with the cache off (every kernel launched eagerly): parameters and state must agree bit for
+"""The cached step graph (Note [cached step graph] in src/optim/cuda/step_graph_cache.h): from
+the second step of the same shape, LuminaV's CUDA step is one graph launch whose nodes are
+updated where an argument changed. The reference is the same run with the cache off
+(LUMINAV_CUDA_GRAPHS=0: every kernel launched eagerly): parameters and state must agree bit for
 bit while gradients move to new addresses, the host lr changes every step, a gradient is
 non-finite, and a tensor grows. Skipped without a CUDA GPU; run on the H200 by bench/gpu_suite.sh."""
 from __future__ import annotations

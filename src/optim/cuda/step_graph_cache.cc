@@ -26,7 +26,7 @@ void StepGraphCache::release(Entry& e) {
 
 bool StepGraphCache::graphs_enabled(drv::CUstream stream) {
   const char* env = std::getenv("LUMINAV_CUDA_GRAPHS");
-  if (env == nullptr || std::strcmp(env, "1") != 0) return false;  // opt-in (the note says why)
+  if (env != nullptr && std::strcmp(env, "0") == 0) return false;
   if (!api().has_graphs()) return false;
   int status = 0;
   // An error (an illegal query while another stream captures) counts as capturing.

@@ -16,12 +16,12 @@
 // The nodes' arguments are the launches' own bytes, so a replay runs the
 // kernels the eager path would, with the same arguments: the results are
 // bit-identical. A stream that is being captured (torch.cuda.graph) gets
-// the eager launches, which the capture records. A driver without the
-// graph entry points gets eager launches too.
-// For now the cache is opt-in (LUMINAV_CUDA_GRAPHS=1): it was written in a
-// session without a GPU, and stays off by default until the GPU tests
-// (tests/optim/test_gpu_step_graph.py) and the training-loop benchmark
-// (kind luminav_cached_graph) have run on one.
+// the eager launches, which the capture records. LUMINAV_CUDA_GRAPHS=0
+// turns the cache off (every step eager), as does a driver without the
+// graph entry points. On the H200 (docs/benchmarks.md, "Issue 13 (session
+// 3)") it took the host time of opt.step() in the Llama 98M loop from 0.60
+// to 0.44 of torch fused AdamW's, bit-identical to the eager launches
+// (tests/optim/test_gpu_step_graph.py).
 #pragma once
 
 #include <cstdint>
