@@ -103,7 +103,6 @@ struct MinHashLSH::Impl {
   size_t kept = 0, capacity = 0, next_capacity = 0;
   size_t tail_begin = 0;            // the first id of the tail
   size_t tail_docs;                 // the tail's size when it becomes a run
-  std::vector<uint64_t> tail_keys;  // (id - tail_begin) * bands + band -> band key
   BandRuns runs;
   mutable std::vector<uint32_t> run_ids;  // scratch of best_match
   // The low 32 bits of each kept signature value, all that verification
@@ -166,7 +165,6 @@ struct MinHashLSH::Impl {
     for (int b = 0; b < options.bands; ++b) {
       int64_t head;
       const uint64_t key = band_key(sig, b);
-      tail_keys.push_back(key);
       const size_t slot = chain_slot(id, b);
       next[slot] = kEndOfChain;
       if (!bands[b].insert(key, static_cast<int64_t>(id), &head)) {
@@ -185,12 +183,14 @@ struct MinHashLSH::Impl {
     std::vector<std::vector<BandRuns::Entry>> per_band(nb);
     for (size_t b = 0; b < nb; ++b) {
       per_band[b].reserve(n);
-      for (size_t local = 0; local < n; ++local) {
-        per_band[b].push_back({tail_keys[local * nb + b], static_cast<uint32_t>(tail_begin + local), 0});
-      }
+      const int band = static_cast<int>(b);
+      bands[b].for_each([&](uint64_t key, int64_t head) {  // each key's chain: every tail document with it
+        for (uint32_t c = static_cast<uint32_t>(head); c != kEndOfChain; c = next[chain_slot(c, band)]) {
+          per_band[b].push_back({key, c, 0});
+        }
+      });
     }
     runs.add_run(per_band);
-    tail_keys.clear();
     reset_tail_tables();
     tail_begin = kept;
   }
@@ -309,7 +309,7 @@ uint64_t MinHashLSH::documents_seen() const { return impl_->seen; }
 uint64_t MinHashLSH::memory_bytes() const {
   const auto& s = *impl_;
   uint64_t bytes = s.signatures.memory_bytes() + s.capacity * 8 + s.next_capacity * 4 * s.options.bands +
-                   s.tail_keys.capacity() * 8 + s.runs.memory_bytes();
+                   s.runs.memory_bytes();
   for (const auto& b : impl_->bands) bytes += b.memory_bytes();
   return bytes;
 }
