@@ -36,6 +36,7 @@ void read_column(int fd, StringColumn& c, uint64_t rows, uint64_t bytes, uint64_
   c.offsets.resize(rows + 1);
   read_exact(fd, c.offsets.data(), (rows + 1) * sizeof(int64_t), offset, path);
   offset += (rows + 1) * sizeof(int64_t);
+  reserve_group(c.bytes);  // a larger group later must not double the capacity (two copies alive)
   c.bytes.resize(bytes);
   read_exact(fd, c.bytes.data(), bytes, offset, path);
   offset += bytes;
