@@ -53,7 +53,11 @@ class PartChunks {
   virtual ~PartChunks() = default;
   virtual std::string_view text_field() const = 0;
   virtual size_t chunks() const = 0;
-  virtual void read(size_t k, PartTable& into) const = 0;  // replaces into's rows with chunk k's
+  // Chunk k: the row group still in memory is returned as it is (no copy);
+  // a spilled one is read into `scratch`, which is returned. With
+  // fields_only the text column of a spilled chunk is left empty (the
+  // metadata pass of Note [metadata columns] needs no text).
+  virtual const PartTable& read(size_t k, PartTable& scratch, bool fields_only = false) const = 0;
 };
 
 // Serializes one part into an open file descriptor in one format.

@@ -160,7 +160,12 @@ def test_estimated_jaccard_is_within_the_binomial_bound_of_the_exact_one(scheme)
     assert abs(np.mean(errors)) <= 4 * math.sqrt(0.25 / 64 / len(pairs))
 
 
-def test_streaming_decisions_equal_the_reference_lsh():
+@pytest.mark.parametrize("tail_docs", [None, "7"])
+def test_streaming_decisions_equal_the_reference_lsh(tail_docs, monkeypatch):
+    # "7": all but the last 7 kept documents' band keys in runs on disk
+    # (Note [band runs on disk]), ~25 runs: the decisions must not change.
+    if tail_docs:
+        monkeypatch.setenv("LUMINAMOON_LSH_TAIL_DOCS", tail_docs)
     rng = random.Random(21)
     docs = []
     for _ in range(150):
@@ -299,6 +304,24 @@ def test_pipeline_scheme_option(tmp_path):
         assert summary["dropped"] == {"minhash": {"near_duplicate": 1}}, (scheme, summary["dropped"])
     with pytest.raises(Exception, match="unknown scheme 'ohp'; known: oph, kperm"):
         FusedPipeline(**raw, minhash_scheme="ohp").run([str(src)], tmp_path / "bad", resume=False)
+
+
+def test_band_keys_of_older_documents_leave_memory(monkeypatch):
+    # Note [band runs on disk]: with a tail of 4,096 documents, the older ones
+    # cost ~10 bytes of Bloom filter (8 bands x 10 bits, block rounding) and 8 of
+    # ref (1.5x growth slack); the tail its tables and chains and one block of
+    # signatures. A copy of a document in a run is still dropped against it.
+    monkeypatch.setenv("LUMINAMOON_LSH_TAIL_DOCS", "4096")
+    n = 50_000
+    sigs = np.random.default_rng(4).integers(0, 2**61, size=(n, 64), dtype=np.uint64)
+    lsh = data.MinHashLSH()
+    keep, _ = lsh.add_signatures(sigs)
+    assert keep.all() and len(lsh) == n
+    tail = 4096 * (8 * 12 / 0.533 + 4 * 8 * 1.5) / n
+    bound = 8 * 10 / 8 * 1.25 + 8 * 1.5 + tail + 4096 * 64 * 4 / n
+    assert lsh.memory_bytes / n <= bound
+    keep, matched = lsh.add_signatures(sigs[[7, 30_000, n - 1]], refs=[n, n + 1, n + 2])
+    assert keep.tolist() == [False, False, False] and matched.tolist() == [7, 30_000, n - 1]
 
 
 def test_the_index_keeps_signatures_out_of_memory():

@@ -32,10 +32,15 @@ std::string temporary_dir(const std::string& dir) {
 
 }  // namespace
 
-KeptSignatures::KeptSignatures(size_t width, const std::string& dir)
-    : width_(width), what_(temporary_dir(dir)) {
-  fd_ = open_temporary(what_);
-  if (fd_ < 0 && !dir.empty()) fd_ = open_temporary(what_ = temporary_dir(""));
+int open_lsh_temporary(const std::string& dir, std::string* where) {
+  *where = temporary_dir(dir);
+  int fd = open_temporary(*where);
+  if (fd < 0 && !dir.empty()) fd = open_temporary(*where = temporary_dir(""));
+  return fd;
+}
+
+KeptSignatures::KeptSignatures(size_t width, const std::string& dir) : width_(width) {
+  fd_ = open_lsh_temporary(dir, &what_);
   if (fd_ >= 0) tail_.reserve(kBlockDocs * width_);
 }
 

@@ -24,6 +24,11 @@ namespace luminamoon {
 // kernel may reclaim, and which is not the process's memory). Where no
 // temporary file can be made, they stay in memory as before. The .lsh log
 // keeps the full values, so nothing here needs to survive the process.
+// An unnamed temporary file (O_TMPFILE, else a named one unlinked at once) in
+// dir, or TMPDIR, or /tmp; -1 where none can be made. *where names the
+// directory used, for error messages.
+int open_lsh_temporary(const std::string& dir, std::string* where);
+
 class KeptSignatures {
  public:
   static constexpr size_t kBlockDocs = 4096;

@@ -13,6 +13,7 @@
 
 #include "data/dedup/append_log.h"
 #include "data/dedup/hash_key_set.h"
+#include "data/minhash/band_runs.h"
 #include "data/minhash/kept_signatures.h"
 #include "luminamoon/data_error.h"
 
@@ -92,12 +93,18 @@ struct MinHashLSH::Impl {
   MinHashLSHOptions options;
   MinHasher hasher;
   size_t width;  // num_perm
-  std::vector<BasicHashKeySet<uint32_t>> bands;  // band key -> first kept document (id) with it
-  // capacity * bands: the chain of documents sharing a key. Grown with realloc
-  // (no copy, no second array at the peak), as refs.
+  // The tail's band tables (Note [band runs on disk]): band key -> first kept
+  // document (id) of the tail with it; the older documents' keys are in runs.
+  std::vector<BasicHashKeySet<uint32_t>> bands;
+  // next_capacity * bands: the chain of tail documents sharing a key, by id -
+  // tail_begin. Grown with realloc (no copy, no second array at the peak), as refs.
   ReallocArray<uint32_t> next;
   ReallocArray<int64_t> refs;
-  size_t kept = 0, capacity = 0;
+  size_t kept = 0, capacity = 0, next_capacity = 0;
+  size_t tail_begin = 0;            // the first id of the tail
+  size_t tail_docs;                 // the tail's size when it becomes a run
+  BandRuns runs;
+  mutable std::vector<uint32_t> run_ids;  // scratch of best_match
   // The low 32 bits of each kept signature value, all that verification
   // compares (Note [verification on 32 bits]); on disk (Note [signatures on disk]).
   KeptSignatures signatures;
@@ -109,9 +116,10 @@ struct MinHashLSH::Impl {
       : options((validate(o), std::move(o))),
         hasher(options.params),
         width(static_cast<size_t>(options.params.num_perm)),
+        tail_docs(lsh_tail_documents()),
+        runs(options.bands, index_dir(options.index.path)),
         signatures(width, index_dir(options.index.path)) {
-    bands.reserve(options.bands);
-    for (int b = 0; b < options.bands; ++b) bands.emplace_back(/*with_refs=*/true);
+    reset_tail_tables();
     if (!options.index.path.empty()) {
       refuse_other_scheme(options.index.path, options.params.scheme);
       log.emplace(options.index, index_format(options), [this](const uint8_t* r, size_t count) {
@@ -128,6 +136,16 @@ struct MinHashLSH::Impl {
     return minhash_band_key({sig, width}, band, options.rows);
   }
 
+  void reset_tail_tables() {
+    bands.clear();
+    bands.reserve(options.bands);
+    for (int b = 0; b < options.bands; ++b) bands.emplace_back(/*with_refs=*/true);
+  }
+
+  size_t chain_slot(size_t id, int band) const {
+    return (id - tail_begin) * static_cast<size_t>(options.bands) + static_cast<size_t>(band);
+  }
+
   void insert(const uint64_t* sig, int64_t ref) {
     const size_t id = kept;
     if (id >= kEndOfChain) {
@@ -135,22 +153,46 @@ struct MinHashLSH::Impl {
     }
     if (id == capacity) {
       capacity = std::max<size_t>(1024, capacity + capacity / 2);
-      next.resize_zeroed(capacity * static_cast<size_t>(options.bands));
       refs.resize_zeroed(capacity);
+    }
+    if (id - tail_begin == next_capacity) {
+      next_capacity = std::max<size_t>(1024, next_capacity + next_capacity / 2);
+      next.resize_zeroed(next_capacity * static_cast<size_t>(options.bands));
     }
     signatures.append(sig);
     refs[id] = ref;
     ++kept;
     for (int b = 0; b < options.bands; ++b) {
       int64_t head;
-      const size_t slot = id * static_cast<size_t>(options.bands) + static_cast<size_t>(b);
+      const uint64_t key = band_key(sig, b);
+      const size_t slot = chain_slot(id, b);
       next[slot] = kEndOfChain;
-      if (!bands[b].insert(band_key(sig, b), static_cast<int64_t>(id), &head)) {
+      if (!bands[b].insert(key, static_cast<int64_t>(id), &head)) {
         // Link after the head: the table never needs updating.
-        next[slot] = next[static_cast<size_t>(head) * options.bands + b];
-        next[static_cast<size_t>(head) * options.bands + b] = static_cast<uint32_t>(id);
+        const size_t head_slot = chain_slot(static_cast<size_t>(head), b);
+        next[slot] = next[head_slot];
+        next[head_slot] = static_cast<uint32_t>(id);
       }
     }
+    if (kept - tail_begin >= tail_docs) flush_tail();
+  }
+
+  // The tail's keys become one run on disk (Note [band runs on disk]).
+  void flush_tail() {
+    const size_t nb = static_cast<size_t>(options.bands), n = kept - tail_begin;
+    std::vector<std::vector<BandRuns::Entry>> per_band(nb);
+    for (size_t b = 0; b < nb; ++b) {
+      per_band[b].reserve(n);
+      const int band = static_cast<int>(b);
+      bands[b].for_each([&](uint64_t key, int64_t head) {  // each key's chain: every tail document with it
+        for (uint32_t c = static_cast<uint32_t>(head); c != kEndOfChain; c = next[chain_slot(c, band)]) {
+          per_band[b].push_back({key, c, 0});
+        }
+      });
+    }
+    runs.add_run(per_band);
+    reset_tail_tables();
+    tail_begin = kept;
   }
 
   // The most similar kept document at or above the threshold (earliest on a tie).
@@ -167,21 +209,24 @@ struct MinHashLSH::Impl {
     for (size_t k = 0; k < width; ++k) low[k] = static_cast<uint32_t>(sig[k]);
     uint32_t best_doc = kEndOfChain;
     double best_similarity = -1.0;
-    for (int b = 0; b < options.bands; ++b) {
-      int64_t head;
-      if (!bands[b].find(band_key(sig, b), &head)) continue;
-      for (uint32_t c = static_cast<uint32_t>(head); c != kEndOfChain;
-           c = next[static_cast<size_t>(c) * options.bands + b]) {
-        signatures.read(c, other);
-        size_t equal = 0;
-        for (size_t k = 0; k < width; ++k) equal += low[k] == other[k];
-        const double sim = static_cast<double>(equal) / static_cast<double>(width);
-        if (sim >= options.threshold &&
-            (sim > best_similarity || (sim == best_similarity && c < best_doc))) {
-          best_similarity = sim;
-          best_doc = c;
-        }
+    auto verify = [&](uint32_t c) {
+      signatures.read(c, other);
+      size_t equal = 0;
+      for (size_t k = 0; k < width; ++k) equal += low[k] == other[k];
+      const double sim = static_cast<double>(equal) / static_cast<double>(width);
+      if (sim >= options.threshold && (sim > best_similarity || (sim == best_similarity && c < best_doc))) {
+        best_similarity = sim;
+        best_doc = c;
       }
+    };
+    for (int b = 0; b < options.bands; ++b) {
+      const uint64_t key = band_key(sig, b);
+      run_ids.clear();
+      runs.find(b, key, run_ids);
+      for (uint32_t c : run_ids) verify(c);
+      int64_t head;
+      if (!bands[b].find(key, &head)) continue;
+      for (uint32_t c = static_cast<uint32_t>(head); c != kEndOfChain; c = next[chain_slot(c, b)]) verify(c);
     }
     if (best_doc != kEndOfChain) {
       best.matched_ref = refs[best_doc];
@@ -262,7 +307,9 @@ const MinHashLSHOptions& MinHashLSH::options() const { return impl_->options; }
 uint64_t MinHashLSH::kept() const { return impl_->kept; }
 uint64_t MinHashLSH::documents_seen() const { return impl_->seen; }
 uint64_t MinHashLSH::memory_bytes() const {
-  uint64_t bytes = impl_->signatures.memory_bytes() + impl_->capacity * (8 + 4 * impl_->options.bands);
+  const auto& s = *impl_;
+  uint64_t bytes = s.signatures.memory_bytes() + s.capacity * 8 + s.next_capacity * 4 * s.options.bands +
+                   s.runs.memory_bytes();
   for (const auto& b : impl_->bands) bytes += b.memory_bytes();
   return bytes;
 }

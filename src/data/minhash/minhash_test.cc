@@ -6,10 +6,14 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <algorithm>
 #include <filesystem>
+#include <map>
+#include <tuple>
 #include <random>
 #include <string>
 
+#include "data/minhash/band_runs.h"
 #include "data/minhash/kept_signatures.h"
 #include "data/minhash/minhash_kernel.h"
 #include "data/minhash/oph_kernel.h"
@@ -230,6 +234,90 @@ TEST(MinHashLSH, VerifiesCandidatesFromTheSignatureFileAndTheTail) {
       }
     }
   }
+}
+
+// Note [band runs on disk]: every id stored with a key, over runs and pages
+// (keys repeated across a page boundary), as a multimap says; absent keys none.
+TEST(BandRuns, FindsEveryIdOfAKeyAcrossRunsAndPages) {
+  std::mt19937_64 rng(5);
+  BandRuns runs(2, "");
+  std::multimap<std::pair<int, uint64_t>, uint32_t> expected;
+  std::vector<uint64_t> keys;
+  uint32_t id = 0;
+  for (int r = 0; r < 3; ++r) {
+    std::vector<std::vector<BandRuns::Entry>> per_band(2);
+    for (int b = 0; b < 2; ++b) {
+      for (size_t i = 0; i < 3 * BandRuns::kPageEntries + 17; ++i) {
+        // A few keys repeated hundreds of times (across pages), the rest unique.
+        const uint64_t key = i % 3 == 0 ? 0x8000000000000000ull + (i % 7) : rng();
+        per_band[static_cast<size_t>(b)].push_back({key, id, 0});
+        expected.emplace(std::make_pair(b, key), id++);
+        keys.push_back(key);
+      }
+    }
+    runs.add_run(per_band);
+  }
+  EXPECT_EQ(runs.runs(), 3u);
+  std::vector<uint32_t> got;
+  for (int b = 0; b < 2; ++b) {
+    for (size_t i = 0; i < keys.size(); i += 97) {
+      got.clear();
+      runs.find(b, keys[i], got);
+      std::vector<uint32_t> want;
+      auto [lo, hi] = expected.equal_range({b, keys[i]});
+      for (auto it = lo; it != hi; ++it) want.push_back(it->second);
+      std::sort(got.begin(), got.end());
+      std::sort(want.begin(), want.end());
+      ASSERT_EQ(got, want) << b << " " << keys[i];
+    }
+    for (int miss = 0; miss < 200; ++miss) {
+      got.clear();
+      runs.find(b, rng() | 1, got);  // odd: no repeated key; a random one is absent
+      EXPECT_TRUE(got.empty());
+    }
+  }
+  // ~10 bits a key, one 512-bit block each: well under the 12+ bytes of a table slot.
+  EXPECT_LE(runs.memory_bytes(), keys.size() * 2 + 4096);
+}
+
+// With a tail of 100 kept documents, candidates come from the runs and from
+// the tail alike; a key shared by documents of several runs and of the tail
+// picks the most similar, the earliest on a tie.
+TEST(MinHashLSH, DecidesTheSameWithBandKeysInRuns) {
+  constexpr size_t kWidth = 64, kKept = 1000;
+  std::mt19937_64 rng(23);
+  std::vector<uint64_t> sigs(kKept * kWidth);
+  for (auto& v : sigs) v = rng() >> 3;
+  for (size_t d = 0; d < kKept; d += 50) {  // every 50th shares band 0 with document 0
+    std::copy_n(sigs.begin(), 8, sigs.begin() + d * kWidth);
+  }
+  std::vector<uint64_t> queries;
+  for (size_t id : {size_t{0}, size_t{120}, size_t{450}, size_t{999}}) {
+    std::vector<uint64_t> q(sigs.begin() + id * kWidth, sigs.begin() + (id + 1) * kWidth);
+    for (size_t k = 0; k < 5; ++k) q[40 + k] ^= 1;  // similarity 59/64 to `id`
+    queries.insert(queries.end(), q.begin(), q.end());
+  }
+  auto decide = [&](const char* tail) {
+    if (tail) ::setenv("LUMINAMOON_LSH_TAIL_DOCS", tail, 1);
+    else ::unsetenv("LUMINAMOON_LSH_TAIL_DOCS");
+    MinHashLSH lsh(MinHashLSHOptions{});
+    std::vector<uint8_t> keep(kKept);
+    std::vector<int64_t> matched(kKept);
+    lsh.add_signatures(sigs, {}, keep, matched);
+    std::vector<uint8_t> k(4);
+    std::vector<int64_t> m(4);
+    std::vector<double> s(4);
+    lsh.add_signatures(queries, {}, k, m, s);
+    ::unsetenv("LUMINAMOON_LSH_TAIL_DOCS");
+    return std::make_tuple(keep, matched, k, m, s);
+  };
+  const auto whole = decide(nullptr);
+  const auto in_runs = decide("100");
+  EXPECT_EQ(whole, in_runs);
+  // Hand-derived: documents 50, 100, ... share only band 0 with 0 (sim 8/64, kept).
+  EXPECT_EQ(std::count(std::get<0>(in_runs).begin(), std::get<0>(in_runs).end(), 1), static_cast<long>(kKept));
+  EXPECT_EQ(std::get<3>(in_runs), (std::vector<int64_t>{0, 120, 450, 999}));
+  for (double s : std::get<4>(in_runs)) EXPECT_DOUBLE_EQ(s, 59.0 / 64);
 }
 
 TEST(MinHashLSH, RejectsBadParameters) {

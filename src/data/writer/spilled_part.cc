@@ -14,12 +14,18 @@
 namespace luminamoon {
 namespace {
 
-// One spilled row group: u64 rows, u64 text bytes, u64 field bytes, then
-// the text offsets (rows + 1 int64), the text, the field offsets, the fields.
+// One spilled row group: u64 rows, u64 text bytes, u64 field bytes, a byte
+// (1: the group has a text column), then the text offsets (rows + 1 int64,
+// one when there is no text), the text, the field offsets, the fields.
 // Native byte order: the file lives only as long as its part is open.
-void append_column(std::string& out, const StringColumn& c) {
-  out.append(reinterpret_cast<const char*>(c.offsets.data()), c.offsets.size() * sizeof(int64_t));
-  out.append(c.bytes);
+std::string_view offsets_bytes(const StringColumn& c) {
+  return {reinterpret_cast<const char*>(c.offsets.data()), c.offsets.size() * sizeof(int64_t)};
+}
+
+// Room for a whole row group and the row that closes it, reserved once
+// (Note [no transient copies of a row group]).
+void reserve_group(std::string& bytes) {
+  if (bytes.capacity() < kRowGroupMaxBytes + kRowSlackBytes) bytes.reserve(kRowGroupMaxBytes + kRowSlackBytes);
 }
 
 void read_exact(int fd, void* dst, size_t n, uint64_t offset, const std::string& path) {
@@ -30,6 +36,7 @@ void read_column(int fd, StringColumn& c, uint64_t rows, uint64_t bytes, uint64_
   c.offsets.resize(rows + 1);
   read_exact(fd, c.offsets.data(), (rows + 1) * sizeof(int64_t), offset, path);
   offset += (rows + 1) * sizeof(int64_t);
+  reserve_group(c.bytes);  // a larger group later must not double the capacity (two copies alive)
   c.bytes.resize(bytes);
   read_exact(fd, c.bytes.data(), bytes, offset, path);
   offset += bytes;
@@ -50,7 +57,11 @@ SpilledPart::~SpilledPart() {
 }
 
 void SpilledPart::push(std::string_view text, std::string_view fields, bool with_text) {
-  if (with_text) buffer_.text.push(text);
+  if (with_text) {
+    reserve_group(buffer_.text.bytes);
+    buffer_.text.push(text);
+  }
+  reserve_group(buffer_.fields.bytes);
   buffer_.fields.push(fields);
   ++rows_;
   text_bytes_ += text.size();
@@ -63,29 +74,30 @@ void SpilledPart::spill() {
     fd_ = ::open(spill_path_.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd_ < 0) throw DataError(DataErrorKind::kOutput, "[open spill] " + spill_path_ + ": " + std::strerror(errno));
   }
-  std::string out;
+  // Straight from the buffer, one write per column (Note [no transient copies of a row group]).
+  char head[3 * sizeof(uint64_t) + 1];
   const uint64_t header[3] = {buffer_.rows(), buffer_.text.bytes.size(), buffer_.fields.bytes.size()};
-  out.append(reinterpret_cast<const char*>(header), sizeof header);
-  out.push_back(buffer_.text.size() == buffer_.rows() ? 1 : 0);  // has a text column
-  append_column(out, buffer_.text);
-  append_column(out, buffer_.fields);
+  std::memcpy(head, header, sizeof header);
+  head[sizeof header] = buffer_.text.size() == buffer_.rows() ? 1 : 0;  // has a text column
+  const std::string_view pieces[] = {{head, sizeof head}, offsets_bytes(buffer_.text), buffer_.text.bytes,
+                                     offsets_bytes(buffer_.fields), buffer_.fields.bytes};
   if (::lseek(fd_, static_cast<off_t>(spill_end_), SEEK_SET) < 0)
     throw DataError(DataErrorKind::kOutput, "[seek spill] " + spill_path_ + ": " + std::strerror(errno));
-  durable::write_all(fd_, out, spill_path_);
-  spilled_.emplace_back(spill_end_, out.size());
-  spill_end_ += out.size();
+  uint64_t size = 0;
+  for (std::string_view piece : pieces) {
+    durable::write_all(fd_, piece, spill_path_);
+    size += piece.size();
+  }
+  spilled_.emplace_back(spill_end_, size);
+  spill_end_ += size;
   buffer_.clear();
 }
 
 size_t SpilledPart::chunks() const { return spilled_.size() + (buffer_.rows() > 0 ? 1 : 0); }
 
-void SpilledPart::read(size_t k, PartTable& into) const {
-  into.text_field = buffer_.text_field;
-  if (k >= spilled_.size()) {  // the row group still in memory
-    into.text = buffer_.text;
-    into.fields = buffer_.fields;
-    return;
-  }
+const PartTable& SpilledPart::read(size_t k, PartTable& scratch, bool fields_only) const {
+  if (k >= spilled_.size()) return buffer_;  // the row group still in memory
+  scratch.text_field = buffer_.text_field;
   uint64_t offset = spilled_[k].first;
   uint64_t header[3];
   read_exact(fd_, header, sizeof header, offset, spill_path_);
@@ -93,8 +105,15 @@ void SpilledPart::read(size_t k, PartTable& into) const {
   char has_text = 0;
   read_exact(fd_, &has_text, 1, offset, spill_path_);
   offset += 1;
-  read_column(fd_, into.text, has_text ? header[0] : 0, header[1], offset, spill_path_);
-  read_column(fd_, into.fields, header[0], header[2], offset, spill_path_);
+  const uint64_t text_rows = has_text ? header[0] : 0;
+  if (fields_only) {
+    scratch.text.clear();
+    offset += (text_rows + 1) * sizeof(int64_t) + header[1];
+  } else {
+    read_column(fd_, scratch.text, text_rows, header[1], offset, spill_path_);
+  }
+  read_column(fd_, scratch.fields, header[0], header[2], offset, spill_path_);
+  return scratch;
 }
 
 void SpilledPart::clear() {

@@ -26,7 +26,19 @@ namespace luminamoon {
 // the commit order is unchanged (fsync, rename, then the checkpoint), so a
 // part becomes visible only when complete. Memory: one row group buffered
 // plus one read back, whatever the part and corpus sizes.
+//
+// Note [no transient copies of a row group]
+// Measured with heaptrack on the CLI (issue 15, session 3), the writer held
+// up to four row groups at once where one or two were meant: a spill
+// serialized the group into one std::string (growing by doubling, 33.5 then
+// 67 MB, both alive during the copy), the buffer's own text column doubled
+// to 64 MiB when the row that closed a group crossed 32 MiB, and reading the
+// in-memory group back copied it. Now a spill writes the columns straight
+// from the buffer (one write per column), the buffer's columns are reserved
+// once at kRowGroupMaxBytes plus kRowSlackBytes (address space only: pages
+// count when touched), and read() hands out the in-memory group by reference.
 inline constexpr uint64_t kRowGroupMaxBytes = 32u << 20;
+inline constexpr uint64_t kRowSlackBytes = 4u << 20;
 
 class SpilledPart final : public PartChunks {
  public:
@@ -44,7 +56,7 @@ class SpilledPart final : public PartChunks {
 
   std::string_view text_field() const override { return buffer_.text_field; }
   size_t chunks() const override;
-  void read(size_t k, PartTable& into) const override;
+  const PartTable& read(size_t k, PartTable& scratch, bool fields_only = false) const override;
 
  private:
   void spill();

@@ -33,11 +33,8 @@ class NdjsonSerializer final : public TableSerializer {
  public:
   // Rows need no schema: each chunk is written as it is read.
   void write_chunks(const PartChunks& part, int fd, const std::string& path) override {
-    PartTable chunk;
-    for (size_t k = 0; k < part.chunks(); ++k) {
-      part.read(k, chunk);
-      write(chunk, fd, path);
-    }
+    PartTable scratch;
+    for (size_t k = 0; k < part.chunks(); ++k) write(part.read(k, scratch), fd, path);
   }
 
   void write(const PartTable& table, int fd, const std::string& path) override {
@@ -79,10 +76,10 @@ void append_field(std::string& object, std::string_view key) {
 }  // namespace
 
 void TableSerializer::write_chunks(const PartChunks& part, int fd, const std::string& path) {
-  PartTable all, chunk;
+  PartTable all, scratch;
   all.text_field = std::string(part.text_field());
   for (size_t k = 0; k < part.chunks(); ++k) {
-    part.read(k, chunk);
+    const PartTable& chunk = part.read(k, scratch);
     for (size_t i = 0; i < chunk.text.size(); ++i) all.text.push(chunk.text[i]);
     for (size_t i = 0; i < chunk.fields.size(); ++i) all.fields.push(chunk.fields[i]);
   }

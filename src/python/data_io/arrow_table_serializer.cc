@@ -246,12 +246,9 @@ class ArrowSerializer final : public TableSerializer {
   // a first pass over every chunk, then one row group / record batch per chunk.
   void write_chunks(const PartChunks& part, int fd, const std::string& path) override {
     FieldColumns columns;
-    PartTable chunk;
+    PartTable scratch;
     const size_t chunks = part.chunks();
-    for (size_t k = 0; k < chunks; ++k) {
-      part.read(k, chunk);
-      columns.infer(chunk);
-    }
+    for (size_t k = 0; k < chunks; ++k) columns.infer(part.read(k, scratch, /*fields_only=*/true));
     int own = ::dup(fd);  // Arrow closes its descriptor; the caller fsyncs and renames fd
     if (own < 0) throw DataError(DataErrorKind::kOutput, "[dup] " + path + ": " + std::strerror(errno));
     auto stream = check(arrow::io::FileOutputStream::Open(own), "open " + path);
@@ -282,14 +279,11 @@ class ArrowSerializer final : public TableSerializer {
       }
     };
     if (chunks == 0) {  // an empty part still has its schema
-      chunk.clear();
-      chunk.text_field = std::string(part.text_field());
-      write_table(*to_arrow(chunk, columns));
+      scratch.clear();
+      scratch.text_field = std::string(part.text_field());
+      write_table(*to_arrow(scratch, columns));
     }
-    for (size_t k = 0; k < chunks; ++k) {
-      part.read(k, chunk);
-      write_table(*to_arrow(chunk, columns));
-    }
+    for (size_t k = 0; k < chunks; ++k) write_table(*to_arrow(part.read(k, scratch), columns));
     if (parquet_writer) check(parquet_writer->Close(), "close Parquet " + path);
     if (ipc_writer) check(ipc_writer->Close(), "close IPC " + path);
     check(stream->Close(), "close " + path);

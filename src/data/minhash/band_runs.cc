@@ -1,0 +1,115 @@
+// BandRuns (Note [band runs on disk] in band_runs.h).
+#include "data/minhash/band_runs.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <string_view>
+
+#include "data/minhash/kept_signatures.h"
+#include "data/state/durable_io.h"
+
+namespace luminamoon {
+namespace {
+
+constexpr uint64_t kBloomBitsPerKey = 10;
+constexpr int kBloomProbes = 6;
+constexpr size_t kBlockWords = 8;  // 512 bits: one cache line
+
+// The block from the key's high bits (keys are XXH3 values, already uniform),
+// the probes from 9-bit fields of an odd multiple of it.
+size_t bloom_block(uint64_t key, size_t blocks) {
+  return static_cast<size_t>((static_cast<unsigned __int128>(key) * blocks) >> 64);
+}
+template <class F>
+void for_each_probe(uint64_t key, F&& f) {
+  const uint64_t h = key * 0x9E3779B97F4A7C15ull;
+  for (int i = 0; i < kBloomProbes; ++i) f(static_cast<unsigned>((h >> (9 * i)) & 511));
+}
+
+}  // namespace
+
+size_t lsh_tail_documents() {
+  const char* env = std::getenv("LUMINAMOON_LSH_TAIL_DOCS");
+  const unsigned long long n = env && *env ? std::strtoull(env, nullptr, 10) : 0;
+  return n > 0 ? static_cast<size_t>(n) : size_t{65536};
+}
+
+BandRuns::BandRuns(int bands, const std::string& dir) : bands_(bands) { fd_ = open_lsh_temporary(dir, &what_); }
+
+BandRuns::~BandRuns() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void BandRuns::add_run(std::vector<std::vector<Entry>>& per_band) {
+  std::vector<BandRun>& run = runs_.emplace_back(static_cast<size_t>(bands_));
+  for (int b = 0; b < bands_; ++b) {
+    std::vector<Entry>& entries = per_band[static_cast<size_t>(b)];
+    std::sort(entries.begin(), entries.end(),
+              [](const Entry& x, const Entry& y) { return x.key != y.key ? x.key < y.key : x.id < y.id; });
+    BandRun& r = run[static_cast<size_t>(b)];
+    r.count = entries.size();
+    const size_t blocks = std::max<size_t>(1, (entries.size() * kBloomBitsPerKey + 511) / 512);
+    r.bloom.assign(blocks * kBlockWords, 0);
+    for (size_t i = 0; i < entries.size(); ++i) {
+      if (i % kPageEntries == 0) r.fences.push_back(entries[i].key);
+      uint64_t* block = r.bloom.data() + bloom_block(entries[i].key, blocks) * kBlockWords;
+      for_each_probe(entries[i].key, [&](unsigned bit) { block[bit >> 6] |= uint64_t{1} << (bit & 63); });
+    }
+    if (fd_ >= 0) {
+      r.offset = file_end_;
+      const std::string_view bytes(reinterpret_cast<const char*>(entries.data()), entries.size() * sizeof(Entry));
+      durable::write_all(fd_, bytes, what_ + "/(LSH band runs)");  // appends: reads use pread
+      file_end_ += bytes.size();
+    } else {
+      r.offset = memory_.size();
+      memory_.insert(memory_.end(), entries.begin(), entries.end());
+    }
+    entries.clear();
+    entries.shrink_to_fit();
+  }
+}
+
+void BandRuns::read_entries(const BandRun& run, size_t first, size_t n, Entry* out) const {
+  if (fd_ < 0) {
+    std::memcpy(out, memory_.data() + run.offset + first, n * sizeof(Entry));
+    return;
+  }
+  durable::pread_exact(fd_, out, n * sizeof(Entry), run.offset + first * sizeof(Entry),
+                       what_ + "/(LSH band runs)", "read LSH band runs", DataErrorKind::kOutput);
+}
+
+void BandRuns::find(int band, uint64_t key, std::vector<uint32_t>& ids) const {
+  Entry page[kPageEntries];
+  for (const auto& run_bands : runs_) {
+    const BandRun& r = run_bands[static_cast<size_t>(band)];
+    if (r.count == 0) continue;
+    const uint64_t* block = r.bloom.data() + bloom_block(key, r.bloom.size() / kBlockWords) * kBlockWords;
+    bool maybe = true;
+    for_each_probe(key, [&](unsigned bit) { maybe &= (block[bit >> 6] >> (bit & 63)) & 1; });
+    if (!maybe) continue;
+    // Entries equal to the key may begin on the page before the first fence >= key.
+    size_t p = static_cast<size_t>(std::lower_bound(r.fences.begin(), r.fences.end(), key) - r.fences.begin());
+    if (p > 0) --p;
+    for (; p < r.fences.size() && r.fences[p] <= key; ++p) {
+      const size_t first = p * kPageEntries, n = std::min<size_t>(kPageEntries, r.count - first);
+      read_entries(r, first, n, page);
+      for (size_t i = 0; i < n; ++i) {
+        if (page[i].key == key) ids.push_back(page[i].id);
+      }
+      if (page[n - 1].key > key) break;
+    }
+  }
+}
+
+uint64_t BandRuns::memory_bytes() const {
+  uint64_t bytes = memory_.capacity() * sizeof(Entry);
+  for (const auto& run_bands : runs_) {
+    for (const auto& r : run_bands) bytes += (r.fences.capacity() + r.bloom.capacity()) * sizeof(uint64_t);
+  }
+  return bytes;
+}
+
+}  // namespace luminamoon
