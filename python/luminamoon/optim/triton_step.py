@@ -191,6 +191,8 @@ class TritonStepPlan:
                     g.batches = self._batches(g)
         self._in_batch = {id(t) for g in groups for b in g.batches for t in b.tensors}
         self._params = [t.param for g in groups for t in g.tensors]
+        # Interpreted kernels (the CPU) have no compiled kernel to replay.
+        self._replayable = REPLAY and device.type != "cpu"
         self._record: LaunchRecord | None = None  # the last step's launches (Note [replayed launches])
         self._recording: LaunchRecord | None = None
         self._slots: dict = {}
@@ -325,7 +327,7 @@ class TritonStepPlan:
     def _replay_key(self, grad_scale, found_inf, skip_nonfinite) -> tuple | None:
         """What a recorded step depends on beyond the plan: every gradient's address (None when one
         is missing or not contiguous: such a step is never recorded) and the step's flags."""
-        if not REPLAY or self.device.type == "cpu" or any(p.grad is not None for p in self.excluded):
+        if not self._replayable or any(p.grad is not None for p in self.excluded):
             return None  # (a parameter left out of the plan that now has a gradient: the plan is stale)
         grads = [p.grad for p in self._params]
         try:
