@@ -177,17 +177,16 @@ def test_replayed_steps_equal_launched_steps_through_address_changes_and_gradsca
     sizes = [(1 << 16,), (1000,), (256, 64), (48,)]
     specs = [dict(params=None, mode="clm"), dict(params=None, mode="tdclm", cautious=True)]
 
+    inits = [torch.randn(s, device="cuda") for s in sizes]
+
     def build():
-        params = [torch.nn.Parameter(torch.randn(s, device="cuda")) for s in sizes]
+        params = [torch.nn.Parameter(x.clone()) for x in inits]
         groups = [dict(specs[0], params=params[:2]), dict(specs[1], params=params[2:])]
         return params, LuminaV(groups, lr=1e-3, seed=7, backend="triton")
 
-    state = torch.random.get_rng_state()
     ours, opt_a = build()
-    torch.random.set_rng_state(state)
     theirs, opt_b = build()
     for a, b in zip(ours, theirs):
-        assert torch.equal(a, b)
         a.grad, b.grad = torch.zeros_like(a), torch.zeros_like(b)
     opt_a.grad_scale = torch.full((1,), 1024.0, device="cuda")
     opt_b.grad_scale = opt_a.grad_scale.clone()
