@@ -228,21 +228,16 @@ class TritonStepPlan:
     def _table(self, b: TensorBatch, grads: dict, block: int) -> tuple[torch.Tensor, bool]:
         """The batch's table for programs of `block` elements (rebuilt when an address changed), and
         whether every address and N is a multiple of 16 (the kernels' ALIGNED: vectorized access)."""
-        rows, addresses = [], []
-        first = 0
-        for t in b.tensors:
-            grad = grads[id(t)]
-            master = t.state.get("master")
-            ptrs = (t.param.data_ptr(), grad.data_ptr(), t.state["exp_avg"].data_ptr(),
-                    t.state["exp_avg_sq"].data_ptr(), master.data_ptr() if master is not None else t.param.data_ptr())
-            addresses.append(ptrs)
-            n = t.param.numel()
-            seed = t.seed - (1 << 64) if t.seed >= (1 << 63) else t.seed  # the uint64 bits as int64
-            rows.append([first, n, *ptrs, seed, t.index_offset, t.position])
-            first += triton_cdiv(n, block)
-        key = tuple(addresses)
+        addresses = tuple([_table_addresses(t, grads[id(t)]) for t in b.tensors])
         cached = b.tables.get(block)
-        if cached is None or cached[0] != key:
+        if cached is None or cached[0] != addresses:
+            rows = []
+            first = 0
+            for t, ptrs in zip(b.tensors, addresses):
+                n = t.param.numel()
+                seed = t.seed - (1 << 64) if t.seed >= (1 << 63) else t.seed  # the uint64 bits as int64
+                rows.append([first, n, *ptrs, seed, t.index_offset, t.position])
+                first += triton_cdiv(n, block)
             # (16-bit batches too: the AOT bf16 _a16 fault of session 2 was the manifest's shared
             # memory, Note [shared memory per platform]; the JIT sizes its own launches.)
             aligned = (all(r[1] % 16 == 0 for r in rows)
@@ -251,7 +246,7 @@ class TritonStepPlan:
             # must never wait for the host; the first GPU run of this code did, 102 ms behind a sleep).
             # The caching host allocator keeps the pinned rows until the copy has run.
             host = torch.tensor(rows, dtype=torch.int64, pin_memory=self.device.type != "cpu")
-            cached = b.tables[block] = (key, host.to(self.device, non_blocking=True), aligned)
+            cached = b.tables[block] = (addresses, host.to(self.device, non_blocking=True), aligned)
         return cached[1], cached[2]
 
     def _allocate(self, o: GroupOptions, t: TensorStep) -> None:
@@ -477,6 +472,13 @@ class TritonStepPlan:
             PDTYPE=b.pdtype, GDTYPE=b.gdtype, MASTER=b.master, SR=o.stochastic_rounding and b.pdtype != tk.F32,
             HAS_LAM=o.lam != 0.0, HAS_TAU=o.tau > 0.0, BOUND=o.bound_mode, SCALED=scaled, ALIGNED=aligned,
             BLOCK=APPLY_BLOCK, num_warps=NUM_WARPS, **FP_OPTIONS)
+
+
+def _table_addresses(t: TensorStep, grad: torch.Tensor) -> tuple[int, ...]:
+    """A tensor table row's addresses: param, grad, exp_avg, exp_avg_sq, master (the param without one)."""
+    master = t.state.get("master")
+    return (t.param.data_ptr(), grad.data_ptr(), t.state["exp_avg"].data_ptr(), t.state["exp_avg_sq"].data_ptr(),
+            (master if master is not None else t.param).data_ptr())
 
 
 def _current_stream(device: torch.device) -> int:
