@@ -6,6 +6,7 @@
 # the C++ AOT test (its kernels launched from C++, no Python), the GPU Triton
 # tests, the kernel benchmark and the end-to-end training loop.
 #   bash bench/triton_gpu_run.sh [build] [aot] [tests] [aottests] [bench] [aotbench] [sweep] [loop]
+#                                [loopreplay] [hostprofile] [loopab]
 # At most 8 files come back from $OUT.
 set -u
 phases=${*:-build aot tests bench sweep loop}
@@ -60,6 +61,12 @@ for phase in $phases; do
     loop)
       PYTHONPATH=$site timeout 240 python3 bench/optim_training_loop.py --kinds torch_fused luminav luminav_triton \
         --reps 5 --steps 3 --json "$out/loop.json" 2>&1 | tee "$out/loop.log" | tail -12 ;;
+    loopreplay)  # the JIT step launched through the JIT on every step (LUMINAV_TRITON_REPLAY=0), for the A/B
+      LUMINAV_TRITON_REPLAY=0 PYTHONPATH=$site timeout 120 python3 bench/optim_training_loop.py \
+        --kinds luminav_triton --reps 5 --steps 3 --json "$out/loop_noreplay.json" 2>&1 | tee "$out/loop_noreplay.log" | tail -8 ;;
+    hostprofile)  # the Llama loop's Triton step: address changes per step, replays, cProfile of opt.step()
+      PYTHONPATH=$site timeout 120 python3 bench/triton_loop_host_profile.py --steps 5 --out "$out" 2>&1 \
+        | tee "$out/host_profile.log" | head -40 ;;
     loopab)  # the JIT step one launch per tensor again (LUMINAV_TRITON_MULTI_TENSOR=0), for the A/B
       LUMINAV_TRITON_MULTI_TENSOR=0 PYTHONPATH=$site timeout 120 python3 bench/optim_training_loop.py \
         --kinds luminav_triton --reps 5 --steps 3 --json "$out/loop_single.json" 2>&1 | tee "$out/loop_single.log" | tail -8 ;;

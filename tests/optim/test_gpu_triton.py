@@ -166,3 +166,55 @@ def test_many_tensors_multi_tensor_kernels_match_the_nvcc_kernels(dtype, sizes):
             assert same.float().mean().item() > 0.99
             assert torch.equal(a.detach().view(torch.int16)[same], b.detach().view(torch.int16)[same])
         assert opt_a.state[a]["step"].item() == 3.0
+
+
+def test_replayed_steps_equal_launched_steps_through_address_changes_and_gradscaler_slots():
+    """Note [replayed launches]: steps whose gradients keep their addresses replay the recorded launches;
+    they write exactly what the same steps launched through the JIT write (here against a twin whose
+    plan never replays), through a change of gradient addresses (a new record), a found_inf tensor
+    new on every step (a slot) and one step GradScaler marks as skipped."""
+    torch.manual_seed(11)
+    sizes = [(1 << 16,), (1000,), (256, 64), (48,)]
+    specs = [dict(params=None, mode="clm"), dict(params=None, mode="tdclm", cautious=True)]
+
+    inits = [torch.randn(s, device="cuda") for s in sizes]
+
+    def build():
+        params = [torch.nn.Parameter(x.clone()) for x in inits]
+        groups = [dict(specs[0], params=params[:2]), dict(specs[1], params=params[2:])]
+        return params, LuminaV(groups, lr=1e-3, seed=7, backend="triton")
+
+    ours, opt_a = build()
+    theirs, opt_b = build()
+    for a, b in zip(ours, theirs):
+        a.grad, b.grad = torch.zeros_like(a), torch.zeros_like(b)
+    opt_a.grad_scale = torch.full((1,), 1024.0, device="cuda")
+    opt_b.grad_scale = opt_a.grad_scale.clone()
+    replayed = 0
+    for step in range(6):
+        if step == 3:  # new gradient tensors (new addresses): the record is made again
+            for a, b in zip(ours, theirs):
+                a.grad, b.grad = torch.empty_like(a), torch.empty_like(b)
+        for a, b in zip(ours, theirs):
+            g = torch.randn(a.shape, device="cuda") * 1024.0
+            a.grad.copy_(g)
+            b.grad.copy_(g)
+        skipped = step == 4
+        opt_a.found_inf = torch.full((1,), 1.0 if skipped else 0.0, device="cuda")
+        opt_b.found_inf = opt_a.found_inf.clone()
+        plan_b = opt_b._plans[0].native if opt_b._plans else None
+        if plan_b is not None:
+            plan_b._record = None  # the twin launches every step through the JIT
+        plan_a = opt_a._plans[0].native if opt_a._plans else None
+        record = plan_a._record if plan_a is not None else None
+        opt_a.step()
+        opt_b.step()
+        if record is not None and opt_a._plans[0].native._record is record:
+            replayed += 1
+    torch.cuda.synchronize()
+    assert replayed >= 3, f"only {replayed} of 6 steps replayed"
+    for a, b in zip(ours, theirs):
+        assert torch.equal(a, b)
+        for key in ("exp_avg", "exp_avg_sq"):
+            assert torch.equal(opt_a.state[a][key], opt_b.state[b][key])
+    assert opt_a.state[ours[0]]["step"].item() == opt_b.state[theirs[0]]["step"].item() == 5.0

@@ -22,6 +22,7 @@ from typing import Any
 import torch
 
 from . import triton_kernels as tk
+from .triton_launch_cache import FOUND_INF, GRAD_SCALE, LaunchRecord
 
 # The launch geometry (Note [Triton block sizes] in triton_kernels.py, shared with the AOT build);
 # LUMINAV_TRITON_APPLY_BLOCK / LUMINAV_TRITON_NUM_WARPS override it (tuning runs).
@@ -34,6 +35,9 @@ NUM_WARPS = int(os.environ.get("LUMINAV_TRITON_NUM_WARPS", tk.NUM_WARPS))  # app
 # Note [tensor tables]: CLM tensors of a group step two launches per dtype pair (finite check,
 # apply) instead of two per tensor; LUMINAV_TRITON_MULTI_TENSOR=0 keeps one launch per tensor (A/B).
 MULTI_TENSOR = os.environ.get("LUMINAV_TRITON_MULTI_TENSOR", "1") != "0"
+# Note [replayed launches] (triton_launch_cache.py): a step whose addresses are those of the last
+# recorded one replays its launches; LUMINAV_TRITON_REPLAY=0 launches through the JIT every step (A/B).
+REPLAY = os.environ.get("LUMINAV_TRITON_REPLAY", "1") != "0"
 FACTOR_WARPS = 8  # the row and column sums of TD-CLM (as measured)
 # Note [no contraction]: the nvcc kernels are built with -fmad=false and the host code with
 # -ffp-contract=off, so a*b+c rounds twice everywhere; Triton would fuse it into an FMA and the
@@ -186,6 +190,12 @@ class TritonStepPlan:
                 if MULTI_TENSOR:
                     g.batches = self._batches(g)
         self._in_batch = {id(t) for g in groups for b in g.batches for t in b.tensors}
+        self._params = [t.param for g in groups for t in g.tensors]
+        # Interpreted kernels (the CPU) have no compiled kernel to replay.
+        self._replayable = REPLAY and device.type != "cpu"
+        self._record: LaunchRecord | None = None  # the last step's launches (Note [replayed launches])
+        self._recording: LaunchRecord | None = None
+        self._slots: dict = {}
 
     # ---- many tensors per launch (Note [tensor tables]) ---------------------------------------
 
@@ -218,29 +228,25 @@ class TritonStepPlan:
     def _table(self, b: TensorBatch, grads: dict, block: int) -> tuple[torch.Tensor, bool]:
         """The batch's table for programs of `block` elements (rebuilt when an address changed), and
         whether every address and N is a multiple of 16 (the kernels' ALIGNED: vectorized access)."""
-        rows, addresses = [], []
-        first = 0
-        for t in b.tensors:
-            grad = grads[id(t)]
-            master = t.state.get("master")
-            ptrs = (t.param.data_ptr(), grad.data_ptr(), t.state["exp_avg"].data_ptr(),
-                    t.state["exp_avg_sq"].data_ptr(), master.data_ptr() if master is not None else t.param.data_ptr())
-            addresses.append(ptrs)
-            n = t.param.numel()
-            seed = t.seed - (1 << 64) if t.seed >= (1 << 63) else t.seed  # the uint64 bits as int64
-            rows.append([first, n, *ptrs, seed, t.index_offset, t.position])
-            first += triton_cdiv(n, block)
-        key = tuple(addresses)
+        addresses = tuple([_table_addresses(t, grads[id(t)]) for t in b.tensors])
         cached = b.tables.get(block)
-        if cached is None or cached[0] != key:
-            # fp32 batches only, as the AOT _a16 kernels (build_triton_aot.py: bf16 ones faulted there)
-            aligned = (b.pdtype == tk.F32 and b.gdtype == tk.F32 and all(r[1] % 16 == 0 for r in rows)
+        if cached is None or cached[0] != addresses:
+            rows = []
+            first = 0
+            for t, ptrs in zip(b.tensors, addresses):
+                n = t.param.numel()
+                seed = t.seed - (1 << 64) if t.seed >= (1 << 63) else t.seed  # the uint64 bits as int64
+                rows.append([first, n, *ptrs, seed, t.index_offset, t.position])
+                first += triton_cdiv(n, block)
+            # (16-bit batches too: the AOT bf16 _a16 fault of session 2 was the manifest's shared
+            # memory, Note [shared memory per platform]; the JIT sizes its own launches.)
+            aligned = (all(r[1] % 16 == 0 for r in rows)
                        and all(a % 16 == 0 for ptrs in addresses for a in ptrs))
             # Pinned and non-blocking: a pageable copy would wait for the queued GPU work (the step
             # must never wait for the host; the first GPU run of this code did, 102 ms behind a sleep).
             # The caching host allocator keeps the pinned rows until the copy has run.
             host = torch.tensor(rows, dtype=torch.int64, pin_memory=self.device.type != "cpu")
-            cached = b.tables[block] = (key, host.to(self.device, non_blocking=True), aligned)
+            cached = b.tables[block] = (addresses, host.to(self.device, non_blocking=True), aligned)
         return cached[1], cached[2]
 
     def _allocate(self, o: GroupOptions, t: TensorStep) -> None:
@@ -283,17 +289,72 @@ class TritonStepPlan:
         return out
 
     def step(self, grad_scale: torch.Tensor | None, found_inf: torch.Tensor | None, skip_nonfinite: bool) -> bool:
-        """Launches one step; False (nothing launched) when the plan is stale."""
+        """Launches one step; False (nothing launched) when the plan is stale.
+
+        A step whose gradients sit at the addresses of the last recorded step (contiguous, as the
+        plan checked them then; torch keeps a gradient's shape and dtype those of its parameter)
+        replays that step's launches: no Python per tensor beyond reading the addresses."""
+        key = self._replay_key(grad_scale, found_inf, skip_nonfinite)
+        record = self._record
+        if key is not None and record is not None and record.key == key:
+            with device_context(self.device):
+                self._refresh_lr()
+                fills = {GRAD_SCALE: grad_scale.data_ptr() if grad_scale is not None else 0,
+                         FOUND_INF: found_inf.data_ptr() if found_inf is not None else 0}
+                record.replay(_current_stream(self.device), fills)
+                self._copy_status()
+            return True
+        self._record = None  # the launches below may replace the tables a record points into
         grads = self.grads()
         if grads is None:
             return False
         with device_context(self.device):
-            self._launch(grads, grad_scale, found_inf, skip_nonfinite)
+            self._recording = LaunchRecord(key) if key is not None else None
+            self._slots = {id(v): name for name, v in ((GRAD_SCALE, grad_scale), (FOUND_INF, found_inf))
+                           if v is not None}
+            try:
+                self._launch(grads, grad_scale, found_inf, skip_nonfinite)
+            finally:
+                recording, self._recording = self._recording, None
+            self._record = recording if recording is not None and recording.complete else None
         return True
+
+    def _replay_key(self, grad_scale, found_inf, skip_nonfinite) -> tuple | None:
+        """What a recorded step depends on beyond the plan: every gradient's address (None when one
+        is missing or not contiguous: such a step is never recorded) and the step's flags."""
+        if not self._replayable or any(p.grad is not None for p in self.excluded):
+            return None  # (a parameter left out of the plan that now has a gradient: the plan is stale)
+        grads = [p.grad for p in self._params]
+        try:
+            if not all([g.is_contiguous() for g in grads]):
+                return None
+            addresses = tuple([g.data_ptr() for g in grads])
+        except AttributeError:  # a gradient is None
+            return None
+        return addresses, grad_scale is not None, found_inf is not None, bool(skip_nonfinite)
+
+    def _run(self, kernel, grid: tuple, *args, **kwargs) -> None:
+        """One launch through the JIT, recorded when this step is (Note [replayed launches])."""
+        if self._recording is None:
+            kernel[grid](*args, **kwargs)
+        else:
+            self._recording.launch(kernel, grid, args, kwargs, self._slots)
+
+    def _refresh_lr(self) -> None:
+        for g in self.groups:
+            o = g.options
+            if not torch.is_tensor(o.lr) and float(o.lr) != g.lr_cached:  # a scheduler's new float lr
+                g.lr_cached = float(o.lr)
+                g.hp64[3].fill_(g.lr_cached)
+
+    def _copy_status(self) -> None:
+        if self.host_status is not None:
+            self.host_status.copy_(self.status, non_blocking=True)
 
     def _launch(self, grads, grad_scale, found_inf, skip_nonfinite) -> None:
         status, words = self.status, self.words
         dummy = words  # an unused pointer argument
+        self._refresh_lr()  # a scheduler's new float lr: one device fill, no sync
         scaled = grad_scale is not None
         for gi, g in enumerate(self.groups):
             o = g.options
@@ -301,12 +362,9 @@ class TritonStepPlan:
             lr_ptr = dummy
             if torch.is_tensor(o.lr):
                 lr_mode, lr_ptr = (2 if o.lr.dtype == torch.float64 else 1), o.lr
-            elif float(o.lr) != g.lr_cached:  # a scheduler's new float lr: one device fill, no sync
-                g.lr_cached = float(o.lr)
-                g.hp64[3].fill_(g.lr_cached)
-            tk.prepare_kernel[(1,)](g.k, g.step, g.hp64, g.counter, lr_ptr, grad_scale if scaled else dummy,
-                                    found_inf if found_inf is not None else dummy, status, words, LR=lr_mode,
-                                    SCALED=scaled, FOUND_INF=found_inf is not None, RESET=gi == 0, **FP_OPTIONS)
+            self._run(tk.prepare_kernel, (1,), g.k, g.step, g.hp64, g.counter, lr_ptr,
+                      grad_scale if scaled else dummy, found_inf if found_inf is not None else dummy, status, words,
+                      LR=lr_mode, SCALED=scaled, FOUND_INF=found_inf is not None, RESET=gi == 0, **FP_OPTIONS)
         per_tensor = []
         it = iter(grads)
         for g in self.groups:
@@ -329,12 +387,11 @@ class TritonStepPlan:
         for g in self.groups:
             for b in g.batches:
                 self._apply_batch(g, b, grad_of, scaled)
-        tk.commit_kernel[(1,)](status, words, found_inf if found_inf is not None else dummy,
-                               FOUND_INF=found_inf is not None, SKIP_NONFINITE=bool(skip_nonfinite), **FP_OPTIONS)
+        self._run(tk.commit_kernel, (1,), status, words, found_inf if found_inf is not None else dummy,
+                  FOUND_INF=found_inf is not None, SKIP_NONFINITE=bool(skip_nonfinite), **FP_OPTIONS)
         for g in self.groups:
-            tk.advance_kernel[(1,)](status, g.counter, **FP_OPTIONS)
-        if self.host_status is not None:
-            self.host_status.copy_(status, non_blocking=True)
+            self._run(tk.advance_kernel, (1,), status, g.counter, **FP_OPTIONS)
+        self._copy_status()
 
     def _x_of(self, t: TensorStep):
         master = t.state.get("master")
@@ -361,18 +418,18 @@ class TritonStepPlan:
         if grad_round and t.kind in (tk.ROW, tk.FACTORED):
             block_r, block_c = s["row_tile"]
             num_partials = triton_cdiv(t.rows, block_r)
-            tk.row_sums_kernel[(num_partials,)](gk, s["row_sums"], s["partials"], g.k, self.words, t.rows, t.cols,
-                                                GDTYPE=gdtype, SCALED=scaled, BLOCK_R=block_r, BLOCK_C=block_c,
-                                                num_warps=FACTOR_WARPS, **FP_OPTIONS)
+            self._run(tk.row_sums_kernel, (num_partials,), gk, s["row_sums"], s["partials"], g.k, self.words, t.rows,
+                      t.cols, GDTYPE=gdtype, SCALED=scaled, BLOCK_R=block_r, BLOCK_C=block_c,
+                      num_warps=FACTOR_WARPS, **FP_OPTIONS)
             if t.kind == tk.FACTORED:
                 cr, cc = s["col_tile"]
-                tk.col_sums_kernel[(triton_cdiv(t.cols, cc), s["chunks"])](
+                self._run(tk.col_sums_kernel, (triton_cdiv(t.cols, cc), s["chunks"]),
                     gk, s["col_sums"], g.k, self.words, t.rows, t.cols, GDTYPE=gdtype, SCALED=scaled,
                     CHUNK_ROWS=FACTOR_CHUNK_ROWS, BLOCK_R=cr, BLOCK_C=cc, num_warps=FACTOR_WARPS, **FP_OPTIONS)
         else:
             x, xdtype = self._x_of(t)
             new = s["new"]
-            tk.reduce_kernel[(num_partials,)](
+            self._run(tk.reduce_kernel, (num_partials,),
                 gk, t.state["exp_avg"], exp_avg_sq, x, s["partials"], g.k, self.words, s["gl"], new,
                 new[t.rows + t.cols:] if t.kind == tk.FACTORED else new, n, t.cols, t.position, **o.fp32_args(),
                 GDTYPE=gdtype, XDTYPE=xdtype, GRAD_SUMS=grad_round and (o.check_finite or t.kind == tk.TENSOR),
@@ -380,7 +437,7 @@ class TritonStepPlan:
                 SCALED=scaled, VERDICT=verdict_only, BLOCK=REDUCE_BLOCK, num_warps=NUM_WARPS, **FP_OPTIONS)
             if verdict_only:
                 return
-        tk.finalize_kernel[(1,)](
+        self._run(tk.finalize_kernel, (1,),
             s["partials"], num_partials, s["gl"], self.words, g.k, exp_avg_sq, s.get("row_sums", s["new"]),
             s.get("col_sums", s["new"]), s["new"], n, t.rows, t.cols, s.get("chunks", 1), t.position, o.beta2, 1.0 - o.beta2,
             o.bound_ratio, ROUND_GRAD=grad_round, ROUND_UPDATE=update_round, CHECK_FINITE=grad_round and o.check_finite,
@@ -393,7 +450,7 @@ class TritonStepPlan:
         n = t.param.numel()
         master = t.state.get("master")
         p = _kernel_view(t.param.data)
-        tk.apply_kernel[(triton_cdiv(n, APPLY_BLOCK),)](
+        self._run(tk.apply_kernel, (triton_cdiv(n, APPLY_BLOCK),),
             p, _kernel_view(grad), t.state["exp_avg"], t.state["exp_avg_sq"], master if master is not None else p,
             g.k, g.step, self.words, s["gl"], s["new"], n, t.rows, t.cols, t.seed, t.index_offset, **o.fp32_args(), bound_ratio=o.bound_ratio,
             PDTYPE=_DTYPES[t.param.dtype], GDTYPE=_DTYPES[grad.dtype], KIND=t.kind, MASTER=master is not None,
@@ -403,18 +460,32 @@ class TritonStepPlan:
 
     def _finite_check_batch(self, g: GroupStep, b: TensorBatch, grads: dict, scaled: bool) -> None:
         table, aligned = self._table(b, grads, REDUCE_BLOCK)
-        tk.finite_check_multi_kernel[(b.reduce_map.numel(),)](
+        self._run(tk.finite_check_multi_kernel, (b.reduce_map.numel(),),
             table, b.reduce_map, g.k, self.words, GDTYPE=b.gdtype, SCALED=scaled, ALIGNED=aligned, BLOCK=REDUCE_BLOCK,
             num_warps=NUM_WARPS, **FP_OPTIONS)
 
     def _apply_batch(self, g: GroupStep, b: TensorBatch, grads: dict, scaled: bool) -> None:
         o = g.options
         table, aligned = self._table(b, grads, APPLY_BLOCK)
-        tk.apply_multi_kernel[(b.apply_map.numel(),)](
+        self._run(tk.apply_multi_kernel, (b.apply_map.numel(),),
             table, b.apply_map, g.k, g.step, self.words, **o.fp32_args(), bound_ratio=o.bound_ratio,
             PDTYPE=b.pdtype, GDTYPE=b.gdtype, MASTER=b.master, SR=o.stochastic_rounding and b.pdtype != tk.F32,
             HAS_LAM=o.lam != 0.0, HAS_TAU=o.tau > 0.0, BOUND=o.bound_mode, SCALED=scaled, ALIGNED=aligned,
             BLOCK=APPLY_BLOCK, num_warps=NUM_WARPS, **FP_OPTIONS)
+
+
+def _table_addresses(t: TensorStep, grad: torch.Tensor) -> tuple[int, ...]:
+    """A tensor table row's addresses: param, grad, exp_avg, exp_avg_sq, master (the param without one)."""
+    master = t.state.get("master")
+    return (t.param.data_ptr(), grad.data_ptr(), t.state["exp_avg"].data_ptr(), t.state["exp_avg_sq"].data_ptr(),
+            (master if master is not None else t.param).data_ptr())
+
+
+def _current_stream(device: torch.device) -> int:
+    """The raw handle of the device's current stream (the one a JIT launch would take)."""
+    from triton.runtime import driver
+    return driver.active.get_current_stream(device.index if device.index is not None
+                                            else driver.active.get_current_device())
 
 
 def triton_cdiv(a: int, b: int) -> int:

@@ -88,9 +88,11 @@ VARIANTS = {
 # n (and rows); the C++ launcher takes it when a tensor's addresses and N qualify
 # (triton_aot_clm_step.cc), the generic kernel otherwise.
 ALIGNED_ARGS = {"g_ptr", "m_ptr", "v_ptr", "x_ptr", "p_ptr", "master_ptr", "partials_ptr", "n", "rows"}
-# The bf16 ones are left out: their _a16 build faulted on the H200 (an illegal address in the first
-# run that had them; not yet understood), so bf16 tensors take the generic kernels.
-for _name in [v for v in VARIANTS if ("_reduce_" in v or "_apply_" in v) and "bf16" not in v]:
+# bf16 too: their first build faulted on the H200 (session 2) because the manifest gave every kernel
+# the shared memory of the last target compiled (gfx942: 0 bytes) while the sm_90 bf16 apply needs
+# 4096 (its 16-bit loads and fp32 math use different layouts, converted through shared memory); see
+# Note [shared memory per platform].
+for _name in [v for v in VARIANTS if "_reduce_" in v or "_apply_" in v]:
     VARIANTS[_name + "_a16"] = VARIANTS[_name]
 KERNEL_SETS = {"all": tuple(VARIANTS), "clm_f32": tuple(v for v in VARIANTS if "bf16" not in v)}
 
@@ -139,6 +141,19 @@ def signature_of(fn, constexprs: dict) -> tuple[dict, list[str]]:
     return sig, c_args
 
 
+# Note [shared memory per platform]: a Triton kernel's dynamic shared memory (metadata.shared) is
+# set by its target: the same variant may need 4096 bytes on sm_90 and none on gfx942. The loader
+# launches a kernel with its manifest entry's shared_mem_bytes whatever artifact it loaded, so each
+# platform's manifest gives each kernel the largest need of that platform's artifacts (more than a
+# kernel uses is harmless; less is an illegal address); each artifact records its own as well.
+MAX_DYNAMIC_SHARED = 48 * 1024  # what a launch may ask for without cuFuncSetAttribute
+
+
+def shared_mem_bytes(artifacts: list[dict], kernel: str) -> int:
+    """The largest shared-memory need of `kernel` among `artifacts` (one platform's)."""
+    return max((a["shared_mem_bytes"] for a in artifacts if a["kernel"] == kernel), default=0)
+
+
 def target_of(arch: str):
     from triton.backends.compiler import GPUTarget
     if arch.startswith("sm_") or arch.startswith("compute_"):
@@ -168,7 +183,6 @@ def build(out: Path, targets: list[str], kernel_names: list[str]) -> dict:
         attrs = {}
         if variant.endswith("_a16"):  # Note [aligned variants]
             attrs = {(fn.arg_names.index(a),): [["tt.divisibility", 16]] for a in ALIGNED_ARGS if a in sig}
-        entry = None
         for arch in targets:
             t0 = time.perf_counter()
             compiled = triton.compile(ASTSource(fn, sig, constexprs=constexprs, attrs=attrs), target=target_of(arch),
@@ -197,10 +211,13 @@ def build(out: Path, targets: list[str], kernel_names: list[str]) -> dict:
                               "sha256": hashlib.sha256(data).hexdigest(), "kernel": variant,
                               "symbol": md.name, "platform": platform})
             artifacts[-1]["threads"] = NUM_WARPS * (64 if kind == "hsaco" else 32)
-            entry = {"name": variant, "signature": "(" + ", ".join(c_args) + ")",
-                     "num_trailing_scratch_ptrs": trailing, "block_size": NUM_WARPS * 32,
-                     "shared_mem_bytes": int(md.shared), "elements_per_program": per_program,
-                     "constexprs": {k: int(v) for k, v in constexprs.items()}}
+            artifacts[-1]["shared_mem_bytes"] = int(md.shared)
+            if int(md.shared) > MAX_DYNAMIC_SHARED:
+                raise SystemExit(f"{variant} for {arch} needs {md.shared} bytes of shared memory; the C loader "
+                                 f"launches with at most {MAX_DYNAMIC_SHARED} (no opt-in attribute)")
+        entry = {"name": variant, "signature": "(" + ", ".join(c_args) + ")",
+                 "num_trailing_scratch_ptrs": trailing, "block_size": NUM_WARPS * 32,
+                 "elements_per_program": per_program, "constexprs": {k: int(v) for k, v in constexprs.items()}}
         kernels.append(entry)
     # One manifest per platform (its files beside it): the C++ loader reads cuda/ or rocm/.
     for platform in ("cuda", "rocm"):
@@ -210,7 +227,8 @@ def build(out: Path, targets: list[str], kernel_names: list[str]) -> dict:
         for a in mine:
             del a["platform"]
         manifest = {"format": "luminav-kernels/1", "platform": platform, "triton_version": version,
-                    "artifacts": mine, "kernels": kernels}
+                    "artifacts": mine, "kernels": [dict(k, shared_mem_bytes=shared_mem_bytes(mine, k["name"]))
+                                                   for k in kernels]}
         tmp = out / platform / "manifest.json.tmp"
         tmp.write_text(json.dumps(manifest, indent=1) + "\n")
         os.replace(tmp, out / platform / "manifest.json")

@@ -12,6 +12,8 @@ constexpr std::string_view kApplyF32 = "luminav_triton_apply_pf32_gf32";
 constexpr std::string_view kApplyBf16 = "luminav_triton_apply_pbf16_gbf16";
 constexpr std::string_view kReduceF32A16 = "luminav_triton_reduce_gf32_a16";
 constexpr std::string_view kApplyF32A16 = "luminav_triton_apply_pf32_gf32_a16";
+constexpr std::string_view kReduceBf16A16 = "luminav_triton_reduce_gbf16_a16";
+constexpr std::string_view kApplyBf16A16 = "luminav_triton_apply_pbf16_gbf16_a16";
 constexpr std::string_view kCommit = "luminav_triton_commit";
 constexpr std::string_view kAdvance = "luminav_triton_advance";
 constexpr int kPartialFields = 5;  // triton_kernels.PARTIAL_FIELDS
@@ -22,11 +24,11 @@ unsigned programs(const CudaKernels& kernels, std::string_view name, int64_t n) 
   return static_cast<unsigned>((static_cast<uint64_t>(n) + per - 1) / per);
 }
 
-// Note [aligned variants]: an fp32 tensor whose addresses are all multiples of 16 bytes and whose
-// N is a multiple of 16 (bf16 tensors have no _a16 kernels: build_triton_aot.py says why).
+// Note [aligned variants]: a tensor whose addresses are all multiples of 16 bytes and whose N is a
+// multiple of 16.
 bool aligned(const ClmTensor& t) {
   const uint64_t any = t.param | t.grad | t.exp_avg | t.exp_avg_sq | t.master;
-  return !t.bf16 && (any % 16) == 0 && (t.n % 16) == 0;
+  return (any % 16) == 0 && (t.n % 16) == 0;
 }
 
 // Values the variants of the set fix (no lam, no soft clip, no bound, CLM element moments).
@@ -61,6 +63,8 @@ const AotKernelAbi kClmKernelSet[kClmKernelCount] = {
     // Note [aligned variants] (build_triton_aot.py): the same kernels with 16-byte hints.
     {kReduceF32A16, "(g_ptr:*fp32, " LUMINAV_REDUCE_SIG},
     {kApplyF32A16, "(p_ptr:*fp32, g_ptr:*fp32, " LUMINAV_APPLY_SIG},
+    {kReduceBf16A16, "(g_ptr:*i16, " LUMINAV_REDUCE_SIG},
+    {kApplyBf16A16, "(p_ptr:*i16, g_ptr:*i16, " LUMINAV_APPLY_SIG},
     {kCommit, "(status_ptr:*i32, words_ptr:*i32, found_inf_ptr:*fp32)"},
     {kAdvance, "(status_ptr:*i32, counter_ptr:*fp32)"},
 };
@@ -106,7 +110,8 @@ bool launch_finite_check(const CudaKernels& kernels, const ClmStepBuffers& b, co
   ClmTensor x = t;
   ClmScalars c = s;
   Fixed f;
-  const std::string_view reduce = aligned(t) ? kReduceF32A16 : t.bf16 ? kReduceBf16 : kReduceF32;
+  const std::string_view reduce = aligned(t) ? (t.bf16 ? kReduceBf16A16 : kReduceF32A16)
+                                             : (t.bf16 ? kReduceBf16 : kReduceF32);
   const unsigned grid = programs(kernels, reduce, t.n);
   int64_t num_partials = grid;
   // The reduce variant reads only the gradient; the others are placeholders of its signature.
@@ -127,7 +132,8 @@ bool launch_apply(const CudaKernels& kernels, const ClmStepBuffers& b, const Clm
   ClmScalars c = s;
   Fixed f;
   if (x.master == 0) x.master = x.param;  // the fp32 variant reads no master
-  const std::string_view apply = aligned(x) ? kApplyF32A16 : t.bf16 ? kApplyBf16 : kApplyF32;
+  const std::string_view apply = aligned(x) ? (t.bf16 ? kApplyBf16A16 : kApplyF32A16)
+                                            : (t.bf16 ? kApplyBf16 : kApplyF32);
   void* args[] = {&x.param, &x.grad, &x.exp_avg, &x.exp_avg_sq, &x.master, &v.k, &v.step, &v.words, &v.gl,
                   &v.unused, &x.n, &x.n, &f.one, &x.seed, &x.index_offset, &c.beta1, &c.one_minus_beta1,
                   &c.beta2, &c.one_minus_beta2, &c.eps, &f.lam, &f.one_minus_lam, &f.tau, &f.bound_ratio};

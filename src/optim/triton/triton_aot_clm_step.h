@@ -35,12 +35,12 @@ struct ClmScalars {
 };
 
 // The kernels the launches below use and the signature each is packed for
-// (the fp32 pass kernels also as NAME_a16: Note [aligned variants] in build_triton_aot.py).
+// (the pass kernels also as NAME_a16: Note [aligned variants] in build_triton_aot.py).
 struct AotKernelAbi {
   std::string_view name;
   std::string_view signature;
 };
-inline constexpr int kClmKernelCount = 10;
+inline constexpr int kClmKernelCount = 12;
 extern const AotKernelAbi kClmKernelSet[kClmKernelCount];
 
 // Every kernel of kClmKernelSet is in `manifest` with exactly that signature,
