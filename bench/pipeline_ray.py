@@ -2,7 +2,7 @@
 distributed MinHash deduplication, side by side in one run on the same files.
 
     .venv/bin/python bench/pipeline_ray.py --size-mb 100 [--repeats 3] [--corpus DIR]
-        [--skip-datatrove] [--skip-embedded] [--datatrove-mb 4]
+        [--skip-datatrove] [--skip-embedded] [--datatrove-mb 4] [--stages]
 
 Runs (on the corpus of bench/pipeline_bench.py's generator, or the *.jsonl[.gz]
 shards of --corpus, e.g. bench/real_text_corpus.py's; NDJSON out), each pair
@@ -23,7 +23,8 @@ warm-up call each), so that both sides meet the same load:
   of 5-grams as ours) finishes on; the documents each removes are compared;
 - ray embedded: FusedPipeline.run(executor="ray", workers=cores), its own
   Ray instance started and stopped inside the timed run.
-Prints a Markdown table (medians) and writes WORK/results.json.
+Prints a Markdown table (medians) and writes WORK/results.json. --stages instead
+times the Ray 1-node run's stages (from its progress lines) once, after a warm-up.
 """
 from __future__ import annotations
 
@@ -130,6 +131,27 @@ def with_cluster_cpu(fn, roots, cpu_log: list):
     return call
 
 
+def stage_breakdown(run, shards: list, roots) -> None:
+    """The Ray run's stages, from its progress lines: wall, driver CPU and
+    cluster CPU seconds up to each line (after a warm-up run)."""
+    marks: list = []
+    def progress(message: str) -> None:
+        marks.append((message, time.perf_counter(), time.process_time(), tree_cpu_seconds(roots())))
+    go = run("ray stages", shards, ray_run=True, progress=progress)
+    go()
+    marks.clear()
+    progress("start")
+    go()
+    progress("end (parts committed, summary written, _ray removed)")
+    print("| up to | wall s | + wall s | driver CPU s | cluster CPU s | + cluster CPU s |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: |")
+    _, w0, c0, k0 = marks[0]
+    prev_w, prev_k = w0, k0
+    for message, w, c, k in marks[1:]:
+        print(f"| {message} | {w - w0:.2f} | {w - prev_w:.2f} | {c - c0:.2f} | {k - k0:.2f} | {k - prev_k:.2f} |")
+        prev_w, prev_k = w, k
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--size-mb", type=int, default=100)
@@ -138,6 +160,8 @@ def main() -> int:
     ap.add_argument("--corpus", help="a directory of *.jsonl[.gz] shards to use instead of the generated corpus")
     ap.add_argument("--skip-datatrove", action="store_true")
     ap.add_argument("--skip-embedded", action="store_true")
+    ap.add_argument("--stages", action="store_true",
+                    help="only the Ray 1-node run, once warm: wall and CPU seconds of each of its stages")
     ap.add_argument("--datatrove-mb", type=int, default=4,
                     help="size of the generated corpus datatrove's dedup runs on (its stage 1 does ~35 docs/s a task)")
     args = ap.parse_args()
@@ -173,8 +197,10 @@ def main() -> int:
     def run(name: str, inputs: list, threads: int = 0, ray_run: bool = False, **stages):
         out = outs.setdefault(name, os.path.join(args.work, "out", str(len(outs))))
 
+        progress = stages.pop("progress", None)
+
         def go():
-            kw = dict(executor="ray") if ray_run else {}
+            kw = dict(executor="ray", progress=progress) if ray_run else {}
             pipeline = FusedPipeline(format="ndjson", **(dict(num_threads=threads) if threads else {}), **stages)
             summaries[name] = pipeline.run(inputs, out, resume=False, **kw)
             return summaries[name]
@@ -199,6 +225,9 @@ def main() -> int:
             return [n.proc.pid for n in (cluster.head, cluster.worker) if n is not None]
         cluster.stop_worker()
         connect(cluster.address)
+        if args.stages:
+            stage_breakdown(run, shards, roots)
+            return 0
         # local and Ray round-robin in one run: the same load for both
         side_by_side({local1: run(local1, shards, 1), ray1: run(ray1, shards, ray_run=True)}, [ray1], roots)
         ray.shutdown()

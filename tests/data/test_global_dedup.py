@@ -168,3 +168,15 @@ def test_finish_refuses_damaged_saved_batches(corpus, tmp_path):
             tasks.finish_shard(shard, str(target), *none, saved_batches=path)
         assert e.value.exit_code == 4 and "saved batches" in str(e.value) and message in str(e.value)
         assert not glob.glob(str(target / "part-*"))
+
+
+def test_a_task_body_runs_the_data_stages_on_the_tasks_cpu(monkeypatch):
+    # Note [threads in a task]: inside a task the data engine's arenas hold the
+    # task's one CPU, not every core; a value the user set for the workers stands.
+    from luminamoon.data import batch
+    from luminamoon.data import ray_executor as rx
+    seen = rx._as_task(lambda a, b: (a + b, batch.get_num_threads()))
+    monkeypatch.delenv("LUMINAMOON_NUM_THREADS", raising=False)
+    assert seen(2, 3) == (5, 1)
+    monkeypatch.setenv("LUMINAMOON_NUM_THREADS", "3")
+    assert seen(2, 3) == (5, 3)

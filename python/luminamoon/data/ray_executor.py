@@ -28,6 +28,7 @@ system every node sees (as the finished parts must be).
 from __future__ import annotations
 
 import fcntl
+import functools
 import json
 import os
 import shutil
@@ -132,6 +133,24 @@ class _Layout:
 
 # ---------------------------------------------------------------- task bodies
 # Plain functions (wrapped as Ray tasks in run_on_ray), so that tests can call them too.
+_TASK_CPUS = 1  # what every task asks Ray for
+
+
+def _as_task(fn: Callable) -> Callable:
+    """fn as a Ray task body. Note [threads in a task]: a task holds one Ray
+    CPU, but the data engine's parallel stages (cleaner, PII, MinHash) open
+    oneTBB arenas of every core of the node unless told otherwise; with one
+    task per CPU that is one busy thread per core per task, whose spinning and
+    cache sharing cost CPU seconds (and wall time) without speeding anything
+    up. So a task's stages use the task's CPUs (LUMINAMOON_NUM_THREADS, read
+    by both native modules; a value the user set for the workers stands)."""
+    @functools.wraps(fn)
+    def task(*args):
+        os.environ.setdefault("LUMINAMOON_NUM_THREADS", str(_TASK_CPUS))
+        return fn(*args)
+    return task
+
+
 _last_tasks: Optional[tuple] = None  # (key, ShardTasks) of this worker process's last task
 
 
@@ -141,7 +160,7 @@ def _tasks(native_config: dict, shards: list[str]):
     global _last_tasks
     config = dict(native_config)
     if not config.get("num_threads"):
-        config["num_threads"] = 1  # one Ray CPU per task: no oversubscription (results do not depend on it)
+        config["num_threads"] = _TASK_CPUS  # Note [threads in a task] (results do not depend on it)
     key = (json.dumps(config, sort_keys=True, default=str), tuple(shards))
     if _last_tasks is None or _last_tasks[0] != key:
         _last_tasks = (key, _backend()._ShardTasks(config, shards))
@@ -404,7 +423,7 @@ def _run_stages(ray, native_config: dict, shards: list[str], layout: _Layout, pa
         have = lambda stage: all(os.path.exists(layout.reduced(stage, p)) for p in range(partitions))  # noqa: E731
         exact_ref = edges = None
         if not (have("exact") and have("edges")):
-            mapper = ray.remote(num_cpus=1, num_returns=2 * partitions + 1, **retry)(map_task)
+            mapper = ray.remote(num_cpus=_TASK_CPUS, num_returns=2 * partitions + 1, **retry)(_as_task(map_task))
             config_ref, shards_ref = ray.put(native_config), ray.put(shards)
             maps = {s: mapper.remote(config_ref, shards_ref, s, out, partitions) for s in range(n)}
             _gather(ray, {s: r[-1] for s, r in maps.items()}, "map of shard",
@@ -414,7 +433,7 @@ def _run_stages(ray, native_config: dict, shards: list[str], layout: _Layout, pa
             if have("exact"):
                 results = {p: exact_reduce_task(out, p) for p in range(partitions)}
             else:
-                reducer = ray.remote(num_cpus=1, num_returns=2, **retry)(exact_reduce_task)
+                reducer = ray.remote(num_cpus=_TASK_CPUS, num_returns=2, **retry)(_as_task(exact_reduce_task))
                 refs = {p: reducer.remote(out, p, *[maps[s][p] for s in range(n)]) for p in range(partitions)}
                 results = {p: (ray.get(a), ray.get(b)) for p, (a, b) in refs.items()}
             exact_dropped = np.concatenate([results[p][0] for p in range(partitions)])
@@ -426,7 +445,7 @@ def _run_stages(ray, native_config: dict, shards: list[str], layout: _Layout, pa
                 edges = [band_reduce_task(out, p, exact_dropped) for p in range(partitions)]
             else:
                 exact_ref = ray.put(np.sort(exact_dropped))
-                band_reducer = ray.remote(num_cpus=1, num_returns=1, **retry)(band_reduce_task)
+                band_reducer = ray.remote(num_cpus=_TASK_CPUS, num_returns=1, **retry)(_as_task(band_reduce_task))
                 refs = {p: band_reducer.remote(out, p, exact_ref, *[maps[s][partitions + p] for s in range(n)])
                         for p in range(partitions)}
                 edges = [v for _, v in sorted(_gather(ray, refs, "band reduce", lambda k: None).items())]
@@ -435,7 +454,7 @@ def _run_stages(ray, native_config: dict, shards: list[str], layout: _Layout, pa
             nodes, labels = gd.components(a, b)
             owner = gd.component_partition(labels, partitions)
             groups = gd.split_rows(owner, partitions, nodes)
-            resolver = ray.remote(num_cpus=1, **retry)(resolve_task)
+            resolver = ray.remote(num_cpus=_TASK_CPUS, **retry)(_as_task(resolve_task))
             config_ref = ray.put(native_config)
             refs = {p: resolver.remote(config_ref, out, p, groups[p][0]) for p in range(partitions)}
             near = _gather(ray, refs, "near-duplicate resolution", lambda k: None)
@@ -448,7 +467,7 @@ def _run_stages(ray, native_config: dict, shards: list[str], layout: _Layout, pa
         for s, (r, nr, m) in enumerate(gd.split_rows(gd.ref_shard(all_refs), n, all_refs, all_near, all_matched)):
             drops[s] = (r, nr, m)
     empty = (np.empty(0, np.int64), np.empty(0, np.uint8), np.empty(0, np.int64))
-    finisher = ray.remote(num_cpus=1, **retry)(finish_task)
+    finisher = ray.remote(num_cpus=_TASK_CPUS, **retry)(_as_task(finish_task))
     config_ref, shards_ref = ray.put(native_config), ray.put(shards)
     refs = {s: finisher.remote(config_ref, shards_ref, s, out, *drops.get(s, empty)) for s in range(n)}
     def finished_one(k: int) -> None:
