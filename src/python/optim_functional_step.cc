@@ -17,6 +17,7 @@
 // message is written once, in Python, and the fast path never decides
 // against an input that Python would accept.
 #include <nanobind/nanobind.h>
+#include <nanobind/stl/string.h>
 
 #include <algorithm>
 #include <cstdint>

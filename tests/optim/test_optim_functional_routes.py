@@ -16,8 +16,8 @@ T = 5
 
 def state(rng, shape, second_length=None):
     n = int(np.prod(shape))
-    x = (rng.standard_normal(shape) * 0.5).astype(np.float32)
-    g = (rng.standard_normal(shape) * 0.01).astype(np.float32)
+    x = np.asarray(rng.standard_normal(shape) * 0.5, dtype=np.float32)  # 0-D stays an array
+    g = np.asarray(rng.standard_normal(shape) * 0.01, dtype=np.float32)
     m = (rng.standard_normal(n) * 0.01).astype(np.float32)
     v = ((rng.random(second_length or n) + 0.05) * 1e-4).astype(np.float32)
     return x, g, m, v
