@@ -1,9 +1,9 @@
 // Bindings of the LuminaV C API (luminav.h): conversion and GIL release only.
 //
-// The Python front end (python/luminamoon/optim/functional.py) validates tensors and
-// turns status codes into exceptions; these functions only translate plain
-// values and pointers (Python ints) into the C structs and call the C API
-// with the GIL released. The `_core_*` functions expose the header-only core
+// These functions only translate plain values and pointers (Python ints)
+// into the C structs and call the C API with the GIL released; the Python
+// front ends turn status codes into exceptions. luminamoon.optim.step's
+// checks and call are native, in optim_functional_step.cc. The `_core_*` functions expose the header-only core
 // helpers (hash, f16/bf16 conversions) over NumPy arrays so that the Python
 // tests can check them against independent references.
 #include <nanobind/nanobind.h>
@@ -148,6 +148,8 @@ void register_core_hooks(nb::module_& m) {
 }
 
 }  // namespace
+
+void register_optim_functional(nb::module_& m);  // optim_functional_step.cc
 
 void register_optim(nb::module_& m) {
   m.attr("DTYPE_F32") = static_cast<int>(LUMINAV_DTYPE_F32);
@@ -317,4 +319,5 @@ void register_optim(nb::module_& m) {
   m.def("backend_devices", [](int index) { return std::string(luminav_backend_devices(index)); });
 
   register_core_hooks(m);
+  register_optim_functional(m);  // after Hyperparams, which it returns
 }

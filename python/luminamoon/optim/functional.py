@@ -1,10 +1,13 @@
 """LuminaV from Python: one fused step over NumPy arrays or torch tensors, in place and zero-copy.
 
 ``step`` updates one parameter and its state through the C API
-(``luminav_step_multi``) after checking every buffer here: dtype, contiguity,
-length, device and overlap. Hyperparameter ranges are checked by the C
-library, whose message (naming the parameter and its value) becomes the
-``ValueError``. ``LuminaV`` (the ``torch.optim.Optimizer``) lives in
+(``luminav_step_multi``) in one native call (``_native.functional_step``),
+which checks every buffer first: dtype, contiguity, length, device and
+overlap; it reads NumPy arrays itself and asks ``describe_buffer`` here about
+anything else (torch tensors), so that a small step costs a few microseconds of
+Python, also under the free-threaded interpreter. Hyperparameter ranges are
+checked by the C library, whose message (naming the parameter and its value)
+becomes the ``ValueError``. ``LuminaV`` (the ``torch.optim.Optimizer``) lives in
 ``luminamoon.optim.torch_optimizer``; the package imports it lazily, so that
 NumPy users never import torch.
 
@@ -18,8 +21,6 @@ Errors:
 In every error case no buffer is modified.
 """
 from __future__ import annotations
-
-import os
 
 import sys
 from typing import Any, NamedTuple
@@ -36,7 +37,6 @@ DTYPE_BF16 = _native.DTYPE_BF16
 DTYPE_F16 = _native.DTYPE_F16
 _DTYPE_NAMES = {DTYPE_F32: "float32", DTYPE_BF16: "bfloat16", DTYPE_F16: "float16"}
 _FLOAT_DTYPES = frozenset(_DTYPE_NAMES)
-_UINT64_LIMIT = 1 << 64
 
 
 # ---- buffers -------------------------------------------------------------------
@@ -139,33 +139,9 @@ def _allowed_names(allowed: frozenset[int]) -> str:
     return "/".join(_DTYPE_NAMES[c] for c in sorted(allowed))
 
 
-def check_no_overlap(buffers: list[Buffer]) -> None:
-    """Refuses aliasing: no two buffers of one call may share a byte (as the C API demands).
-
-    Note [overlap sweep]: sorted by start address, a buffer overlaps an earlier
-    one iff it starts before the furthest end seen so far: O(n log n) for the
-    thousands of buffers of a multi-tensor call.
-    """
-    ranges = sorted((b for b in buffers if b.nbytes), key=lambda b: (b.device_label, b.ptr))
-    furthest = None
-    for b in ranges:
-        if furthest is not None and furthest.device_label == b.device_label and \
-                b.ptr < furthest.ptr + furthest.nbytes:
-            raise ValueError(f"{furthest.name} and {b.name} overlap in memory (aliasing); "
-                             "every buffer of a step must be separate")
-        if furthest is None or furthest.device_label != b.device_label or \
-                b.ptr + b.nbytes > furthest.ptr + furthest.nbytes:
-            furthest = b
-
-
-TD_FACTORS = {"factored": _native.TD_FACTORED, "row": _native.TD_ROW, "tensor": _native.TD_TENSOR}
-
-
 def td_factor_code(td_factor: str) -> int:
-    """The C enum of a td_factor name ("factored", "row" or "tensor")."""
-    if td_factor not in TD_FACTORS:
-        raise ValueError(f"td_factor = {td_factor!r}: must be one of {', '.join(TD_FACTORS)}")
-    return TD_FACTORS[td_factor]
+    """The C enum of a td_factor name ("factored", "row" or "tensor"); ValueError otherwise."""
+    return _native.td_factor_code(td_factor)
 
 
 def rows_of(shape) -> int:
@@ -176,38 +152,11 @@ def rows_of(shape) -> int:
 def make_hyperparams(*, lr, beta1, beta2, eps, weight_decay, tau, lam, buffer_mode, cautious,
                      bound_mode, bound_ratio, step, check_finite, stochastic_rounding,
                      grad_scale=1.0):
-    """The C struct from Python values (ranges are checked by the C library)."""
-    step_int = int(step)
-    if step_int < 0 or step_int >= _UINT64_LIMIT:
-        raise ValueError(f"step = {step}: the step number t must be >= 1")
-    hp = _native.Hyperparams()
-    hp.lr = float(lr)
-    hp.beta1 = float(beta1)
-    hp.beta2 = float(beta2)
-    hp.eps = float(eps)
-    hp.weight_decay = float(weight_decay)
-    hp.tau = float(tau)
-    hp.lam = float(lam)
-    hp.bound_ratio = float(bound_ratio)
-    hp.buffer_mode = int(buffer_mode)
-    hp.cautious = 1 if cautious else 0
-    hp.bound_mode = int(bound_mode)
-    hp.check_finite = 1 if check_finite else 0
-    hp.stochastic_rounding = 1 if stochastic_rounding else 0
-    hp.step = step_int
-    hp.grad_scale = float(grad_scale)
-    return hp
-
-
-def run_options(device_type: int, device_index: int, backend: str, stream: int = 0):
-    """Where to run; CUDA tensors route to the cuda backend when `backend` is "auto", unless
-    LUMINAV_FORCE_BACKEND names one (the library's dispatcher then applies it, e.g. triton-aot)."""
-    if not isinstance(backend, str):
-        raise TypeError(f"backend must be a string, got {type(backend).__name__}")
-    forced = os.environ.get("LUMINAV_FORCE_BACKEND", "") not in ("", "auto")
-    if device_type == _native.DEVICE_CUDA and backend == "auto" and not forced:
-        backend = "cuda"
-    return _native.RunOptions(backend, device_type, device_index, stream)
+    """The C struct from Python values: float()/int()/truth of each (ranges are checked by the C
+    library; a step outside [0, 2**64) is a ValueError here)."""
+    return _native.hyperparams(lr, beta1, beta2, eps, weight_decay, tau, lam, buffer_mode, cautious,
+                               bound_mode, bound_ratio, step, check_finite, stochastic_rounding,
+                               grad_scale)
 
 
 def cuda_stream_handle(device_index: int) -> int:
@@ -238,55 +187,19 @@ def step(param, grad, exp_avg, exp_avg_sq=None, master=None, *, lr: float, beta1
     16-bit parameters are written by stochastic rounding keyed on
     (seed, step, index) when `stochastic_rounding`, else round-to-nearest-even.
     """
-    p = describe_buffer(param, "param", _FLOAT_DTYPES, writable=True)
-    g = describe_buffer(grad, "grad", _FLOAT_DTYPES, writable=False)
-    m = describe_buffer(exp_avg, "exp_avg", frozenset({DTYPE_F32}), writable=True)
-    buffers = [p, g, m]
-    for b in (g, m):
-        if b.numel != p.numel:
-            raise ValueError(f"{b.name} has {b.numel} elements but param has {p.numel}")
-    td_code = td_factor_code(td_factor)
-    n_rows = rows_of(getattr(param, "shape", ())) if rows is None else int(rows)
-    if not 0 <= n_rows < _UINT64_LIMIT:
-        raise ValueError(f"rows = {rows}: must be in [0, 2**64)")
-    v = None
-    if exp_avg_sq is None:
-        if buffer_mode in (1, 2):
-            raise ValueError(f"exp_avg_sq is required (buffer_mode = {buffer_mode})")
-    else:
-        v = describe_buffer(exp_avg_sq, "exp_avg_sq", frozenset({DTYPE_F32}), writable=True)
-        # 0: an unknown mode or rows that do not divide N, which the C library names.
-        expected = _native.exp_avg_sq_length(p.numel, n_rows, int(buffer_mode), td_code)
-        if p.numel and expected and v.numel != expected:
-            what = "CLM" if buffer_mode == 2 else f"TD-CLM with td_factor={td_factor!r}"
-            raise ValueError(f"exp_avg_sq has {v.numel} elements but {what} needs {expected} "
-                             f"(N = {p.numel}, rows = {n_rows})")
-        buffers.append(v)
-    w = None
-    if master is not None:
-        w = describe_buffer(master, "master", frozenset({DTYPE_F32}), writable=True)
-        if w.numel != p.numel:
-            raise ValueError(f"master has {w.numel} elements but param has {p.numel}")
-        buffers.append(w)
-    devices = {b.device_label for b in buffers}
-    if len(devices) > 1:
-        raise ValueError("all buffers must be on one device, got "
-                         + ", ".join(f"{b.name} on {b.device_label}" for b in buffers))
-    check_no_overlap(buffers)
-    seed_int = int(seed)
-    if not 0 <= seed_int < _UINT64_LIMIT:
-        raise ValueError(f"seed = {seed}: must be in [0, 2**64)")
-    hp = make_hyperparams(lr=lr, beta1=beta1, beta2=beta2, eps=eps, weight_decay=weight_decay,
-                          tau=tau, lam=lam, buffer_mode=buffer_mode, cautious=cautious,
-                          bound_mode=bound_mode, bound_ratio=bound_ratio, step=step,
-                          check_finite=check_finite, stochastic_rounding=stochastic_rounding,
-                          grad_scale=grad_scale)
-    desc = _native.TensorDesc(p.ptr, g.ptr, m.ptr, v.ptr if v else 0, w.ptr if w else 0, p.numel,
-                              0, seed_int, p.dtype, g.dtype, n_rows, td_code)
-    stream = cuda_stream_handle(p.device_index) if p.device_type == _native.DEVICE_CUDA else 0
-    options = run_options(p.device_type, p.device_index, backend, stream)
-    status, message = _native.step_multi(hp, [desc], options)
-    raise_for_status(status, message)
+    failure = _native.functional_step(
+        param, grad, exp_avg, exp_avg_sq, master, lr, beta1, beta2, eps, weight_decay, tau, lam,
+        buffer_mode, cautious, bound_mode, bound_ratio, step, seed, check_finite,
+        stochastic_rounding, backend, td_factor, rows, grad_scale, _NATIVE_HOOKS)
+    if failure is not None:
+        raise_for_status(*failure)
+
+
+# What the native step calls back for buffers it does not read itself (torch tensors,
+# ml_dtypes.bfloat16, refused arrays: describe_buffer names the problem) and for
+# CUDA tensors' current stream (Note [functional step checks] in
+# src/python/optim_functional_step.cc).
+_NATIVE_HOOKS = (np.ndarray, describe_buffer, _FLOAT_DTYPES, frozenset({DTYPE_F32}), cuda_stream_handle)
 
 
 # ---- introspection --------------------------------------------------------------
