@@ -11,10 +11,6 @@ namespace {
 const drv::Api& api() { return CudaDriver::instance().api(); }
 }  // namespace
 
-StepGraphCache::~StepGraphCache() {
-  for (Entry& e : entries_) release(e);
-}
-
 void StepGraphCache::release(Entry& e) {
   // An executable graph still running is freed when it completes.
   if (e.exec != nullptr) api().cuGraphExecDestroy(e.exec);

@@ -39,7 +39,10 @@ class StepGraphCache {
   StepGraphCache() = default;
   StepGraphCache(const StepGraphCache&) = delete;
   StepGraphCache& operator=(const StepGraphCache&) = delete;
-  ~StepGraphCache();
+  // The graphs are not destroyed: the cache lives in its context's state
+  // until the process exits, when the driver may already be torn down
+  // (the context's other device buffers are kept the same way).
+  ~StepGraphCache() = default;
 
   // True when `script` equals one submitted before (its pointers were
   // checked then, so the caller may skip checking them again).
