@@ -92,3 +92,48 @@ def test_a_grown_tensor_gets_a_new_graph_and_the_same_result(monkeypatch):
         return out
 
     assert all(torch.equal(a, b) for a, b in zip(steps(True), steps(False)))
+
+
+# The cache's counters (StepGraphCache::Counters) reach the user through the host trace, which
+# is read once per process: the steps run in a child. Equal results alone would also hold for a
+# cache that always launched eagerly; the counters say the graph was built and then replayed.
+COUNTED_STEPS = 12
+_COUNTED_CHILD = f"""
+import torch
+from luminamoon.optim import LuminaV
+ps = [torch.nn.Parameter(torch.randn(s, device="cuda")) for s in ((512, 384), (384,), (65537,))]
+opt = LuminaV(ps, lr=1e-3)
+for step in range({COUNTED_STEPS}):
+    for p in ps:
+        p.grad = torch.randn_like(p)  # new gradients every step, as after zero_grad(set_to_none=True)
+    opt.step()
+torch.cuda.synchronize()
+"""
+
+
+def counters_after_steps(graphs: str) -> dict[str, int]:
+    import os
+    import re
+    import subprocess
+    import sys
+    env = dict(os.environ, LUMINAV_TRACE_HOST="1", LUMINAV_CUDA_GRAPHS=graphs)
+    done = subprocess.run([sys.executable, "-c", _COUNTED_CHILD], env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    lines = re.findall(r"step graphs: eager (\d+) built (\d+) replayed (\d+) nodes updated (\d+)", done.stderr)
+    assert len(lines) == COUNTED_STEPS, done.stderr[-2000:]
+    return dict(zip(("eager", "built", "replayed", "nodes_updated"), map(int, lines[-1])))
+
+
+def test_the_cache_builds_one_graph_and_replays_it_from_then_on():
+    c = counters_after_steps("1")
+    # The first sighting of the step's topology is eager; the graph is built (once) and launched
+    # on the second; every later step replays it.
+    assert c["built"] == 1, c
+    assert c["eager"] + c["replayed"] == COUNTED_STEPS, c
+    assert c["replayed"] >= COUNTED_STEPS - 2, c
+
+
+def test_with_the_cache_off_every_step_is_launched_eagerly():
+    c = counters_after_steps("0")
+    assert c == {"eager": COUNTED_STEPS, "built": 0, "replayed": 0, "nodes_updated": 0}, c
