@@ -3,7 +3,7 @@
 # machine (its Python differs), the GPU test suites, then the training-loop
 # benchmark. From the repository root, with the Debian simdjson/OpenSSL files
 # the GPU image lacks unpacked under .gpu_bundle/prefix:
-#   [GPU_TESTS="files"] [LOOP_ARGS="..."] bench/gpu_suite.sh [build] [tests] [profile] [loop] [quality] [kernels] [headline] [sharded] [fsdp2] [evidence]
+#   [GPU_TESTS="files"] [LOOP_ARGS="..."] bench/gpu_suite.sh [build | build_async] [tests] [profile] [loop] [quality] [kernels] [headline] [sharded] [fsdp2] [evidence]
 # Logs and JSON go to $OUT (or ./gpu_out).
 set -u
 phases=${*:-build tests loop}
@@ -13,19 +13,26 @@ export PYTHONUNBUFFERED=1
 prefix=$PWD/.gpu_bundle/prefix
 export LD_LIBRARY_PATH=$prefix/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
 site=/tmp/lm_site
+build_package() {  # the package from this tree into $site (log: $out/build.log); returns pip's status
+  nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | tee "$out/env.txt"
+  rm -rf $site /tmp/lm_build  # a warm machine keeps them; build from this tree
+  local t0=$(date +%s) rc
+  timeout 500 python3 -m pip install -q --no-build-isolation --no-deps --target $site \
+    -Cbuild-dir=/tmp/lm_build -Ccmake.define.LUMINA_WITH_DATA=OFF -Ccmake.define.LUMINA_WITH_SIMD=OFF \
+    -Ccmake.define.LUMINA_WITH_VULKAN=OFF -Ccmake.define.LUMINA_TRITON_AOT=OFF "-Ccmake.define.LUMINA_CUDA_ARCHS=90" \
+    -Ccmake.define.CMAKE_PREFIX_PATH="$prefix" -Ccmake.define.OPENSSL_ROOT_DIR="$prefix" \
+    -Ccmake.define.OPENSSL_INCLUDE_DIR="$prefix/include" \
+    -Ccmake.define.OPENSSL_CRYPTO_LIBRARY="$prefix/lib/x86_64-linux-gnu/libcrypto.so" . > "$out/build.log" 2>&1
+  rc=$?
+  echo "build rc=$rc in $(( $(date +%s) - t0 )) s"; grep -E "LuminaMoon:|rror" "$out/build.log" | head -20
+  return $rc
+}
 for phase in $phases; do
   case $phase in
-    build)
-      nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | tee "$out/env.txt"
-      rm -rf $site /tmp/lm_build  # a warm machine keeps them; build from this tree
-      t0=$(date +%s)
-      timeout 500 python3 -m pip install -q --no-build-isolation --no-deps --target $site \
-        -Cbuild-dir=/tmp/lm_build -Ccmake.define.LUMINA_WITH_DATA=OFF -Ccmake.define.LUMINA_WITH_SIMD=OFF \
-        -Ccmake.define.LUMINA_WITH_VULKAN=OFF -Ccmake.define.LUMINA_TRITON_AOT=OFF "-Ccmake.define.LUMINA_CUDA_ARCHS=90" \
-        -Ccmake.define.CMAKE_PREFIX_PATH="$prefix" -Ccmake.define.OPENSSL_ROOT_DIR="$prefix" \
-        -Ccmake.define.OPENSSL_INCLUDE_DIR="$prefix/include" \
-        -Ccmake.define.OPENSSL_CRYPTO_LIBRARY="$prefix/lib/x86_64-linux-gnu/libcrypto.so" . > "$out/build.log" 2>&1
-      echo "build rc=$? in $(( $(date +%s) - t0 )) s"; grep -E "LuminaMoon:|rror" "$out/build.log" | head -20 ;;
+    build) build_package ;;
+    build_async)  # the build in the background; the evidence phase's --luminav-after waits for its status file
+      rm -f /tmp/lm_site.rc
+      ( build_package; echo $? > /tmp/lm_site.rc.tmp; mv /tmp/lm_site.rc.tmp /tmp/lm_site.rc ) & ;;
     tests)
       lib=$(find $site -name 'libluminav.so*' | head -1)
       NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 \
@@ -59,7 +66,8 @@ for phase in $phases; do
       fi
       PYTHONPATH=$site:bench:/tmp/lm_wheels timeout ${EVIDENCE_TIMEOUT:-560} python3 bench/optim_llama_evidence.py \
         --work /tmp/lm_evidence --out "$out" --deadline-s ${EVIDENCE_DEADLINE:-520} ${EVIDENCE_ARGS:-} 2>&1 \
-        | tee "$out/evidence.log" | tail -60 ;;
+        | tee "$out/evidence.log" | tail -60
+      tar -czf "$out/evidence_runs.tar.gz" -C /tmp/lm_evidence --exclude='*.json' . ;;  # the per-run logs, one file
     kernels)
       lib=$(find $site -name 'libluminav.so*' | head -1)
       PYTHONPATH=$site LUMINAV_LIBRARY=$lib timeout 200 python3 bench/cuda_step_bench.py --out "$out/kernels.json" 2>&1 | tee "$out/kernels.log" | tail -20 ;;

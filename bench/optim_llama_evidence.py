@@ -10,6 +10,10 @@ what it had (its `completed_steps` says how far it got).
   python bench/optim_llama_evidence.py --work /tmp/ev --out OUT --parallel 12 --deadline-s 500
   python bench/optim_llama_evidence.py --work /tmp/ev --out OUT --summarize-only
 
+With --luminav-after FILE the runs of torch's optimizers and Adam-mini start while the package is
+built beside them (bench/gpu_suite.sh's phase build_async writes FILE), so the build's half minute
+trains too.
+
 OUT gets fresh.json and repeated.json (every run, in optim_llama_quality.py's format, for
 bench/plot_llama_quality.py), summary.json and summary.md.
 """
@@ -60,6 +64,22 @@ def progress_of(job, args):
         return 0
 
 
+def needs_build(job):
+    return job[1].startswith("luminav")
+
+
+def build_state(args):
+    """None while the package's build (--luminav-after) runs, else its exit status."""
+    if not args.luminav_after:
+        return 0
+    try:
+        return int(Path(args.luminav_after).read_text().strip() or "1")
+    except OSError:
+        return None
+    except ValueError:
+        return 1
+
+
 def run_all(args):
     Path(args.work).mkdir(parents=True, exist_ok=True)
     queue, running, t0, shown = jobs(args), [], time.time(), 0.0
@@ -68,9 +88,20 @@ def run_all(args):
             shown = time.time()
             print(f"{shown - t0:6.0f} s  running: " + ", ".join(
                 f"{'/'.join(map(str, job[:3]))}@{progress_of(job, args)}" for job, *_ in running), flush=True)
-        while queue and len(running) < args.parallel:
-            job = queue.pop(0)
+        built = build_state(args)
+        if built not in (None, 0) and any(needs_build(job) for job in queue):
+            for job in [j for j in queue if needs_build(j)]:
+                queue.remove(job)
+                print(f"{time.time() - t0:6.0f} s  build failed (rc {built}): dropped {'/'.join(map(str, job[:3]))}",
+                      flush=True)
+        # the runs of torch's optimizers start at once; LuminaV's wait for the build
+        while len(running) < args.parallel:
+            job = next((j for j in queue if built == 0 or not needs_build(j)), None)
+            if job is None:
+                break
+            queue.remove(job)
             running.append((job, *launch(job, args), time.time()))
+            print(f"{time.time() - t0:6.0f} s  started {'/'.join(map(str, job[:3]))}", flush=True)
         time.sleep(2)
         for item in list(running):
             job, proc, log, started = item
@@ -178,6 +209,9 @@ def main():
     ap.add_argument("--held-every", type=int, default=250)
     ap.add_argument("--parallel", type=int, default=12, help="processes at once")
     ap.add_argument("--threads", type=int, default=1, help="OMP threads per process")
+    ap.add_argument("--luminav-after", metavar="FILE",
+                    help="start the LuminaV runs once FILE holds the package build's exit status 0 "
+                         "(the others start at once; a nonzero status drops the LuminaV runs)")
     ap.add_argument("--deadline-s", type=float, default=1e9, help="stop what still runs after this many seconds")
     ap.add_argument("--summarize-only", action="store_true")
     ap.add_argument("extra", nargs=argparse.REMAINDER, help="after --: passed to every optim_llama_quality.py")

@@ -27,8 +27,7 @@ import time
 
 import torch
 
-from luminamoon.optim import LuminaV
-from optim_training_loop import llama
+from llama_model import llama
 from tdclm_torch_reference import TDCLMReference
 
 # the model: 12 layers, width 768, 12 heads, MLP 2048, vocabulary 8192 (98M parameters), 16 x 512
@@ -109,6 +108,8 @@ def loss_of(model, tokens):
 
 def make(kind, model, lr, heads=LLAMA_98M["heads"]):
     kw = dict(lr=lr, betas=(0.9, 0.95), weight_decay=0.1)
+    if kind.startswith("luminav"):  # imported here: the runs of torch's optimizers may start before the build ends
+        from luminamoon.optim import LuminaV
     if kind == "adamw_fused":
         return torch.optim.AdamW(model.parameters(), fused=True, **kw)
     if kind == "luminav_clm":

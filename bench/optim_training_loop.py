@@ -37,16 +37,7 @@ from luminamoon.optim import LuminaV
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from harness import cuda_event_median  # noqa: E402
-
-
-def llama(device, hidden, layers, heads, mlp, vocab, seq, init_seed=0):
-    from transformers import LlamaConfig, LlamaForCausalLM
-    config = LlamaConfig(vocab_size=vocab, hidden_size=hidden, num_hidden_layers=layers,
-                         num_attention_heads=heads, num_key_value_heads=heads, intermediate_size=mlp,
-                         max_position_embeddings=seq, tie_word_embeddings=False)
-    config._attn_implementation = "sdpa"
-    torch.manual_seed(init_seed)
-    return LlamaForCausalLM(config).to(device)
+from llama_model import llama  # noqa: E402,F401 (the other bench scripts import it from here too)
 
 
 def make_optimizer(kind, model):
