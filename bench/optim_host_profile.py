@@ -8,6 +8,7 @@ from __future__ import annotations
 import cProfile
 import pstats
 import statistics
+import sys
 import time
 
 import torch
@@ -40,6 +41,20 @@ def main():
         torch.cuda.synchronize()
     for k, v in rows.items():
         print(f"{k:16s} median {statistics.median(v) * 1e6:8.1f} us")
+    # In a training loop the step runs right after a backward pass, with the host's caches full of
+    # the model's launches (what the loop benchmark's GPU time sees); with LUMINAV_TRACE_HOST=1
+    # each step's trace lines follow its marker.
+    cold = []
+    for i in range(12):
+        loop.opt.zero_grad(set_to_none=True)
+        loop.forward_backward()
+        print(f"--- step after a backward pass {i}", file=sys.stderr, flush=True)
+        t0 = time.perf_counter()
+        opt.step()
+        cold.append(time.perf_counter() - t0)
+        print(f"--- opt.step {cold[-1] * 1e6:.1f} us", file=sys.stderr, flush=True)
+        torch.cuda.synchronize()
+    print(f"{'after backward':16s} median {statistics.median(cold) * 1e6:8.1f} us (opt.step)")
     torch.cuda._sleep(int(2e8))
     prof = cProfile.Profile()
     prof.enable()

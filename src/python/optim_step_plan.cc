@@ -17,7 +17,10 @@
 #include <nanobind/stl/tuple.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <stdexcept>
 #include <string>
 #include <tuple>
@@ -53,6 +56,12 @@ struct Names {
                    nb::str("stochastic_rounding"), nb::str("master_weights"), nb::str("backend"),
                    nb::str("td_factor")} {}
 };
+
+// LUMINAV_TRACE_HOST, as the CUDA backend reads it: once per process.
+bool trace_host() {
+  static const bool trace = std::getenv("LUMINAV_TRACE_HOST") != nullptr;
+  return trace;
+}
 
 // Built at import (register_optim_step_plan), never lazily on a first
 // step: a free-threaded thread waiting on a C++ static's guard would stay
@@ -257,8 +266,17 @@ class StepPlan {
   // hyperparameters, then one luminav_step_groups call with the GIL released.
   StepResult step(uintptr_t stream, uintptr_t grad_scale, uintptr_t found_inf, bool skip_nonfinite) {
     PlanClaim claim(busy_);
+    const auto start = std::chrono::steady_clock::now();
     if (StepResult r = refresh(); std::get<0>(r) != 0) return r;
-    return call(stream, grad_scale, found_inf, skip_nonfinite, -1, 0);
+    const auto refreshed = std::chrono::steady_clock::now();
+    StepResult r = call(stream, grad_scale, found_inf, skip_nonfinite, -1, 0);
+    if (trace_host()) {  // where the host time of a step goes (bench/optim_host_profile.py)
+      const auto done = std::chrono::steady_clock::now();
+      using us = std::chrono::duration<double, std::micro>;
+      std::fprintf(stderr, "luminav: plan refresh %.1f us (%zu tensors), native call %.1f us\n",
+                   us(refreshed - start).count(), tensor_count(), us(done - refreshed).count());
+    }
+    return r;
   }
 
   // One phase of a sharded step (luminav_step_groups_sharded); phase 0
@@ -342,9 +360,7 @@ class StepPlan {
  public:
   size_t num_tensors() const {
     PlanClaim claim(busy_);
-    size_t count = 0;
-    for (const Group& g : groups_) count += g.tensors.size();
-    return count;
+    return tensor_count();
   }
 
   // Flat position (as given in add_group) of the tensor at call position `p`.
@@ -358,6 +374,12 @@ class StepPlan {
   }
 
  private:
+  size_t tensor_count() const {
+    size_t count = 0;
+    for (const Group& g : groups_) count += g.tensors.size();
+    return count;
+  }
+
   std::vector<luminav_group> c_groups() const {
     std::vector<luminav_group> c(groups_.size());
     for (size_t i = 0; i < groups_.size(); ++i) {
@@ -418,6 +440,7 @@ class StepPlan {
 
 void register_optim_step_plan(nb::module_& m) {
   names();
+  trace_host();  // both statics made at import (see names())
   m.attr("PLAN_REBUILD") = kRebuild;
   m.attr("VERDICT_FOUND_INF") = static_cast<uint64_t>(LUMINAV_VERDICT_FOUND_INF);
   nb::class_<StepPlan>(m, "StepPlan", "The optimizer's whole step as one native call (Note [step plan])")
