@@ -44,17 +44,25 @@ def main():
     # In a training loop the step runs right after a backward pass, with the host's caches full of
     # the model's launches (what the loop benchmark's GPU time sees); with LUMINAV_TRACE_HOST=1
     # each step's trace lines follow its marker.
-    cold = []
-    for i in range(12):
+    # Alternating the plan's GIL policy (Note [the GIL in a step]) between steps: kept (the
+    # default for a device plan) and released (the policy before session 4).
+    cold = {True: [], False: []}
+    for i in range(16):
+        release = i % 2 == 1
+        plan.native.release_gil = release
         loop.opt.zero_grad(set_to_none=True)
         loop.forward_backward()
-        print(f"--- step after a backward pass {i}", file=sys.stderr, flush=True)
+        print(f"--- step after a backward pass {i}, GIL {'released' if release else 'kept'}", file=sys.stderr,
+              flush=True)
         t0 = time.perf_counter()
         opt.step()
-        cold.append(time.perf_counter() - t0)
-        print(f"--- opt.step {cold[-1] * 1e6:.1f} us", file=sys.stderr, flush=True)
+        cold[release].append(time.perf_counter() - t0)
+        print(f"--- opt.step {cold[release][-1] * 1e6:.1f} us", file=sys.stderr, flush=True)
         torch.cuda.synchronize()
-    print(f"{'after backward':16s} median {statistics.median(cold) * 1e6:8.1f} us (opt.step)")
+    plan.native.release_gil = False
+    for release, times in cold.items():
+        print(f"after backward, GIL {'released' if release else 'kept    '} median "
+              f"{statistics.median(times) * 1e6:8.1f} us (opt.step)")
     torch.cuda._sleep(int(2e8))
     prof = cProfile.Profile()
     prof.enable()

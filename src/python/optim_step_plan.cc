@@ -164,9 +164,25 @@ class PlanClaim {
 
 class StepPlan {
  public:
-  StepPlan(std::string backend, int device_type, int device_index) : backend_(std::move(backend)) {
+  StepPlan(std::string backend, int device_type, int device_index)
+      : backend_(std::move(backend)), release_gil_(device_type == LUMINAV_DEVICE_CPU) {
     options_.device_type = device_type;
     options_.device_index = device_index;
+  }
+
+  // Note [the GIL in a step]: a host step computes for as long as its
+  // tensors take, and other Python threads run meanwhile. A device step only
+  // enqueues (~0.1 ms) and returns; released there, the GIL is often taken by
+  // the autograd engine's device thread, still freeing the backward pass's
+  // Python-owned tensors right after backward() returned, and the step then
+  // waits for it to be given back (on the H200 loop, after a backward pass:
+  // see docs/benchmarks.md, "Issue 13 (session 4)"). So a device plan keeps
+  // the GIL; `release_gil` says which way a plan goes (the host profile
+  // compares the two).
+  bool release_gil() const { return release_gil_; }
+  void set_release_gil(bool release) {
+    PlanClaim claim(busy_);
+    release_gil_ = release;
   }
 
   // One group: its dict, hyperparameters (the fields step() does not
@@ -344,13 +360,26 @@ class StepPlan {
     async.grad_scale = reinterpret_cast<const float*>(grad_scale);
     async.found_inf = reinterpret_cast<float*>(found_inf);
     async.skip_nonfinite = skip_nonfinite ? 1 : 0;
+    auto run = [&] {
+      return phase < 0 ? luminav_step_groups(c.data(), c.size(), &options_, status_ ? &async : nullptr)
+                       : luminav_step_groups_sharded(c.data(), c.size(), shards_.data(), &options_,
+                                                     status_ ? &async : nullptr, phase,
+                                                     reinterpret_cast<double*>(exchange));
+    };
+    using clock = std::chrono::steady_clock;
     int status;
-    {
+    clock::time_point returned;
+    if (release_gil_) {
       nb::gil_scoped_release release;
-      status = phase < 0 ? luminav_step_groups(c.data(), c.size(), &options_, status_ ? &async : nullptr)
-                         : luminav_step_groups_sharded(c.data(), c.size(), shards_.data(), &options_,
-                                                       status_ ? &async : nullptr, phase,
-                                                       reinterpret_cast<double*>(exchange));
+      status = run();
+      returned = clock::now();
+    } else {
+      status = run();
+      returned = clock::now();
+    }
+    if (trace_host()) {
+      std::fprintf(stderr, "luminav: plan GIL %s, %.1f us to get it back\n", release_gil_ ? "released" : "kept",
+                   std::chrono::duration<double, std::micro>(clock::now() - returned).count());
     }
     std::string message = status == LUMINAV_STATUS_OK ? std::string() : luminav_last_error_message();
     return {status, std::move(message), -1};
@@ -432,6 +461,7 @@ class StepPlan {
   std::vector<nb::object> excluded_;
   std::vector<luminav_shard_layout> shards_;  // one per tensor of the call
   bool sharded_ = false;
+  bool release_gil_;  // Note [the GIL in a step]
   std::vector<nb::object> dense_grads_;  // contiguous copies, alive until the step's last phase is enqueued
   mutable std::atomic<bool> busy_{false};  // Note [one step at a time]
 };
@@ -455,6 +485,8 @@ void register_optim_step_plan(nb::module_& m) {
       .def("exchange_doubles", &StepPlan::exchange_doubles)
       .def("exchanges", &StepPlan::exchanges)
       .def_prop_ro("sharded", &StepPlan::sharded)
+      .def_prop_rw("release_gil", &StepPlan::release_gil, &StepPlan::set_release_gil,
+                   "Whether the native call releases the GIL (Note [the GIL in a step]): host plans do")
       .def("step_sharded", &StepPlan::step_sharded, nb::arg("stream"), nb::arg("grad_scale"), nb::arg("found_inf"),
            nb::arg("skip_nonfinite"), nb::arg("phase"), nb::arg("exchange"),
            "One phase of a sharded step (luminav_step_groups_sharded); returns (code, message, position).")

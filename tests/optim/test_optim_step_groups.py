@@ -215,3 +215,38 @@ def test_a_gradient_appearing_on_an_excluded_parameter_is_stepped():
     b.grad = torch.ones(4)
     opt.step()
     assert int(opt.state[b]["step"]) == 1 and not torch.equal(b.detach(), torch.ones(4))
+
+
+def test_a_host_step_lets_other_python_threads_run():
+    # Note [the GIL in a step]: a host plan computes with the GIL released, so a Python thread runs
+    # while a long step does. Held, no Python line of another thread could run inside the step.
+    import threading
+    import time
+    p = torch.nn.Parameter(torch.randn(1 << 25))
+    p.grad = torch.randn(1 << 25)
+    opt = LuminaV([p], lr=1e-3)
+    opt.step()  # described: the plan exists
+    assert opt._plans[0].native.release_gil
+    seen, running, stop = [], threading.Event(), threading.Event()
+
+    def note_times():
+        running.set()
+        while not stop.is_set():
+            now = time.perf_counter()
+            if not seen or now - seen[-1] > 1e-3:
+                seen.append(now)
+
+    worker = threading.Thread(target=note_times)
+    worker.start()
+    running.wait()
+    try:
+        windows = []
+        for _ in range(3):
+            t0 = time.perf_counter()
+            opt.step()
+            t1 = time.perf_counter()
+            windows.append((t0 + 0.2 * (t1 - t0), t1 - 0.2 * (t1 - t0)))  # inside the native call
+    finally:
+        stop.set()
+        worker.join()
+    assert any(lo < t < hi for lo, hi in windows for t in seen), windows
