@@ -47,7 +47,7 @@ for phase in $phases; do
         2>&1 | tee "$out/aot.log" | grep -E "OK|FAIL|SKIP|triton-aot|PASSED|error" | head -30 ;;
     tests)
       PYTHONPATH=$site timeout 300 python3 -m pytest -q -p no:cacheprovider -o addopts= tests/optim/test_gpu_triton.py \
-        -rs 2>&1 | tee "$out/pytest.log" | tail -15 ;;
+        ${TESTS_K:+-k "$TESTS_K"} -rs 2>&1 | tee "$out/pytest.log" | tail -15 ;;
     aottests)  # the triton-aot backend (luminav_step) with the CPU-built kernels, and the JIT's tests
       LUMINAV_TRITON_AOT_DIR=$PWD/aot PYTHONPATH=$site timeout 200 python3 -m pytest -q -p no:cacheprovider -o addopts= \
         tests/optim/test_gpu_triton_aot.py tests/optim/test_gpu_triton.py ${AOTTESTS_K:+-k "$AOTTESTS_K"} -rs 2>&1 \

@@ -82,6 +82,7 @@ class GroupOptions:
     bound_ratio: float
     check_finite: bool
     stochastic_rounding: bool
+    group: dict | None = field(default=None, repr=False, compare=False)  # the param group (of_group)
 
     @classmethod
     def of_group(cls, group: dict) -> "GroupOptions":
@@ -94,7 +95,7 @@ class GroupOptions:
                    lam=float(group["lam"]), tdclm=group["mode"] == "tdclm", td_factor=group["td_factor"],
                    cautious=bool(group["cautious"]), bound_mode=bound,
                    bound_ratio=float(group["bound_ratio"] or 0.0), check_finite=bool(group["check_finite"]),
-                   stochastic_rounding=bool(group["stochastic_rounding"]))
+                   stochastic_rounding=bool(group["stochastic_rounding"]), group=group)
 
     def fp32_args(self) -> dict:
         """fp32 constants (Note [derived constants]: 1 - beta and 1 - lam formed in double)."""
@@ -149,11 +150,23 @@ class TensorBatch:
         return self.fixed_aligned and self.grads_aligned
 
 
+# A param group's options that a plan fixes (its launches take them as arguments): a plan whose
+# group holds another object under one of these keys is stale and described anew, as the native
+# plan is on its fixed keys. lr is read on every step (a scheduler writes it).
+FIXED_OPTIONS = ("betas", "eps", "weight_decay", "tau", "lam", "mode", "td_factor", "cautious", "bound",
+                 "bound_ratio", "check_finite", "stochastic_rounding", "master_weights", "backend")
+
+
+def _fixed_options(group: dict) -> list:
+    return [group.get(k) for k in FIXED_OPTIONS]
+
+
 @dataclass
 class GroupStep:
     options: GroupOptions
     counter: torch.Tensor  # the group's fp32 step counter (state["step"], shared)
     tensors: list[TensorStep]
+    fixed: list | None = None  # _fixed_options of the group when the plan was built
     hp64: torch.Tensor = None
     k: torch.Tensor = None
     step: torch.Tensor = None
@@ -194,6 +207,7 @@ class TritonStepPlan:
                 lr = float(o.lr) if not torch.is_tensor(o.lr) else 0.0
                 g.hp64 = self._upload(torch.tensor([o.beta1, o.beta2, o.weight_decay, lr], dtype=torch.float64))
                 g.lr_cached = lr
+                g.fixed = _fixed_options(o.group) if o.group is not None else None
                 g.k = torch.zeros(8, dtype=torch.float32, device=device)
                 g.step = torch.zeros(1, dtype=torch.int64, device=device)
                 for t in g.tensors:
@@ -332,8 +346,9 @@ class TritonStepPlan:
         as the plan checked them then; torch keeps a gradient's shape and dtype those of its
         parameter), the batches' gradient tables written where an address changed (Note [tensor
         tables]). No Python per tensor then beyond reading the addresses."""
-        if any(p.grad is not None for p in self.excluded) or [p.data_ptr() for p in self._params] != self._param_addresses:
-            return False  # a parameter left out now has a gradient, or one's storage changed: stale
+        if (any(p.grad is not None for p in self.excluded) or not self._options_unchanged()
+                or [p.data_ptr() for p in self._params] != self._param_addresses):
+            return False  # a parameter left out now has a gradient, a group option or a storage changed
         key = self._replay_key(grad_scale, found_inf, skip_nonfinite)
         record = self._record
         if key is not None and record is not None and record.key == key:
@@ -385,11 +400,28 @@ class TritonStepPlan:
         else:
             self._recording.launch(kernel, grid, args, kwargs, self._slots)
 
+    def _options_unchanged(self) -> bool:
+        """Every group holds the option objects the plan was built with (FIXED_OPTIONS), and an lr of
+        the same kind (the same tensor, when it is one: the kernels read it in place)."""
+        for g in self.groups:
+            group = g.options.group
+            if group is None:
+                continue
+            if any(a is not b for a, b in zip(_fixed_options(group), g.fixed)):
+                return False
+            lr, was = group["lr"], g.options.lr
+            if torch.is_tensor(lr) or torch.is_tensor(was):
+                if lr is not was:
+                    return False
+        return True
+
     def _refresh_lr(self) -> None:
+        """A float lr's value now (an LR scheduler writes the group's): one device fill when it changed."""
         for g in self.groups:
             o = g.options
-            if not torch.is_tensor(o.lr) and float(o.lr) != g.lr_cached:  # a scheduler's new float lr
-                g.lr_cached = float(o.lr)
+            lr = o.group["lr"] if o.group is not None else o.lr
+            if not torch.is_tensor(lr) and float(lr) != g.lr_cached:
+                g.lr_cached = float(lr)
                 g.hp64[3].fill_(g.lr_cached)
 
     def _copy_status(self) -> None:
