@@ -568,8 +568,12 @@ def apply_kernel(p_ptr, g_ptr, m_ptr, v_ptr, master_ptr, k_ptr, step_ptr, words_
 # addresses on every step after zero_grad(set_to_none=True), so their table is apart: the host
 # writes it (a few microseconds, pinned and non-blocking) only when an address changed, and the
 # launches, their arguments included, stay those of the last step (Note [replayed launches]).
-# Session 3 rebuilt the whole table and its device copy on each such step: ~1 ms of Python per
-# table (torch.tensor of 111 rows) in the Llama loop, which is where its 3.3 ms of host time went.
+# Until issue 18 session 4 the whole table was rebuilt, converted (torch.tensor of 111 rows of
+# Python ints) and uploaded on each such step, twice (one table per block size): in the Llama 98M
+# loop on the H200 that was 57% of the step's 4 ms of profiled Python, and each rebuild's new
+# device tables moved the small allocations after them, so 23 of 111 gradients had new addresses
+# on every step and no step replayed; the eager step's host time was 3.56 ms (GPU 3.77 ms) against
+# 1.02 ms (GPU 1.71 ms) with separate gradient tables (docs/benchmarks.md, issue 18 session 4).
 TABLE_FIELDS = tl.constexpr(9)  # a constexpr global: compiled kernels may read it
 
 
