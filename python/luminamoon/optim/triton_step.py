@@ -35,8 +35,9 @@ NUM_WARPS = int(os.environ.get("LUMINAV_TRITON_NUM_WARPS", tk.NUM_WARPS))  # app
 # Note [tensor tables]: CLM tensors of a group step two launches per dtype pair (finite check,
 # apply) instead of two per tensor; LUMINAV_TRITON_MULTI_TENSOR=0 keeps one launch per tensor (A/B).
 MULTI_TENSOR = os.environ.get("LUMINAV_TRITON_MULTI_TENSOR", "1") != "0"
-# Note [replayed launches] (triton_launch_cache.py): a step whose addresses are those of the last
-# recorded one replays its launches; LUMINAV_TRITON_REPLAY=0 launches through the JIT every step (A/B).
+# Note [replayed launches] (triton_launch_cache.py): a step whose launch arguments are those of the
+# last recorded one (batched gradients are read from their tables, so their addresses may change)
+# replays its launches; LUMINAV_TRITON_REPLAY=0 launches through the JIT every step (A/B).
 REPLAY = os.environ.get("LUMINAV_TRITON_REPLAY", "1") != "0"
 FACTOR_WARPS = 8  # the row and column sums of TD-CLM (as measured)
 # Note [no contraction]: the nvcc kernels are built with -fmad=false and the host code with
