@@ -6,7 +6,9 @@
 # the C++ AOT test (its kernels launched from C++, no Python), the GPU Triton
 # tests, the kernel benchmark and the end-to-end training loop.
 #   bash bench/triton_gpu_run.sh [build] [aot] [tests] [aottests] [bench] [aotbench] [sweep] [loop]
-#                                [loopreplay] [hostprofile] [loopab]
+#                                [loopreplay] [hostprofile] [loopab] [loopold] [hostprofileold]
+# loopold / hostprofileold: the loop and the host profile with an earlier Python package over the
+# same build (./old_optim/*.py replacing luminamoon/optim's files: the A/B of a host-side change).
 # At most 8 files come back from $OUT.
 set -u
 phases=${*:-build aot tests bench sweep loop}
@@ -16,6 +18,10 @@ export PYTHONUNBUFFERED=1
 prefix=${GPU_BUNDLE:-$PWD/../../.gpu_bundle}/prefix
 export LD_LIBRARY_PATH=$prefix/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
 site=/tmp/wt18_site
+old_site() {  # the build with ./old_optim's Python files instead of this branch's
+  rm -rf /tmp/wt18_site_old && cp -r $site /tmp/wt18_site_old && cp old_optim/*.py /tmp/wt18_site_old/luminamoon/optim/
+  echo /tmp/wt18_site_old
+}
 for phase in $phases; do
   t0=$(date +%s)
   case $phase in
@@ -41,7 +47,7 @@ for phase in $phases; do
         2>&1 | tee "$out/aot.log" | grep -E "OK|FAIL|SKIP|triton-aot|PASSED|error" | head -30 ;;
     tests)
       PYTHONPATH=$site timeout 300 python3 -m pytest -q -p no:cacheprovider -o addopts= tests/optim/test_gpu_triton.py \
-        -rs 2>&1 | tee "$out/pytest.log" | tail -15 ;;
+        ${TESTS_K:+-k "$TESTS_K"} -rs 2>&1 | tee "$out/pytest.log" | tail -15 ;;
     aottests)  # the triton-aot backend (luminav_step) with the CPU-built kernels, and the JIT's tests
       LUMINAV_TRITON_AOT_DIR=$PWD/aot PYTHONPATH=$site timeout 200 python3 -m pytest -q -p no:cacheprovider -o addopts= \
         tests/optim/test_gpu_triton_aot.py tests/optim/test_gpu_triton.py ${AOTTESTS_K:+-k "$AOTTESTS_K"} -rs 2>&1 \
@@ -67,6 +73,12 @@ for phase in $phases; do
     hostprofile)  # the Llama loop's Triton step: address changes per step, replays, cProfile of opt.step()
       PYTHONPATH=$site timeout 120 python3 bench/triton_loop_host_profile.py --steps 5 --out "$out" 2>&1 \
         | tee "$out/host_profile.log" | head -40 ;;
+    loopold)  # the Triton step with ./old_optim's Python (same build, a second process): the A/B
+      PYTHONPATH=$(old_site) timeout 120 python3 bench/optim_training_loop.py \
+        --kinds luminav_triton --reps 5 --steps 3 --json "$out/loop_old.json" 2>&1 | tee "$out/loop_old.log" | tail -8 ;;
+    hostprofileold)
+      PYTHONPATH=$(old_site) timeout 120 python3 bench/triton_loop_host_profile.py --steps 5 --out "$out" --tag _old 2>&1 \
+        | tee "$out/host_profile_old.log" | head -40 ;;
     loopab)  # the JIT step one launch per tensor again (LUMINAV_TRITON_MULTI_TENSOR=0), for the A/B
       LUMINAV_TRITON_MULTI_TENSOR=0 PYTHONPATH=$site timeout 120 python3 bench/optim_training_loop.py \
         --kinds luminav_triton --reps 5 --steps 3 --json "$out/loop_single.json" 2>&1 | tee "$out/loop_single.log" | tail -8 ;;

@@ -8,6 +8,9 @@ depend on a tensor's size), with every kernel launch replaced by a stub that doe
 
   launched  each step through the launch path (tables checked, per-tensor work) as before
   replayed  Note [replayed launches]: the step's recorded launches called again
+  ... new grads  the same with every gradient a new tensor on each step (two sets in turn), as
+            after zero_grad(set_to_none=True) in a training loop; "swap alone" is that
+            assignment's own cost, in every "new grads" figure
 
 Triton's own per-launch cost (the JIT binder, the launcher) is not in either figure: it needs a GPU
 driver (bench/triton_gpu_run.sh loop/loopreplay measure the whole on the H200).
@@ -91,14 +94,38 @@ def main() -> None:
     replayed, plan_r = plan_of(shapes, replay=True)
     replayed.step()
     assert plan_r._record is not None and plan_l._record is None
+    # Every gradient a new tensor on each step: two sets of gradients assigned in turn.
+    swapped, plan_s = plan_of(shapes, replay=True)
+    sets = [[p.grad for p in plan_s._params], [torch.randn_like(p) for p in plan_s._params]]
+    turn = [0]
+
+    def swap():
+        turn[0] ^= 1
+        for p, g in zip(plan_s._params, sets[turn[0]]):
+            p.grad = g
+
+    def swap_and(fn):
+        def run():
+            swap()
+            return fn()
+        return run
+
     timings = harness.measure_side_by_side({"launched": lambda: plan_l.step(None, None, False),
                                             "replayed": lambda: plan_r.step(None, None, False),
-                                            "opt.step() replayed": replayed.step},
+                                            "opt.step() replayed": replayed.step,
+                                            "swap alone": swap,
+                                            "plan step, new grads": swap_and(lambda: plan_s.step(None, None, False)),
+                                            "opt.step(), new grads": swap_and(swapped.step)},
                                            rounds=args.rounds, min_time=args.min_time)
+    record = plan_s._record
+    swap()
+    swapped.step()
+    result_replays_new_grads = record is not None and plan_s._record is record
     result = {"machine": harness.machine(), "tensors": len(shapes), "rounds": args.rounds,
               "us_per_step": {k: round(t.wall_s * 1e6, 1) for k, t in timings.items()},
               "cpu_us_per_step": {k: round(t.cpu_s * 1e6, 1) for k, t in timings.items()}}
     result["launched_over_replayed"] = round(timings["launched"].wall_s / timings["replayed"].wall_s, 1)
+    result["new_grads_replay_the_record"] = result_replays_new_grads
     print(json.dumps(result, indent=1))
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=1) + "\n")

@@ -218,3 +218,55 @@ def test_replayed_steps_equal_launched_steps_through_address_changes_and_gradsca
         for key in ("exp_avg", "exp_avg_sq"):
             assert torch.equal(opt_a.state[a][key], opt_b.state[b][key])
     assert opt_a.state[ours[0]]["step"].item() == opt_b.state[theirs[0]]["step"].item() == 5.0
+
+
+def test_new_gradient_tensors_every_step_replay_without_a_host_sync():
+    """Note [tensor tables]: after zero_grad(set_to_none=True) every gradient is a new tensor, at an
+    address the caching allocator chooses; the batches' gradient tables are rewritten (pinned,
+    non-blocking) and the step's launches replayed, with no host synchronisation in any of these
+    steps (set_sync_debug_mode("error") raises on one); the parameters and state equal those of a
+    twin whose every step is launched through the JIT, and agree with the nvcc kernels."""
+    torch.manual_seed(5)
+    sizes = [(1 << 16,), (768, 64), (4099,), (48,), (1 << 18,)]
+    inits = [torch.randn(s, device="cuda") for s in sizes]
+    opts, models = [], []
+    for backend in ("triton", "triton", "auto"):
+        params = [torch.nn.Parameter(x.clone()) for x in inits]
+        models.append(params)
+        opts.append(LuminaV(params, lr=1e-3, weight_decay=0.1, seed=7, backend=backend))
+    replayed, previous = 0, None
+    for step in range(6):
+        grads = [torch.randn(s, device="cuda") for s in sizes]
+        # The last step's gradients held until this one is queued: the new ones take other blocks.
+        held = [p.grad for params in models for p in params]
+        for opt, params in zip(opts, models):
+            opt.zero_grad(set_to_none=True)
+            for p, g in zip(params, grads):
+                p.grad = g.clone()
+        plan = opts[0]._plans[0].native if opts[0]._plans else None
+        record = plan._record if plan is not None else None
+        if opts[1]._plans:
+            opts[1]._plans[0].native._record = None  # the twin launches every step through the JIT
+        if step >= 1:
+            torch.cuda.synchronize()
+            torch.cuda.set_sync_debug_mode("error")
+        try:
+            opts[0].step()
+            opts[1].step()
+        finally:
+            torch.cuda.set_sync_debug_mode(0)
+        opts[2].step()
+        if record is not None and opts[0]._plans[0].native._record is record:
+            replayed += 1
+        addresses = [p.grad.data_ptr() for p in models[0]]
+        assert addresses != previous  # what this test is about
+        assert opts[0]._plans[0].native.groups[0].batches[0].grad_addresses == addresses
+        previous = addresses
+        del held
+    torch.cuda.synchronize()
+    assert replayed == 5, f"{replayed} of the 5 steps after the first replayed their launches"
+    for a, b, c in zip(*models):
+        assert torch.equal(a, b)
+        assert torch.equal(opts[0].state[a]["exp_avg_sq"], opts[1].state[b]["exp_avg_sq"])
+        torch.testing.assert_close(a, c, rtol=1e-6, atol=1e-7)
+    assert opts[0].state[models[0][0]]["step"].item() == 6.0

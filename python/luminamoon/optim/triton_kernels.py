@@ -559,23 +559,34 @@ def apply_kernel(p_ptr, g_ptr, m_ptr, v_ptr, master_ptr, k_ptr, step_ptr, words_
 # ---- many tensors per launch --------------------------------------------------------------------
 
 # Note [tensor tables]: the multi-tensor kernels take, per launch, a table of TABLE_FIELDS int64 per
-# tensor (its first program, N, the addresses of param, grad, exp_avg, exp_avg_sq and master, the
-# rounding seed, index offset and position) and a program map (int32: the tensor of each program).
-# A program reads its tensor's row and works on BLOCK elements of it, exactly as the one-tensor
-# kernel's program of that index would: the same element math, the same bits. The tables are built
-# on the host once and rebuilt only when an address changes (triton_step.py).
-TABLE_FIELDS = tl.constexpr(10)  # a constexpr global: compiled kernels may read it
+# tensor (its first program, N, the addresses of param, exp_avg, exp_avg_sq and master, the rounding
+# seed, index offset and position), a program map (int32: the tensor of each program) and a
+# gradient table (int64 per tensor: its gradient's address). A program reads its tensor's row and
+# gradient address and works on BLOCK elements of it, exactly as the one-tensor kernel's program of
+# that index would: the same element math, the same bits. The tensor tables hold what stays put
+# for the life of a plan and are uploaded once, when the plan is built; gradients get new
+# addresses on every step after zero_grad(set_to_none=True), so their table is apart: the host
+# writes it (a few microseconds, pinned and non-blocking) only when an address changed, and the
+# launches, their arguments included, stay those of the last step (Note [replayed launches]).
+# Until issue 18 session 4 the whole table was rebuilt, converted (torch.tensor of 111 rows of
+# Python ints) and uploaded on each such step, twice (one table per block size): in the Llama 98M
+# loop on the H200 that was 57% of the step's 4 ms of profiled Python, and each rebuild's new
+# device tables moved the small allocations after them, so 23 of 111 gradients had new addresses
+# on every step and no step replayed; the eager step's host time was 3.56 ms (GPU 3.77 ms) against
+# 1.02 ms (GPU 1.71 ms) with separate gradient tables (docs/benchmarks.md, issue 18 session 4).
+TABLE_FIELDS = tl.constexpr(9)  # a constexpr global: compiled kernels may read it
 
 
 @triton.jit
-def _table_pointer(row_ptr, field, DTYPE: tl.constexpr, ALIGNED: tl.constexpr):
-    """An address of a tensor table row as a pointer to fp32 (DTYPE 0) or to int16 (16-bit data).
-    ALIGNED: every address and N of the batch are multiples of 16 (Note [aligned variants] in
-    build_triton_aot.py: the hint that lets the compiler vectorize, as the JIT's specialization does)."""
+def _table_pointer(address_ptr, DTYPE: tl.constexpr, ALIGNED: tl.constexpr):
+    """The int64 address at `address_ptr` (a table field) as a pointer to fp32 (DTYPE 0) or to int16
+    (16-bit data). ALIGNED: every address and N of the batch are multiples of 16 (Note [aligned
+    variants] in build_triton_aot.py: the hint that lets the compiler vectorize, as the JIT's
+    specialization does)."""
     if DTYPE == 0:
-        ptr = tl.load(row_ptr + field).to(tl.pointer_type(tl.float32))
+        ptr = tl.load(address_ptr).to(tl.pointer_type(tl.float32))
     else:
-        ptr = tl.load(row_ptr + field).to(tl.pointer_type(tl.int16))
+        ptr = tl.load(address_ptr).to(tl.pointer_type(tl.int16))
     if ALIGNED:
         ptr = tl.multiple_of(ptr, 16)
     return ptr
@@ -591,37 +602,40 @@ def _table_count(row_ptr, ALIGNED: tl.constexpr):
 
 
 @triton.jit
-def finite_check_multi_kernel(table_ptr, program_map_ptr, k_ptr, words_ptr, GDTYPE: tl.constexpr,
+def finite_check_multi_kernel(table_ptr, grad_table_ptr, program_map_ptr, k_ptr, words_ptr, GDTYPE: tl.constexpr,
                               SCALED: tl.constexpr, ALIGNED: tl.constexpr, BLOCK: tl.constexpr):
     """The finite check of CLM tensors with nothing else to reduce (reduce_kernel's VERDICT): a program
     that finds a non-finite gradient marks the step with its tensor's position (smallest wins)."""
     pid = tl.program_id(0)
-    row = table_ptr + tl.load(program_map_ptr + pid).to(tl.int64) * TABLE_FIELDS
+    tensor = tl.load(program_map_ptr + pid).to(tl.int64)
+    row = table_ptr + tensor * TABLE_FIELDS
     offs = (pid - tl.load(row + 0)) * BLOCK + tl.arange(0, BLOCK)
     mask = (offs < _table_count(row, ALIGNED)) & step_open(words_ptr)
-    g = scaled_gradient(k_ptr, load_f32(_table_pointer(row, 3, GDTYPE, ALIGNED), offs, mask, GDTYPE), SCALED)
+    g = scaled_gradient(k_ptr, load_f32(_table_pointer(grad_table_ptr + tensor, GDTYPE, ALIGNED), offs, mask, GDTYPE),
+                        SCALED)
     bad = ((g.to(tl.uint32, bitcast=True) & 0x7F800000) == 0x7F800000) & mask
     if tl.sum(bad.to(tl.int32), axis=0) > 0:
-        tl.atomic_min(words_ptr + 1, tl.load(row + 9).to(tl.int32))
+        tl.atomic_min(words_ptr + 1, tl.load(row + 8).to(tl.int32))
 
 
 @triton.jit
-def apply_multi_kernel(table_ptr, program_map_ptr, k_ptr, step_ptr, words_ptr, beta1, one_minus_beta1, beta2,
-                       one_minus_beta2, eps, lam, one_minus_lam, tau, bound_ratio, PDTYPE: tl.constexpr,
+def apply_multi_kernel(table_ptr, grad_table_ptr, program_map_ptr, k_ptr, step_ptr, words_ptr, beta1, one_minus_beta1,
+                       beta2, one_minus_beta2, eps, lam, one_minus_lam, tau, bound_ratio, PDTYPE: tl.constexpr,
                        GDTYPE: tl.constexpr, MASTER: tl.constexpr, SR: tl.constexpr, HAS_LAM: tl.constexpr,
                        HAS_TAU: tl.constexpr, BOUND: tl.constexpr, SCALED: tl.constexpr, ALIGNED: tl.constexpr,
                        BLOCK: tl.constexpr):
     """Pass 2 of CLM tensors of one dtype pair (apply_tile, per-element second moments; no cautious
     mask nor tensor bound, which need per-tensor globals)."""
     pid = tl.program_id(0)
-    row = table_ptr + tl.load(program_map_ptr + pid).to(tl.int64) * TABLE_FIELDS
+    tensor = tl.load(program_map_ptr + pid).to(tl.int64)
+    row = table_ptr + tensor * TABLE_FIELDS
     offs = (pid - tl.load(row + 0)) * BLOCK + tl.arange(0, BLOCK)
     mask = (offs < _table_count(row, ALIGNED)) & step_open(words_ptr)
-    m_ptr = _table_pointer(row, 4, 0, ALIGNED)
-    v_ptr = _table_pointer(row, 5, 0, ALIGNED)
-    apply_tile(_table_pointer(row, 2, PDTYPE, ALIGNED), _table_pointer(row, 3, GDTYPE, ALIGNED), m_ptr, v_ptr,
-               _table_pointer(row, 6, 0, ALIGNED), k_ptr, step_ptr, v_ptr, v_ptr, v_ptr, offs, mask, 1,
-               tl.load(row + 7).to(tl.uint64), tl.load(row + 8).to(tl.uint64), beta1, one_minus_beta1, beta2,
+    m_ptr = _table_pointer(row + 3, 0, ALIGNED)
+    v_ptr = _table_pointer(row + 4, 0, ALIGNED)
+    apply_tile(_table_pointer(row + 2, PDTYPE, ALIGNED), _table_pointer(grad_table_ptr + tensor, GDTYPE, ALIGNED),
+               m_ptr, v_ptr, _table_pointer(row + 5, 0, ALIGNED), k_ptr, step_ptr, v_ptr, v_ptr, v_ptr, offs, mask, 1,
+               tl.load(row + 6).to(tl.uint64), tl.load(row + 7).to(tl.uint64), beta1, one_minus_beta1, beta2,
                one_minus_beta2, eps, lam, one_minus_lam, tau, bound_ratio, PDTYPE, GDTYPE, 0, MASTER, SR,
                HAS_LAM, HAS_TAU, False, BOUND, SCALED)
 

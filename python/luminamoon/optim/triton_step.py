@@ -35,8 +35,9 @@ NUM_WARPS = int(os.environ.get("LUMINAV_TRITON_NUM_WARPS", tk.NUM_WARPS))  # app
 # Note [tensor tables]: CLM tensors of a group step two launches per dtype pair (finite check,
 # apply) instead of two per tensor; LUMINAV_TRITON_MULTI_TENSOR=0 keeps one launch per tensor (A/B).
 MULTI_TENSOR = os.environ.get("LUMINAV_TRITON_MULTI_TENSOR", "1") != "0"
-# Note [replayed launches] (triton_launch_cache.py): a step whose addresses are those of the last
-# recorded one replays its launches; LUMINAV_TRITON_REPLAY=0 launches through the JIT every step (A/B).
+# Note [replayed launches] (triton_launch_cache.py): a step whose launch arguments are those of the
+# last recorded one (batched gradients are read from their tables, so their addresses may change)
+# replays its launches; LUMINAV_TRITON_REPLAY=0 launches through the JIT every step (A/B).
 REPLAY = os.environ.get("LUMINAV_TRITON_REPLAY", "1") != "0"
 FACTOR_WARPS = 8  # the row and column sums of TD-CLM (as measured)
 # Note [no contraction]: the nvcc kernels are built with -fmad=false and the host code with
@@ -82,6 +83,7 @@ class GroupOptions:
     bound_ratio: float
     check_finite: bool
     stochastic_rounding: bool
+    group: dict | None = field(default=None, repr=False, compare=False)  # the param group (of_group)
 
     @classmethod
     def of_group(cls, group: dict) -> "GroupOptions":
@@ -94,7 +96,7 @@ class GroupOptions:
                    lam=float(group["lam"]), tdclm=group["mode"] == "tdclm", td_factor=group["td_factor"],
                    cautious=bool(group["cautious"]), bound_mode=bound,
                    bound_ratio=float(group["bound_ratio"] or 0.0), check_finite=bool(group["check_finite"]),
-                   stochastic_rounding=bool(group["stochastic_rounding"]))
+                   stochastic_rounding=bool(group["stochastic_rounding"]), group=group)
 
     def fp32_args(self) -> dict:
         """fp32 constants (Note [derived constants]: 1 - beta and 1 - lam formed in double)."""
@@ -126,16 +128,38 @@ class TensorStep:
 @dataclass
 class TensorBatch:
     """CLM tensors of one group and dtype pair stepped by the multi-tensor kernels (Note [tensor
-    tables] in triton_kernels.py): the program maps depend on the sizes alone and are built once; the
-    table holds addresses and is rebuilt when one changes (a new gradient tensor, say)."""
+    tables] in triton_kernels.py): the program maps and tensor tables (sizes and the addresses of
+    parameters and state) are built with the plan; the gradient table is written when a gradient's
+    address changed (a new gradient tensor after zero_grad(set_to_none=True), say)."""
 
     tensors: list[TensorStep]
     pdtype: int
     gdtype: int
     master: bool
+    flat: list[int] = field(default_factory=list)  # the tensors' positions among the plan's gradients
     reduce_map: torch.Tensor = None
     apply_map: torch.Tensor = None
-    tables: dict = field(default_factory=dict)  # block -> (addresses, table)
+    tables: dict = field(default_factory=dict)  # block -> the tensor table (device)
+    fixed_aligned: bool = False  # every N and parameter/state address a multiple of 16
+    grad_table: torch.Tensor = None  # device int64 per tensor: the gradients' addresses
+    grad_addresses: list | None = None  # what grad_table holds (None: not written yet)
+    grad_host: torch.Tensor | None = None  # its last upload's pinned source (a captured copy reads it)
+    grads_aligned: bool = False
+
+    def aligned(self) -> bool:
+        """The kernels' ALIGNED: every address and N of the batch a multiple of 16 (vectorized access)."""
+        return self.fixed_aligned and self.grads_aligned
+
+
+# A param group's options that a plan fixes (its launches take them as arguments): a plan whose
+# group holds another object under one of these keys is stale and described anew, as the native
+# plan is on its fixed keys. lr is read on every step (a scheduler writes it).
+FIXED_OPTIONS = ("betas", "eps", "weight_decay", "tau", "lam", "mode", "td_factor", "cautious", "bound",
+                 "bound_ratio", "check_finite", "stochastic_rounding", "master_weights", "backend")
+
+
+def _fixed_options(group: dict) -> list:
+    return [group.get(k) for k in FIXED_OPTIONS]
 
 
 @dataclass
@@ -143,6 +167,7 @@ class GroupStep:
     options: GroupOptions
     counter: torch.Tensor  # the group's fp32 step counter (state["step"], shared)
     tensors: list[TensorStep]
+    fixed: list | None = None  # _fixed_options of the group when the plan was built
     hp64: torch.Tensor = None
     k: torch.Tensor = None
     step: torch.Tensor = None
@@ -181,8 +206,9 @@ class TritonStepPlan:
             for g in groups:
                 o = g.options
                 lr = float(o.lr) if not torch.is_tensor(o.lr) else 0.0
-                g.hp64 = torch.tensor([o.beta1, o.beta2, o.weight_decay, lr], dtype=torch.float64, device=device)
+                g.hp64 = self._upload(torch.tensor([o.beta1, o.beta2, o.weight_decay, lr], dtype=torch.float64))
                 g.lr_cached = lr
+                g.fixed = _fixed_options(o.group) if o.group is not None else None
                 g.k = torch.zeros(8, dtype=torch.float32, device=device)
                 g.step = torch.zeros(1, dtype=torch.int64, device=device)
                 for t in g.tensors:
@@ -191,6 +217,15 @@ class TritonStepPlan:
                     g.batches = self._batches(g)
         self._in_batch = {id(t) for g in groups for b in g.batches for t in b.tensors}
         self._params = [t.param for g in groups for t in g.tensors]
+        self._param_addresses = [p.data_ptr() for p in self._params]  # a change makes the plan stale
+        flat = {id(t): i for i, t in enumerate(t for g in groups for t in g.tensors)}
+        self._all_batches = [b for g in groups for b in g.batches]
+        for b in self._all_batches:
+            b.flat = [flat[id(t)] for t in b.tensors]
+        # The gradients launched as kernel arguments (not through a gradient table): a replay needs
+        # their addresses unchanged.
+        self._alone = [flat[id(t)] for g in groups for t in g.tensors if id(t) not in self._in_batch]
+        self._grad_addresses: list | None = None  # every gradient's address at the last step
         # Interpreted kernels (the CPU) have no compiled kernel to replay.
         self._replayable = REPLAY and device.type != "cpu"
         self._record: LaunchRecord | None = None  # the last step's launches (Note [replayed launches])
@@ -218,36 +253,52 @@ class TritonStepPlan:
                 t.batch_gdtype = gdtype
             b.reduce_map = self._program_map(tensors, REDUCE_BLOCK)
             b.apply_map = self._program_map(tensors, APPLY_BLOCK)
+            fixed = [_fixed_addresses(t) for t in tensors]
+            # (16-bit batches too: the AOT bf16 _a16 fault of session 2 was the manifest's shared
+            # memory, Note [shared memory per platform]; the JIT sizes its own launches.)
+            b.fixed_aligned = (all(t.param.numel() % 16 == 0 for t in tensors)
+                               and all(a % 16 == 0 for ptrs in fixed for a in ptrs))
+            for block in (REDUCE_BLOCK, APPLY_BLOCK):
+                rows, first = [], 0
+                for t, ptrs in zip(tensors, fixed):
+                    n = t.param.numel()
+                    seed = t.seed - (1 << 64) if t.seed >= (1 << 63) else t.seed  # the uint64 bits as int64
+                    rows.append([first, n, *ptrs, seed, t.index_offset, t.position])
+                    first += triton_cdiv(n, block)
+                b.tables[block] = self._upload(torch.tensor(rows, dtype=torch.int64))
+            b.grad_table = torch.zeros(len(tensors), dtype=torch.int64, device=self.device)
             batches.append(b)
         return batches
 
     def _program_map(self, tensors: list[TensorStep], block: int) -> torch.Tensor:
         counts = torch.tensor([triton_cdiv(t.param.numel(), block) for t in tensors], dtype=torch.int64)
-        return torch.repeat_interleave(torch.arange(len(tensors), dtype=torch.int32), counts).to(self.device)
+        return self._upload(torch.repeat_interleave(torch.arange(len(tensors), dtype=torch.int32), counts))
 
-    def _table(self, b: TensorBatch, grads: dict, block: int) -> tuple[torch.Tensor, bool]:
-        """The batch's table for programs of `block` elements (rebuilt when an address changed), and
-        whether every address and N is a multiple of 16 (the kernels' ALIGNED: vectorized access)."""
-        addresses = tuple([_table_addresses(t, grads[id(t)]) for t in b.tensors])
-        cached = b.tables.get(block)
-        if cached is None or cached[0] != addresses:
-            rows = []
-            first = 0
-            for t, ptrs in zip(b.tensors, addresses):
-                n = t.param.numel()
-                seed = t.seed - (1 << 64) if t.seed >= (1 << 63) else t.seed  # the uint64 bits as int64
-                rows.append([first, n, *ptrs, seed, t.index_offset, t.position])
-                first += triton_cdiv(n, block)
-            # (16-bit batches too: the AOT bf16 _a16 fault of session 2 was the manifest's shared
-            # memory, Note [shared memory per platform]; the JIT sizes its own launches.)
-            aligned = (all(r[1] % 16 == 0 for r in rows)
-                       and all(a % 16 == 0 for ptrs in addresses for a in ptrs))
-            # Pinned and non-blocking: a pageable copy would wait for the queued GPU work (the step
-            # must never wait for the host; the first GPU run of this code did, 102 ms behind a sleep).
-            # The caching host allocator keeps the pinned rows until the copy has run.
-            host = torch.tensor(rows, dtype=torch.int64, pin_memory=self.device.type != "cpu")
-            cached = b.tables[block] = (addresses, host.to(self.device, non_blocking=True), aligned)
-        return cached[1], cached[2]
+    def _upload(self, host: torch.Tensor) -> torch.Tensor:
+        """A host tensor on the plan's device without waiting for it: pinned and non-blocking (a
+        pageable copy waits for the queued GPU work; the first GPU run of the tables did, 102 ms
+        behind a sleep). The caching host allocator keeps the pinned memory until the copy has run."""
+        if self.device.type == "cpu":
+            return host
+        return host.pin_memory().to(self.device, non_blocking=True)
+
+    def _point_batches_at(self, addresses: list[int]) -> None:
+        """Every batch's gradient table holding the gradients at `addresses` (all the plan's, in its
+        order): written, pinned and non-blocking, only where one changed. The last upload's pinned
+        source is kept (not handed back to the caching host allocator) while the table holds it: a
+        step captured in a CUDA graph replays that copy from it."""
+        if addresses == self._grad_addresses:
+            return
+        for b in self._all_batches:
+            mine = [addresses[i] for i in b.flat]
+            if mine == b.grad_addresses:
+                continue
+            host = torch.empty(len(mine), dtype=torch.int64, pin_memory=self.device.type != "cpu")
+            host.numpy()[:] = mine
+            b.grad_table.copy_(host, non_blocking=True)
+            b.grad_host, b.grad_addresses = host, mine
+            b.grads_aligned = all(a % 16 == 0 for a in mine)
+        self._grad_addresses = addresses
 
     def _allocate(self, o: GroupOptions, t: TensorStep) -> None:
         t.kind, t.rows, t.cols = second_moment_kind(o, t.param)
@@ -291,9 +342,14 @@ class TritonStepPlan:
     def step(self, grad_scale: torch.Tensor | None, found_inf: torch.Tensor | None, skip_nonfinite: bool) -> bool:
         """Launches one step; False (nothing launched) when the plan is stale.
 
-        A step whose gradients sit at the addresses of the last recorded step (contiguous, as the
-        plan checked them then; torch keeps a gradient's shape and dtype those of its parameter)
-        replays that step's launches: no Python per tensor beyond reading the addresses."""
+        A step whose launches take the arguments of the last recorded step replays that step's
+        launches: the gradients of tensors launched on their own at the same addresses (contiguous,
+        as the plan checked them then; torch keeps a gradient's shape and dtype those of its
+        parameter), the batches' gradient tables written where an address changed (Note [tensor
+        tables]). No Python per tensor then beyond reading the addresses."""
+        if (any(p.grad is not None for p in self.excluded) or not self._options_unchanged()
+                or [p.data_ptr() for p in self._params] != self._param_addresses):
+            return False  # a parameter left out now has a gradient, a group option or a storage changed
         key = self._replay_key(grad_scale, found_inf, skip_nonfinite)
         record = self._record
         if key is not None and record is not None and record.key == key:
@@ -304,7 +360,7 @@ class TritonStepPlan:
                 record.replay(_current_stream(self.device), fills)
                 self._copy_status()
             return True
-        self._record = None  # the launches below may replace the tables a record points into
+        self._record = None
         grads = self.grads()
         if grads is None:
             return False
@@ -320,18 +376,23 @@ class TritonStepPlan:
         return True
 
     def _replay_key(self, grad_scale, found_inf, skip_nonfinite) -> tuple | None:
-        """What a recorded step depends on beyond the plan: every gradient's address (None when one
-        is missing or not contiguous: such a step is never recorded) and the step's flags."""
-        if not self._replayable or any(p.grad is not None for p in self.excluded):
-            return None  # (a parameter left out of the plan that now has a gradient: the plan is stale)
+        """What a recorded step depends on beyond the plan: the addresses of the gradients launched
+        on their own, whether each batch's are ALIGNED and the step's flags (None when a gradient is
+        missing or not contiguous: such a step is never recorded). Points the batches' gradient
+        tables at this step's gradients (device-side, in stream order: the step's launches follow)."""
+        if not self._replayable:
+            return None
         grads = [p.grad for p in self._params]
         try:
             if not all([g.is_contiguous() for g in grads]):
                 return None
-            addresses = tuple([g.data_ptr() for g in grads])
+            addresses = [g.data_ptr() for g in grads]
         except AttributeError:  # a gradient is None
             return None
-        return addresses, grad_scale is not None, found_inf is not None, bool(skip_nonfinite)
+        with device_context(self.device):
+            self._point_batches_at(addresses)
+        return (tuple([addresses[i] for i in self._alone]), tuple([b.aligned() for b in self._all_batches]),
+                grad_scale is not None, found_inf is not None, bool(skip_nonfinite))
 
     def _run(self, kernel, grid: tuple, *args, **kwargs) -> None:
         """One launch through the JIT, recorded when this step is (Note [replayed launches])."""
@@ -340,11 +401,28 @@ class TritonStepPlan:
         else:
             self._recording.launch(kernel, grid, args, kwargs, self._slots)
 
+    def _options_unchanged(self) -> bool:
+        """Every group holds the option objects the plan was built with (FIXED_OPTIONS), and an lr of
+        the same kind (the same tensor, when it is one: the kernels read it in place)."""
+        for g in self.groups:
+            group = g.options.group
+            if group is None:
+                continue
+            if any(a is not b for a, b in zip(_fixed_options(group), g.fixed)):
+                return False
+            lr, was = group["lr"], g.options.lr
+            if torch.is_tensor(lr) or torch.is_tensor(was):
+                if lr is not was:
+                    return False
+        return True
+
     def _refresh_lr(self) -> None:
+        """A float lr's value now (an LR scheduler writes the group's): one device fill when it changed."""
         for g in self.groups:
             o = g.options
-            if not torch.is_tensor(o.lr) and float(o.lr) != g.lr_cached:  # a scheduler's new float lr
-                g.lr_cached = float(o.lr)
+            lr = o.group["lr"] if o.group is not None else o.lr
+            if not torch.is_tensor(lr) and float(lr) != g.lr_cached:
+                g.lr_cached = float(lr)
                 g.hp64[3].fill_(g.lr_cached)
 
     def _copy_status(self) -> None:
@@ -372,13 +450,14 @@ class TritonStepPlan:
                 per_tensor.append((g, t, next(it)))
         work = [(g, t, grad) for g, t, grad in per_tensor if t.param.numel() > 0]
         alone = [(g, t, grad) for g, t, grad in work if id(t) not in self._in_batch]
-        grad_of = {id(t): grad for _, t, grad in work}
+        # (the gradients launched: contiguous copies of the ones that are not)
+        self._point_batches_at([grad.data_ptr() for _, _, grad in per_tensor])
         for g, t, grad in alone:
             self._round(g, t, grad, 0, scaled)
         for g in self.groups:
             if g.options.check_finite:
                 for b in g.batches:
-                    self._finite_check_batch(g, b, grad_of, scaled)
+                    self._finite_check_batch(g, b, scaled)
         for g, t, grad in alone:
             if t.kind != tk.ELEMENT and g.options.needs_update_sums():
                 self._round(g, t, grad, 1, scaled)
@@ -386,7 +465,7 @@ class TritonStepPlan:
             self._apply(g, t, grad, scaled)
         for g in self.groups:
             for b in g.batches:
-                self._apply_batch(g, b, grad_of, scaled)
+                self._apply_batch(g, b, scaled)
         self._run(tk.commit_kernel, (1,), status, words, found_inf if found_inf is not None else dummy,
                   FOUND_INF=found_inf is not None, SKIP_NONFINITE=bool(skip_nonfinite), **FP_OPTIONS)
         for g in self.groups:
@@ -458,26 +537,25 @@ class TritonStepPlan:
             CAUTIOUS=o.cautious, BOUND=o.bound_mode, SCALED=scaled, BLOCK=APPLY_BLOCK, num_warps=NUM_WARPS, **FP_OPTIONS)
 
 
-    def _finite_check_batch(self, g: GroupStep, b: TensorBatch, grads: dict, scaled: bool) -> None:
-        table, aligned = self._table(b, grads, REDUCE_BLOCK)
+    def _finite_check_batch(self, g: GroupStep, b: TensorBatch, scaled: bool) -> None:
         self._run(tk.finite_check_multi_kernel, (b.reduce_map.numel(),),
-            table, b.reduce_map, g.k, self.words, GDTYPE=b.gdtype, SCALED=scaled, ALIGNED=aligned, BLOCK=REDUCE_BLOCK,
-            num_warps=NUM_WARPS, **FP_OPTIONS)
+            b.tables[REDUCE_BLOCK], b.grad_table, b.reduce_map, g.k, self.words, GDTYPE=b.gdtype, SCALED=scaled,
+            ALIGNED=b.aligned(), BLOCK=REDUCE_BLOCK, num_warps=NUM_WARPS, **FP_OPTIONS)
 
-    def _apply_batch(self, g: GroupStep, b: TensorBatch, grads: dict, scaled: bool) -> None:
+    def _apply_batch(self, g: GroupStep, b: TensorBatch, scaled: bool) -> None:
         o = g.options
-        table, aligned = self._table(b, grads, APPLY_BLOCK)
         self._run(tk.apply_multi_kernel, (b.apply_map.numel(),),
-            table, b.apply_map, g.k, g.step, self.words, **o.fp32_args(), bound_ratio=o.bound_ratio,
-            PDTYPE=b.pdtype, GDTYPE=b.gdtype, MASTER=b.master, SR=o.stochastic_rounding and b.pdtype != tk.F32,
-            HAS_LAM=o.lam != 0.0, HAS_TAU=o.tau > 0.0, BOUND=o.bound_mode, SCALED=scaled, ALIGNED=aligned,
-            BLOCK=APPLY_BLOCK, num_warps=NUM_WARPS, **FP_OPTIONS)
+            b.tables[APPLY_BLOCK], b.grad_table, b.apply_map, g.k, g.step, self.words, **o.fp32_args(),
+            bound_ratio=o.bound_ratio, PDTYPE=b.pdtype, GDTYPE=b.gdtype, MASTER=b.master,
+            SR=o.stochastic_rounding and b.pdtype != tk.F32, HAS_LAM=o.lam != 0.0, HAS_TAU=o.tau > 0.0,
+            BOUND=o.bound_mode, SCALED=scaled, ALIGNED=b.aligned(), BLOCK=APPLY_BLOCK, num_warps=NUM_WARPS,
+            **FP_OPTIONS)
 
 
-def _table_addresses(t: TensorStep, grad: torch.Tensor) -> tuple[int, ...]:
-    """A tensor table row's addresses: param, grad, exp_avg, exp_avg_sq, master (the param without one)."""
+def _fixed_addresses(t: TensorStep) -> tuple[int, ...]:
+    """A tensor table row's addresses: param, exp_avg, exp_avg_sq, master (the param without one)."""
     master = t.state.get("master")
-    return (t.param.data_ptr(), grad.data_ptr(), t.state["exp_avg"].data_ptr(), t.state["exp_avg_sq"].data_ptr(),
+    return (t.param.data_ptr(), t.state["exp_avg"].data_ptr(), t.state["exp_avg_sq"].data_ptr(),
             (master if master is not None else t.param).data_ptr())
 
 
