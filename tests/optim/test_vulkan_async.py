@@ -42,7 +42,8 @@ def _child(env: dict, *args) -> subprocess.CompletedProcess:
     {"LUMINAV_VULKAN_IMPORT": "0", "LUMINAV_VULKAN_MAX_RANGE": "65536"},  # staging, many chunks
 ], ids=["imported", "staged-chunked"])
 def test_enqueued_steps_equal_the_synchronous_path_and_report_a_nan_later(env):
-    out = _child(env, "checks", *(["--timing"] if not env else []))
+    # The tensor of more than 256 tiles (~1 s a step on lavapipe) in the first run only.
+    out = _child(env, "checks", *(["--timing"] if not env else ["--quick"]))
     assert out.returncode == 0, out.stdout + out.stderr
     result = json.loads(out.stdout.strip().splitlines()[-1])
     assert result["bit_identical_cases"] == 5
@@ -52,7 +53,7 @@ def test_enqueued_steps_equal_the_synchronous_path_and_report_a_nan_later(env):
 
 
 def test_validation_layer_reports_no_error_on_the_asynchronous_step():
-    out = _child({"LUMINAV_VULKAN_VALIDATION": "1", "LUMINAV_VULKAN_MAX_RANGE": "65536"}, "checks")
+    out = _child({"LUMINAV_VULKAN_VALIDATION": "1", "LUMINAV_VULKAN_MAX_RANGE": "65536"}, "checks", "--quick")
     assert out.returncode == 0, out.stdout + out.stderr
     assert "luminav-vulkan-validation: on" in out.stderr, out.stderr
     errors = [line for line in out.stderr.splitlines() if line.startswith("luminav-vulkan-validation: error")]
