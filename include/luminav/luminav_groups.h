@@ -108,7 +108,8 @@ int luminav_step_groups(const luminav_group* groups, size_t count, const struct 
  * flight and enqueues nothing) or luminav_synchronize, with
  * LUMINAV_STATUS_NONFINITE_GRAD and a message naming the tensor; reporting
  * clears it. async->status is host memory here: it receives a copy of the
- * backend's status word when a step is seen complete.
+ * backend's status word (one per process) when the step is seen complete,
+ * so it must stay valid until luminav_synchronize returns.
  * The device reads and writes the caller's arrays in place (or through
  * staging buffers copied back when the step completes): they must stay
  * allocated and must not be read or written by the host until

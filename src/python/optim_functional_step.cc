@@ -402,9 +402,12 @@ nb::object functional_step(nb::handle param, nb::handle grad, nb::handle exp_avg
                                 .c_str());
     }
     luminav_group group{&hp, &t, 1, nullptr, nullptr, 0};
-    luminav_step_status word{};
+    // The library writes the status copy when it sees the step complete,
+    // after this call returned: a word that outlives it (errors come from a
+    // later call; the counts are not read here).
+    static luminav_step_status* word = new luminav_step_status{};
     luminav_async a{};
-    a.status = &word;  // the error comes from a later call; the counts are not kept here
+    a.status = word;
     int status;
     {
       nb::gil_scoped_release release;

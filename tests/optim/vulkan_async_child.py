@@ -24,6 +24,9 @@ lib.luminav_step_groups.argtypes = [C.POINTER(Group), C.c_size_t, C.POINTER(Opti
 lib.luminav_step_groups_enqueue.argtypes = [C.POINTER(Group), C.c_size_t, C.POINTER(Options), C.POINTER(Async)]
 lib.luminav_synchronize.argtypes = [C.POINTER(Options)]
 VULKAN = Options(b"vulkan", 0, 0, None, None, 0)
+# The library writes a step's status copy when it sees the step complete, after the call returned:
+# a word that lives as long as the process, for the calls that do not look at it.
+SCRATCH_STATUS = StepStatus()
 
 
 class State:
@@ -65,7 +68,7 @@ def call(fn, specs, status=None, skip=0, grad_scale=None):
         keep.append(arr)
         groups.append(Group(C.pointer(hp), arr, len(states), None, None, 0))
     garr = (Group * len(groups))(*groups)
-    status = status if status is not None else StepStatus()
+    status = status if status is not None else SCRATCH_STATUS
     scale = C.c_float(grad_scale) if grad_scale is not None else None
     a = Async(C.pointer(status), None, C.cast(C.pointer(scale), C.c_void_p) if scale is not None else None, None, skip)
     return fn(garr, len(groups), C.byref(VULKAN), C.byref(a))

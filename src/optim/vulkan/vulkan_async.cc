@@ -118,6 +118,7 @@ int report_pending(std::string* why) {
   r.pending_name.clear();
   r.status->failed = 0;
   if (r.last_caller_status) *r.last_caller_status = *r.status;
+  r.last_caller_status = nullptr;  // the caller's word need not outlive this call
   return LUMINAV_STATUS_NONFINITE_GRAD;
 }
 
@@ -154,7 +155,9 @@ int complete_async_steps(Context& c, bool wait, std::string* why) {
 int synchronize_async_steps(Context& c, std::string* why) {
   std::lock_guard<std::mutex> lock(c.pass_mutex());
   if (int code = complete_async_steps(c, true, why); code) return code;
-  return registry().pending ? report_pending(why) : LUMINAV_STATUS_OK;
+  if (registry().pending) return report_pending(why);
+  registry().last_caller_status = nullptr;  // the caller's word need not outlive this call
+  return LUMINAV_STATUS_OK;
 }
 
 int enqueue_async_step(Context& c, std::span<AsyncTensor> tensors, bool skip_nonfinite,
