@@ -119,10 +119,11 @@ int luminav_step_groups(const luminav_group* groups, size_t count, const struct 
 int luminav_step_groups_enqueue(const luminav_group* groups, size_t count, const struct luminav_options* options,
                                 const luminav_async* async);
 
-/* Waits for every step the backend of `options` (NULL: auto) has in flight
- * and returns LUMINAV_STATUS_NONFINITE_GRAD for a failure not yet reported
- * (then cleared), else OK. Backends without such steps return OK at once
- * (CUDA steps are ordered on their stream: synchronize the stream). */
+/* Waits for every step the backend of `options` has in flight (NULL or
+ * "auto", unless LUMINAV_FORCE_BACKEND names one: every backend's) and
+ * returns LUMINAV_STATUS_NONFINITE_GRAD for a failure not yet reported (then
+ * cleared), else OK. Backends without such steps return OK at once (CUDA
+ * steps are ordered on their stream: synchronize the stream). */
 int luminav_synchronize(const struct luminav_options* options);
 
 /* --- Sharded tensors: the whole step in phases around one all-reduce -------

@@ -2,6 +2,7 @@
 // tensor before anything is written) -> globals -> apply.
 #include "optim/dispatch/step_driver.h"
 
+#include <cstdlib>
 #include <span>
 #include <string>
 #include <vector>
@@ -368,10 +369,23 @@ core::Status run_step_groups(const luminav_group* groups, size_t count, const lu
 }
 
 core::Status run_synchronize(const luminav_options* options) {
+  std::string_view requested;
+  if (options && options->backend && *options->backend) requested = options->backend;
+  if (requested.empty() || requested == "auto") {
+    const char* env = std::getenv("LUMINAV_FORCE_BACKEND");
+    requested = (env && *env) ? std::string_view(env) : std::string_view();
+  }
+  if (requested.empty() || requested == "auto") {
+    // "auto": every backend, as steps forced onto one are waited for too (a
+    // backend that never enqueued a step returns at once, without a probe).
+    for (size_t i = 0; i < backend_count(); ++i) {
+      Backend& b = backend_at(i);
+      if (const int code = b.synchronize(); code != LUMINAV_STATUS_OK) return backend_failure(b, code, "synchronize");
+    }
+    return core::Status::success();
+  }
   Backend* backend = nullptr;
-  // As large as a step that auto gives to an offload backend (Vulkan on a
-  // unified-memory GPU), so that "auto" finds the backend its steps went to.
-  if (core::Status s = select_backend(options, kOffloadMinElements, &backend); !s.ok()) return s;
+  if (core::Status s = select_backend(options, 0, &backend); !s.ok()) return s;
   const int code = backend->synchronize();
   if (code != LUMINAV_STATUS_OK) return backend_failure(*backend, code, "synchronize");
   return core::Status::success();

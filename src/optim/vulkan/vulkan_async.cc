@@ -51,6 +51,7 @@ struct InFlight {
 
 struct Registry {
   std::deque<InFlight> steps;
+  std::atomic<bool> used{false};
   std::atomic<size_t> count{0};
   // The status word (host-visible, coherent), made on first use.
   VkBuffer status_buffer = VK_NULL_HANDLE;
@@ -136,6 +137,7 @@ struct StepChunk {
 }  // namespace
 
 size_t async_steps_in_flight() { return registry().count.load(); }
+bool async_steps_used() { return registry().used.load(); }
 
 int complete_async_steps(Context& c, bool wait, std::string* why) {
   (void)c;
@@ -313,6 +315,7 @@ int enqueue_async_step(Context& c, std::span<AsyncTensor> tensors, bool skip_non
   step.batch = std::move(batch);
   r.steps.push_back(std::move(step));
   r.count = r.steps.size();
+  r.used = true;
   return LUMINAV_STATUS_OK;
 }
 

@@ -48,5 +48,7 @@ int synchronize_async_steps(Context& c, std::string* why);
 
 // Steps submitted and not yet completed (tests).
 size_t async_steps_in_flight();
+// Whether this process ever enqueued a step (synchronize is free otherwise).
+bool async_steps_used();
 
 }  // namespace luminav::vulkan

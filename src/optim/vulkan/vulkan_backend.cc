@@ -232,6 +232,7 @@ class VulkanBackend final : public Backend {
   }
 
   int synchronize() override {
+    if (!async_steps_used()) return LUMINAV_STATUS_OK;  // nothing can be in flight (and no probe)
     Context* c = Context::get(nullptr);
     if (!c) return LUMINAV_STATUS_OK;  // nothing can be in flight
     std::string why;
