@@ -14,7 +14,7 @@
 # BENCH_FLAGS (e.g. "--no-host --no-simd") and CUDA_LOG2N trim the benchmark; the whole run took
 # 98 s (call 3) and, trimmed, 60 s (call 4). BASE_TREE (below) adds an A/B benchmark.
 # Writes at most 8 files to $OUT (the device tool brings back no more): with BASE_TREE, set
-# CUDA_LOG2N to one size.
+# CUDA_LOG2N to one size. TESTS replaces the pytest files (default tests/optim/test_vulkan_backend.py).
 set -u
 out=${OUT:-$PWD/gpu_out}
 mkdir -p "$out"
@@ -56,7 +56,7 @@ PYTHONPATH=$site:tests timeout 20 python3 -c "from luminamoon import info; info.
 # No Vulkan device: the probe in env.txt says why; stop before spending device time on skips.
 if ! grep -qE '^ *vulkan +available' "$out/info.txt"; then echo "vulkan unavailable: stopping"; exit 3; fi
 PYTHONPATH=$site LUMINAV_LIBRARY=$lib timeout 100 python3 -m pytest -q -p no:cacheprovider -o addopts= \
-  tests/optim/test_vulkan_backend.py -rs 2>&1 | tee "$out/pytest.log" | tail -15
+  ${TESTS:-tests/optim/test_vulkan_backend.py} -rs 2>&1 | tee "$out/pytest.log" | tail -15
 echo "tests done at $(( $(date +%s) - t0 )) s"
 LD_LIBRARY_PATH=$(dirname "$lib"):$LD_LIBRARY_PATH timeout 90 $build/src/optim/vulkan/luminav_vulkan_bench \
   --log2n ${LOG2N:-24,26,28} --reps 5 ${BENCH_FLAGS:-} 2>&1 | tee "$out/vulkan_bench.jsonl"

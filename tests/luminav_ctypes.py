@@ -43,6 +43,21 @@ class Globals(C.Structure):
                 ("logical_rows", C.c_uint64)]
 
 
+class Group(C.Structure):
+    _fields_ = [("hp", C.POINTER(Hyperparams)), ("tensors", C.POINTER(Tensor)), ("count", C.c_size_t),
+                ("step_counter", C.c_void_p), ("lr", C.c_void_p), ("lr_dtype", C.c_int)]
+
+
+class StepStatus(C.Structure):
+    _fields_ = [("verdict", C.c_uint32), ("failed", C.c_uint32), ("skipped", C.c_uint32),
+                ("refused", C.c_uint32)]
+
+
+class Async(C.Structure):
+    _fields_ = [("status", C.POINTER(StepStatus)), ("host_status", C.POINTER(StepStatus)),
+                ("grad_scale", C.c_void_p), ("found_inf", C.c_void_p), ("skip_nonfinite", C.c_int)]
+
+
 def load_library(path: str | None = None) -> C.CDLL:
     """libluminav (the installed one by default) with the return and argument types declared."""
     lib = C.CDLL(path or luminamoon.c_library_path())

@@ -95,6 +95,37 @@ size_t luminav_groups_workspace_bytes(const luminav_group* groups, size_t count)
 int luminav_step_groups(const luminav_group* groups, size_t count, const struct luminav_options* options,
                         const luminav_async* async);
 
+/* luminav_step_groups that may return before the step ran where the backend
+ * runs host memory on an accelerator: Vulkan (backend "vulkan", or "auto" on
+ * a unified-memory GPU) with CLM groups of at most 64 tensors, no device
+ * step_counter / lr and no found_inf; every other call runs as
+ * luminav_step_groups does. Pass 1, the finite verdict, the cautious and
+ * bound scales and pass 2 run in one submission on the device; pass 2 is
+ * skipped there when the verdict is bad (nothing is written), and a failure
+ * (check_finite without skip_nonfinite) makes every later step write nothing
+ * until it is reported. It is reported by the first call that finds it: a
+ * later luminav_step_groups_enqueue (which then waits for the steps still in
+ * flight and enqueues nothing) or luminav_synchronize, with
+ * LUMINAV_STATUS_NONFINITE_GRAD and a message naming the tensor; reporting
+ * clears it. async->status is host memory here: it receives a copy of the
+ * backend's status word (one per process) when the step is seen complete,
+ * so it must stay valid until luminav_synchronize returns.
+ * The device reads and writes the caller's arrays in place (or through
+ * staging buffers copied back when the step completes): they must stay
+ * allocated and must not be read or written by the host until
+ * luminav_synchronize returns (or a synchronous luminav_step* call on the
+ * same backend, which waits first, has returned). async->grad_scale, when
+ * given, is read when the call is made. */
+int luminav_step_groups_enqueue(const luminav_group* groups, size_t count, const struct luminav_options* options,
+                                const luminav_async* async);
+
+/* Waits for every step the backend of `options` has in flight (NULL or
+ * "auto", unless LUMINAV_FORCE_BACKEND names one: every backend's) and
+ * returns LUMINAV_STATUS_NONFINITE_GRAD for a failure not yet reported (then
+ * cleared), else OK. Backends without such steps return OK at once (CUDA
+ * steps are ordered on their stream: synchronize the stream). */
+int luminav_synchronize(const struct luminav_options* options);
+
 /* --- Sharded tensors: the whole step in phases around one all-reduce -------
  * For groups whose tensors are shards of logical tensors (FSDP2/DTensor
  * Shard(0): whole rows, index_offset the shard's first logical index), every

@@ -273,6 +273,32 @@ void check_no_overlap(const Described* const* buffers, size_t count) {
   }
 }
 
+// Note [arrays in flight]: the arrays of every step luminav_step_groups_enqueue
+// took, held until luminamoon.optim.synchronize() has waited for the steps
+// (a step may run after optim.step returned; freeing an array meanwhile would
+// let the device write freed memory). Never destroyed: the interpreter's
+// teardown must not free arrays of steps still in flight (the library waits
+// for them at exit).
+nb::list& arrays_in_flight() {
+  static nb::list* held = new nb::list();
+  return *held;
+}
+
+// luminamoon.optim.synchronize's body: waits for the steps in flight, then
+// lets their arrays go; None, or (status, message) for a failure they found.
+nb::object synchronize_steps(const std::string& backend) {
+  luminav_options o{};
+  o.backend = backend.c_str();
+  int status;
+  {
+    nb::gil_scoped_release release;
+    status = luminav_synchronize(&o);
+  }
+  arrays_in_flight().clear();
+  if (status == LUMINAV_STATUS_OK) return nb::none();
+  return nb::make_tuple(status, std::string(luminav_last_error_message()));
+}
+
 // luminamoon.optim.step's body (the Python function only forwards its
 // arguments): None on success, else (status, message) for raise_for_status.
 nb::object functional_step(nb::handle param, nb::handle grad, nb::handle exp_avg, nb::handle exp_avg_sq,
@@ -281,7 +307,7 @@ nb::object functional_step(nb::handle param, nb::handle grad, nb::handle exp_avg
                            nb::handle cautious, nb::handle bound_mode, nb::handle bound_ratio, nb::handle step,
                            nb::handle seed, nb::handle check_finite, nb::handle stochastic_rounding,
                            nb::handle backend, nb::handle td_factor, nb::handle rows, nb::handle grad_scale,
-                           nb::handle hooks_tuple) {
+                           nb::handle hooks_tuple, bool asynchronous) {
   const Hooks hooks(hooks_tuple);
   Described p, g, m, v, w;
   describe(param, "param", hooks, true, true, p);
@@ -369,6 +395,33 @@ nb::object functional_step(nb::handle param, nb::handle grad, nb::handle exp_avg
   o.device_index = p.device_index;
   o.stream = reinterpret_cast<void*>(stream);
 
+  if (asynchronous) {
+    if (p.device_type != LUMINAV_DEVICE_CPU) {
+      throw nb::value_error(("asynchronous=True is for host arrays (the vulkan backend); param is on " +
+                             p.device_label + ", whose steps the torch optimizer runs asynchronously")
+                                .c_str());
+    }
+    luminav_group group{&hp, &t, 1, nullptr, nullptr, 0};
+    // The library writes the status copy when it sees the step complete,
+    // after this call returned: a word that outlives it (errors come from a
+    // later call; the counts are not read here).
+    static luminav_step_status* word = new luminav_step_status{};
+    luminav_async a{};
+    a.status = word;
+    int status;
+    {
+      nb::gil_scoped_release release;
+      status = luminav_step_groups_enqueue(&group, 1, &o, &a);
+    }
+    if (status != LUMINAV_STATUS_OK) return nb::make_tuple(status, std::string(luminav_last_error_message()));
+    // Note [arrays in flight]: the device may still read and write these
+    // arrays; holding them keeps their memory alive until synchronize().
+    nb::list& held = arrays_in_flight();
+    for (nb::handle h : {param, grad, exp_avg, exp_avg_sq, master})
+      if (!h.is_none()) held.append(h);
+    return nb::none();
+  }
+
   int status;
   {
     // The buffers stay exported (Py_buffer views held) while the engine runs
@@ -393,9 +446,12 @@ void register_optim_functional(nb::module_& m) {
         nb::arg("bound_mode").none(), nb::arg("bound_ratio").none(), nb::arg("step").none(),
         nb::arg("seed").none(), nb::arg("check_finite").none(), nb::arg("stochastic_rounding").none(),
         nb::arg("backend").none(), nb::arg("td_factor").none(), nb::arg("rows").none(),
-        nb::arg("grad_scale").none(), nb::arg("hooks").none(),
+        nb::arg("grad_scale").none(), nb::arg("hooks").none(), nb::arg("asynchronous") = false,
         "luminamoon.optim.step in one call (checks, buffers, the step without the interpreter): None, or "
         "(status, message) for raise_for_status. `hooks` is functional._NATIVE_HOOKS.");
+  m.def("synchronize", &synchronize_steps, nb::arg("backend"),
+        "Waits for the asynchronous steps of `backend` (luminav_synchronize) and releases their arrays: None, "
+        "or (status, message) for raise_for_status.");
   m.def("hyperparams", &hyperparams_from,
         nb::arg("lr").none(), nb::arg("beta1").none(), nb::arg("beta2").none(), nb::arg("eps").none(),
         nb::arg("weight_decay").none(), nb::arg("tau").none(), nb::arg("lam").none(),

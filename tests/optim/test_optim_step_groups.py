@@ -10,24 +10,9 @@ import pytest
 import torch
 
 from luminamoon.optim import LuminaV
-from luminav_ctypes import Hyperparams, Tensor, hyperparams, load_library
+from luminav_ctypes import Async, Group, Hyperparams, StepStatus, Tensor, hyperparams, load_library
 
 F32, TD_TENSOR = 0, 2
-
-
-class Group(C.Structure):
-    _fields_ = [("hp", C.POINTER(Hyperparams)), ("tensors", C.POINTER(Tensor)), ("count", C.c_size_t),
-                ("step_counter", C.c_void_p), ("lr", C.c_void_p), ("lr_dtype", C.c_int)]
-
-
-class StepStatus(C.Structure):
-    _fields_ = [("verdict", C.c_uint32), ("failed", C.c_uint32), ("skipped", C.c_uint32),
-                ("refused", C.c_uint32)]
-
-
-class Async(C.Structure):
-    _fields_ = [("status", C.POINTER(StepStatus)), ("host_status", C.POINTER(StepStatus)),
-                ("grad_scale", C.c_void_p), ("found_inf", C.c_void_p), ("skip_nonfinite", C.c_int)]
 
 
 @pytest.fixture(scope="module")

@@ -1,6 +1,7 @@
 """luminamoon.optim: the LuminaV optimizer from Python.
 
-- ``step`` (functional.py): one fused step over NumPy arrays or torch tensors.
+- ``step`` (functional.py): one fused step over NumPy arrays or torch tensors;
+  ``synchronize`` waits for the steps made with ``asynchronous=True``.
 - ``LuminaV`` (torch_optimizer.py): the ``torch.optim.Optimizer``; imported on
   first use, so that NumPy users never load torch.
 - the exceptions (errors.py).
@@ -8,9 +9,9 @@
 from __future__ import annotations
 
 from .errors import BackendUnavailableError, LuminaVError, NonFiniteGradientError
-from .functional import backends, last_backend, step
+from .functional import backends, last_backend, step, synchronize
 
-__all__ = ["step", "LuminaV", "NonFiniteGradientError", "BackendUnavailableError", "LuminaVError",
+__all__ = ["step", "synchronize", "LuminaV", "NonFiniteGradientError", "BackendUnavailableError", "LuminaVError",
            "backends", "last_backend"]
 
 

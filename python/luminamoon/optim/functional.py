@@ -30,7 +30,7 @@ import numpy as np
 from .. import _native
 from .errors import BackendUnavailableError, LuminaVError, NonFiniteGradientError, raise_for_status
 
-__all__ = ["step", "backends", "last_backend"]
+__all__ = ["step", "synchronize", "backends", "last_backend"]
 
 DTYPE_F32 = _native.DTYPE_F32
 DTYPE_BF16 = _native.DTYPE_BF16
@@ -173,7 +173,7 @@ def step(param, grad, exp_avg, exp_avg_sq=None, master=None, *, lr: float, beta1
          buffer_mode: int = 2, cautious: bool = False, bound_mode: int = 0,
          bound_ratio: float = 0.0, step: int, seed: int = 0, check_finite: bool = True,
          stochastic_rounding: bool = True, backend: str = "auto", td_factor: str = "factored",
-         rows: int | None = None, grad_scale: float = 1.0) -> None:
+         rows: int | None = None, grad_scale: float = 1.0, asynchronous: bool = False) -> None:
     """One LuminaV step of one tensor, in place (spec/luminav-update.md).
 
     param: float32/bfloat16/float16 (NumPy bf16 as uint16 bit patterns or
@@ -186,11 +186,29 @@ def step(param, grad, exp_avg, exp_avg_sq=None, master=None, *, lr: float, beta1
     (gradients are read as g / sigma). `step` is t >= 1, incremented by the caller before the call.
     16-bit parameters are written by stochastic rounding keyed on
     (seed, step, index) when `stochastic_rounding`, else round-to-nearest-even.
+
+    ``asynchronous=True`` (host arrays): where the backend runs them on an
+    accelerator (``backend="vulkan"``, CLM) the call returns before the step
+    ran (luminav_step_groups_enqueue). The arrays must then not be read or
+    written until ``synchronize()`` returns; they are kept alive until then.
+    A NaN or Inf gradient makes that step, and every step after it until the
+    error is raised, write nothing; the ``NonFiniteGradientError`` comes from
+    the first later ``step(..., asynchronous=True)`` that finds it or from
+    ``synchronize()``. Elsewhere the step runs synchronously.
     """
     failure = _native.functional_step(
         param, grad, exp_avg, exp_avg_sq, master, lr, beta1, beta2, eps, weight_decay, tau, lam,
         buffer_mode, cautious, bound_mode, bound_ratio, step, seed, check_finite,
-        stochastic_rounding, backend, td_factor, rows, grad_scale, _NATIVE_HOOKS)
+        stochastic_rounding, backend, td_factor, rows, grad_scale, _NATIVE_HOOKS, asynchronous)
+    if failure is not None:
+        raise_for_status(*failure)
+
+
+def synchronize(backend: str = "auto") -> None:
+    """Waits for the asynchronous steps of ``backend`` (``step(..., asynchronous=True)``): their
+    results are then in the arrays, which may be read again. Raises the ``NonFiniteGradientError``
+    of a step that found a NaN or Inf gradient, if no call raised it yet."""
+    failure = _native.synchronize(backend)
     if failure is not None:
         raise_for_status(*failure)
 

@@ -20,6 +20,15 @@ LUMINAV_EXPORT int luminav_step_groups(const luminav_group* groups, size_t count
   return guarded([&] { return dispatch::run_step_groups(groups, count, options, async); });
 }
 
+LUMINAV_EXPORT int luminav_step_groups_enqueue(const luminav_group* groups, size_t count,
+                                               const luminav_options* options, const luminav_async* async) {
+  return guarded([&] { return dispatch::run_step_groups(groups, count, options, async, true); });
+}
+
+LUMINAV_EXPORT int luminav_synchronize(const luminav_options* options) {
+  return guarded([&] { return dispatch::run_synchronize(options); });
+}
+
 LUMINAV_EXPORT int luminav_sharded_exchanges(const luminav_group* groups, size_t count) {
   try {
     return dispatch::sharded_exchanges(groups, count);

@@ -115,6 +115,22 @@ class Backend {
     (void)ctx;
     return LUMINAV_STATUS_BACKEND_UNAVAILABLE;
   }
+  // Host-memory backends that run on an accelerator (vulkan): the whole step
+  // of `groups` enqueued, returning before it ran (luminav_step_groups_enqueue);
+  // *enqueued stays false, with OK, for a call the backend does not take this
+  // way, which the host-side groups driver then runs synchronously. An
+  // earlier enqueued step's failure not yet reported is returned instead
+  // (NONFINITE_GRAD, set_backend_error naming the tensor), nothing enqueued.
+  virtual int enqueue_host_step(std::span<const AsyncGroup> groups, const luminav_async& async, bool* enqueued) {
+    (void)groups;
+    (void)async;
+    *enqueued = false;
+    return LUMINAV_STATUS_OK;
+  }
+  // Waits for every step enqueue_host_step made (luminav_synchronize); a
+  // failure not yet reported is returned as enqueue_host_step does.
+  virtual int synchronize() { return LUMINAV_STATUS_OK; }
+
   // Device backends: one phase of a sharded whole step (luminav_step_groups_sharded),
   // enqueued on ctx.stream: `groups` holds the tensors with elements (positions
   // over the call), `layout` the exchange's offsets by call position; ctx.scratch

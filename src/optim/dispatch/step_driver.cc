@@ -2,6 +2,7 @@
 // tensor before anything is written) -> globals -> apply.
 #include "optim/dispatch/step_driver.h"
 
+#include <cstdlib>
 #include <span>
 #include <string>
 #include <vector>
@@ -309,7 +310,7 @@ std::vector<AsyncGroup> async_groups(std::span<const luminav_group> groups, std:
 }
 
 core::Status run_step_groups(const luminav_group* groups, size_t count, const luminav_options* options,
-                             const luminav_async* async) {
+                             const luminav_async* async, bool enqueue) {
   if (groups == nullptr && count > 0) return core::Status::invalid("groups must not be NULL");
   const std::span<const luminav_group> all(groups, count);
   if (core::Status s = core::validate_groups(all); !s.ok()) return s;
@@ -331,6 +332,16 @@ core::Status run_step_groups(const luminav_group* groups, size_t count, const lu
                                "backend '" + std::string(backend->name()) +
                                    "' runs luminav_step / luminav_step_multi only, not luminav_step_groups "
                                    "(the asynchronous step needs the cuda backend)");
+  }
+  if (!backend->supports_async() && enqueue) {
+    if (async == nullptr) return core::Status::invalid("luminav_step_groups_enqueue: async (with a status word) is required");
+    bool enqueued = false;
+    const int code = backend->enqueue_host_step(async_groups(all, std::span(work)), *async, &enqueued);
+    if (code != LUMINAV_STATUS_OK) return backend_failure(*backend, code, "enqueue_host_step");
+    if (enqueued) {
+      last_backend = backend_label(*backend);
+      return core::Status::success();
+    }
   }
   if (!backend->supports_async()) {
     ctx.scratch = nullptr;  // host backends keep their own scratch
@@ -354,6 +365,29 @@ core::Status run_step_groups(const luminav_group* groups, size_t count, const lu
   const int code = backend->step_async(groups_work, *async, ctx);
   if (code != LUMINAV_STATUS_OK) return backend_failure(*backend, code, "step_async");
   last_backend = backend_label(*backend);
+  return core::Status::success();
+}
+
+core::Status run_synchronize(const luminav_options* options) {
+  std::string_view requested;
+  if (options && options->backend && *options->backend) requested = options->backend;
+  if (requested.empty() || requested == "auto") {
+    const char* env = std::getenv("LUMINAV_FORCE_BACKEND");
+    requested = (env && *env) ? std::string_view(env) : std::string_view();
+  }
+  if (requested.empty() || requested == "auto") {
+    // "auto": every backend, as steps forced onto one are waited for too (a
+    // backend that never enqueued a step returns at once, without a probe).
+    for (size_t i = 0; i < backend_count(); ++i) {
+      Backend& b = backend_at(i);
+      if (const int code = b.synchronize(); code != LUMINAV_STATUS_OK) return backend_failure(b, code, "synchronize");
+    }
+    return core::Status::success();
+  }
+  Backend* backend = nullptr;
+  if (core::Status s = select_backend(options, 0, &backend); !s.ok()) return s;
+  const int code = backend->synchronize();
+  if (code != LUMINAV_STATUS_OK) return backend_failure(*backend, code, "synchronize");
   return core::Status::success();
 }
 

@@ -21,8 +21,13 @@ core::Status run_step(const luminav_hyperparams* hp, const luminav_tensor* tenso
 
 // luminav_step_groups: every group's finite check before any write; device
 // backends run it asynchronously (luminav_groups.h).
+// `enqueue` (luminav_step_groups_enqueue): a host-memory backend that runs
+// on an accelerator (vulkan) may return before the step ran.
 core::Status run_step_groups(const luminav_group* groups, size_t count, const luminav_options* options,
-                             const luminav_async* async);
+                             const luminav_async* async, bool enqueue = false);
+// luminav_synchronize: waits for the steps the backend of `options` has in
+// flight; a failure they found and no call reported yet is the status.
+core::Status run_synchronize(const luminav_options* options);
 size_t groups_workspace_bytes(const luminav_group* groups, size_t count);
 
 // The sharded split (luminav.h, "pass-1 / pass-2 split").

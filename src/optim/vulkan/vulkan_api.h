@@ -60,6 +60,7 @@ namespace luminav::vulkan {
   X(vkCmdBindDescriptorSets)             \
   X(vkCmdPushConstants)                  \
   X(vkCmdDispatch)                       \
+  X(vkCmdDispatchIndirect)               \
   X(vkCmdPipelineBarrier)                \
   X(vkCmdCopyBuffer)                     \
   X(vkCmdFillBuffer)                     \
@@ -71,6 +72,7 @@ namespace luminav::vulkan {
   X(vkCreateFence)                       \
   X(vkDestroyFence)                      \
   X(vkWaitForFences)                     \
+  X(vkGetFenceStatus)                    \
   X(vkResetFences)                       \
   X(vkQueueSubmit)                       \
   X(vkDeviceWaitIdle)

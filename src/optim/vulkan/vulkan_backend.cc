@@ -13,6 +13,7 @@
 #include "optim/dispatch/backend.h"
 #include "optim/dispatch/backend_error.h"
 #include "optim/dispatch/backend_factories.h"
+#include "optim/vulkan/vulkan_async.h"
 #include "optim/vulkan/vulkan_context.h"
 #include "optim/vulkan/vulkan_passes.h"
 
@@ -179,6 +180,65 @@ class VulkanBackend final : public Backend {
     for (size_t j = 0; j < tensors.size(); ++j) {
       if (jobs[j].layout.kind == SecondMoment::kTensor) tensors[j].exp_avg_sq[0] = globals[j].second_moment;
       if (core::has_row_factor(jobs[j].layout)) core::store_factors(jobs[j].layout, factors[j], tensors[j].exp_avg_sq);
+    }
+    return LUMINAV_STATUS_OK;
+  }
+
+  // Note [Vulkan asynchronous step] (vulkan_async.cc): CLM only (TD-CLM's
+  // factors are formed on the host), tensors of one submission, the step
+  // count, lr and found_inf as host values.
+  int enqueue_host_step(std::span<const AsyncGroup> groups, const luminav_async& async, bool* enqueued) override {
+    *enqueued = false;
+    Context* c = context();
+    if (!c) return LUMINAV_STATUS_BACKEND_UNAVAILABLE;
+    size_t count = 0;
+    bool supported = !groups.empty() && async.found_inf == nullptr;
+    for (const AsyncGroup& g : groups) {
+      supported = supported && !g.k.tdclm && g.step_counter == nullptr && g.lr == nullptr;
+      count += g.tensors.size();
+    }
+    std::string why;
+    if (!supported || count > kTensorsPerPass) {
+      // The synchronous driver runs it: the steps in flight first.
+      if (int code = synchronize_async_steps(*c, &why); code != LUMINAV_STATUS_OK) {
+        set_backend_error("vulkan: " + why);
+        return code;
+      }
+      return LUMINAV_STATUS_OK;
+    }
+    std::vector<AsyncTensor> tensors;
+    tensors.reserve(count);
+    for (const AsyncGroup& g : groups) {
+      StepConstants k = g.k;
+      if (async.grad_scale) k.inv_grad_scale = core::inverse_grad_scale(*async.grad_scale);
+      for (size_t j = 0; j < g.tensors.size(); ++j) {
+        AsyncTensor t;
+        t.job = job_of(k, g.tensors[j], core::initial_globals(k, 0.0f));
+        t.job.params.want_grad_sums = 1u;
+        t.job.params.want_update_sums = core::needs_update_sums(k) ? 1u : 0u;
+        t.position = g.positions[j];
+        t.check_finite = k.check_finite != 0;
+        t.needs_reduce = core::reduction_rounds(k) > 0;
+        tensors.push_back(t);
+      }
+    }
+    if (int code = enqueue_async_step(*c, tensors, async.skip_nonfinite != 0, async.status, &why);
+        code != LUMINAV_STATUS_OK) {
+      set_backend_error(code == LUMINAV_STATUS_NONFINITE_GRAD ? why : "vulkan step on " + c->device_name() + ": " + why);
+      return code;
+    }
+    *enqueued = true;
+    return LUMINAV_STATUS_OK;
+  }
+
+  int synchronize() override {
+    if (!async_steps_used()) return LUMINAV_STATUS_OK;  // nothing can be in flight (and no probe)
+    Context* c = Context::get(nullptr);
+    if (!c) return LUMINAV_STATUS_OK;  // nothing can be in flight
+    std::string why;
+    if (int code = synchronize_async_steps(*c, &why); code != LUMINAV_STATUS_OK) {
+      set_backend_error(code == LUMINAV_STATUS_NONFINITE_GRAD ? why : "vulkan synchronize: " + why);
+      return code;
     }
     return LUMINAV_STATUS_OK;
   }

@@ -4,7 +4,10 @@
 // host arrays, and two copies of N fp32 elements measured in the same run as
 // bandwidth anchors: vkCmdCopyBuffer and a compute-shader copy (lv_copy.comp).
 // Wall-clock medians of --reps steps after one warm-up, each submission
-// waited for; one JSON object per line on stdout.
+// waited for; one JSON object per line on stdout. CLM also runs as the
+// asynchronous step (vulkan_async.h): --reps steps enqueued back to back on
+// the same arrays, then one synchronize; its seconds are the whole time over
+// the steps, and the enqueue call's own median is reported beside them.
 //
 //   luminav_vulkan_bench --log2n 24,26,28 --reps 5 [--no-simd] [--no-host]
 #include <algorithm>
@@ -22,6 +25,7 @@
 #include "optim/core/reduction_rounds.h"
 #include "optim/core/second_moment_layout.h"
 #include "optim/core/step_constants.h"
+#include "optim/vulkan/vulkan_async.h"
 #include "optim/vulkan/vulkan_context.h"
 #include "optim/vulkan/vulkan_passes.h"
 
@@ -162,6 +166,55 @@ double seconds_since(std::chrono::steady_clock::time_point a) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - a).count();
 }
 
+// One tensor of device-local arrays as the backend's job (vulkan_backend.cc: job_of).
+vk::TensorJob device_job(const core::StepConstants& k, const core::MomentLayout& layout, const luminav_tensor& shape,
+                         VkBuffer p, VkBuffer g, VkBuffer m, VkBuffer v, const core::TensorGlobals& globals) {
+  vk::TensorJob job;
+  job.num_elements = shape.num_elements;
+  job.layout = layout;
+  job.param.buffer = p;
+  job.grad.buffer = g;
+  job.exp_avg.buffer = m;
+  if (layout.kind == core::SecondMoment::kElementwise) job.exp_avg_sq.buffer = v;
+  const core::StepConstants e = core::element_constants(k, layout);
+  vk::StepParams& q = job.params;
+  q.step = e.step;
+  q.lr = e.lr, q.beta1 = e.beta1, q.one_minus_beta1 = e.one_minus_beta1, q.beta2 = e.beta2;
+  q.one_minus_beta2 = e.one_minus_beta2, q.eps = e.eps, q.decay_factor = e.decay_factor;
+  q.inv_bias_correction1 = e.inv_bias_correction1, q.inv_bias_correction2 = e.inv_bias_correction2;
+  q.lam = e.lam, q.one_minus_lam = e.one_minus_lam, q.tau = e.tau, q.bound_ratio = e.bound_ratio;
+  q.inv_grad_scale = e.inv_grad_scale, q.second_moment = globals.second_moment;
+  q.cautious_scale = globals.cautious_scale, q.bound_scale = globals.bound_scale;
+  q.kind = static_cast<uint32_t>(layout.kind);
+  q.cols = static_cast<uint32_t>(core::has_row_factor(layout) ? layout.cols : 1);
+  job.row_sq = globals.row_sq_sums;
+  job.col_sq = globals.col_sq_sums;
+  return job;
+}
+
+// `count` asynchronous CLM steps on device-local arrays enqueued back to back,
+// then one synchronize: the seconds of the whole, and each enqueue call's.
+double device_async_steps(vk::Context& c, const luminav_hyperparams& hp, const luminav_tensor& shape, VkBuffer p,
+                          VkBuffer g, VkBuffer m, VkBuffer v, int count, std::vector<double>& enqueue_seconds) {
+  core::StepConstants k = core::make_step_constants(hp);
+  const core::MomentLayout layout = core::moment_layout(k.tdclm, shape);
+  vk::AsyncTensor t;
+  t.job = device_job(k, layout, shape, p, g, m, v, core::initial_globals(k, 0.0f));
+  t.job.params.want_grad_sums = 1;
+  t.job.params.want_update_sums = core::needs_update_sums(k) ? 1 : 0;
+  t.check_finite = k.check_finite != 0;
+  t.needs_reduce = core::reduction_rounds(k) > 0;
+  std::string why;
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < count; ++i) {
+    const auto a = std::chrono::steady_clock::now();
+    if (vk::enqueue_async_step(c, std::span(&t, 1), false, nullptr, &why)) die(why);
+    enqueue_seconds.push_back(seconds_since(a));
+  }
+  if (vk::synchronize_async_steps(c, &why)) die(why);
+  return seconds_since(start);
+}
+
 // The whole step on device-local arrays, as the backend runs it on host
 // arrays (vulkan_backend.cc): pass 1, the host's finalize, pass 2; the
 // seconds of each pass (submission and wait included) go to `pass_seconds`.
@@ -176,29 +229,7 @@ void device_step(vk::Context& c, const luminav_hyperparams& hp, const luminav_te
     gl.row_sq_sums = sums.data();
     gl.col_sq_sums = layout.kind == core::SecondMoment::kFactored ? sums.data() + layout.rows : nullptr;
   }
-  auto job_of = [&](const core::TensorGlobals& globals) {
-    vk::TensorJob job;
-    job.num_elements = shape.num_elements;
-    job.layout = layout;
-    job.param.buffer = p;
-    job.grad.buffer = g;
-    job.exp_avg.buffer = m;
-    if (layout.kind == core::SecondMoment::kElementwise) job.exp_avg_sq.buffer = v;
-    const core::StepConstants e = core::element_constants(k, layout);
-    vk::StepParams& q = job.params;
-    q.step = e.step;
-    q.lr = e.lr, q.beta1 = e.beta1, q.one_minus_beta1 = e.one_minus_beta1, q.beta2 = e.beta2;
-    q.one_minus_beta2 = e.one_minus_beta2, q.eps = e.eps, q.decay_factor = e.decay_factor;
-    q.inv_bias_correction1 = e.inv_bias_correction1, q.inv_bias_correction2 = e.inv_bias_correction2;
-    q.lam = e.lam, q.one_minus_lam = e.one_minus_lam, q.tau = e.tau, q.bound_ratio = e.bound_ratio;
-    q.inv_grad_scale = e.inv_grad_scale, q.second_moment = globals.second_moment;
-    q.cautious_scale = globals.cautious_scale, q.bound_scale = globals.bound_scale;
-    q.kind = static_cast<uint32_t>(layout.kind);
-    q.cols = static_cast<uint32_t>(core::has_row_factor(layout) ? layout.cols : 1);
-    job.row_sq = globals.row_sq_sums;
-    job.col_sq = globals.col_sq_sums;
-    return job;
-  };
+  auto job_of = [&](const core::TensorGlobals& globals) { return device_job(k, layout, shape, p, g, m, v, globals); };
   std::string why;
   vk::TensorJob reduce = job_of(gl);
   reduce.params.want_grad_sums = 1;
@@ -321,6 +352,16 @@ int main(int argc, char** argv) {
                   "\"pass1_seconds\": %.6g, \"pass2_seconds\": %.6g}\n",
                   lg, name, median(pass_seconds[0]), median(pass_seconds[1]));
       std::fflush(stdout);
+      if (mode == LUMINAV_MODE_CLM) {
+        std::vector<double> enqueue_s, warm;
+        device_async_steps(*c, hp, shape, p, g, m, v, 1, warm);  // warm-up
+        const double async_s = device_async_steps(*c, hp, shape, p, g, m, v, reps, enqueue_s) / reps;
+        report("vulkan_device_local_async", async_s);
+        std::printf("{\"log2n\": %d, \"mode\": \"%s\", \"memory\": \"vulkan_device_local_async\", "
+                    "\"steps\": %d, \"enqueue_seconds_median\": %.6g}\n",
+                    lg, name, reps, median(enqueue_s));
+        std::fflush(stdout);
+      }
       if (!host && !simd) continue;
       float* hp_ = host_array<float>(n, 1.0f);
       float* hg = host_array<float>(n, 0.01f);
@@ -346,6 +387,24 @@ int main(int argc, char** argv) {
         report(memory, median_seconds(reps, [&] { host_step(backend); }));
       };
       if (host) host_case("vulkan", "vulkan_host_import");
+      if (host && mode == LUMINAV_MODE_CLM) {
+        // The asynchronous step on the same host arrays through the C API.
+        luminav_options o{};
+        o.backend = "vulkan";
+        luminav_step_status status{};
+        luminav_async async{};
+        async.status = &status;
+        luminav_group group{&hp, &t, 1, nullptr, nullptr, 0};
+        auto enqueue = [&] {
+          if (luminav_step_groups_enqueue(&group, 1, &o, &async) != LUMINAV_STATUS_OK) die(luminav_last_error_message());
+        };
+        enqueue();
+        if (luminav_synchronize(&o) != LUMINAV_STATUS_OK) die(luminav_last_error_message());
+        const auto start = std::chrono::steady_clock::now();
+        for (int r = 0; r < reps; ++r) enqueue();
+        if (luminav_synchronize(&o) != LUMINAV_STATUS_OK) die(luminav_last_error_message());
+        report("vulkan_host_import_async", seconds_since(start) / reps);
+      }
       if (simd) host_case("simd", "simd_host");
       std::free(hp_), std::free(hg), std::free(hm), std::free(hv);
     }

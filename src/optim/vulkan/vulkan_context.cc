@@ -499,11 +499,12 @@ bool Context::init(std::string* why_not) {
 VkPipeline Context::pipeline(Shader shader, int param_dtype, int grad_dtype, std::string* why) {
   const int s = static_cast<int>(shader);
   if (shader != Shader::kReduce && shader != Shader::kApply) param_dtype = 0;
-  if (shader == Shader::kCopy || shader == Shader::kColumnTotals) grad_dtype = 0;
+  if (shader == Shader::kCopy || shader == Shader::kColumnTotals || shader == Shader::kFinalize) grad_dtype = 0;
   std::lock_guard<std::mutex> lock(pipelines_mutex_);
   VkPipeline& slot = pipelines_[s][param_dtype][grad_dtype];
   if (slot) return slot;
-  static const char* const kShaders[] = {"lv_reduce", "lv_apply", "lv_factor_sums", "lv_copy", "lv_column_totals"};
+  static const char* const kShaders[] = {"lv_reduce", "lv_apply", "lv_factor_sums", "lv_copy", "lv_column_totals",
+                                             "lv_finalize"};
   static const char* const kDtypes[] = {"f32", "bf16", "f16"};
   const std::string name =
       std::string(kShaders[s]) + "_p" + kDtypes[param_dtype] + "_g" + kDtypes[grad_dtype] + shader_suffix_;

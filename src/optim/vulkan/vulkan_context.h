@@ -35,7 +35,8 @@ std::span<const EmbeddedShader> embedded_vulkan_shaders();
 // The compute shaders (shaders/*.comp), each compiled per dtype pair.
 // kCopy: the benchmark's fp32 copy (shaders/lv_copy.comp); kColumnTotals:
 // TD-CLM's column sums from their row blocks (shaders/lv_column_totals.comp).
-enum class Shader { kReduce = 0, kApply = 1, kFactorSums = 2, kCopy = 3, kColumnTotals = 4 };
+// kFinalize: the asynchronous step's finalize (shaders/lv_finalize.comp).
+enum class Shader { kReduce = 0, kApply = 1, kFactorSums = 2, kCopy = 3, kColumnTotals = 4, kFinalize = 5 };
 
 class Context {
  public:
@@ -115,7 +116,7 @@ class Context {
   std::mutex pipelines_mutex_;
   std::mutex pass_mutex_;
   Arena arena_;
-  VkPipeline pipelines_[5][3][3]{};  // [shader][param][grad]
+  VkPipeline pipelines_[6][3][3]{};  // [shader][param][grad]
   bool full_subgroups_ = false;
   VkPhysicalDeviceMemoryProperties memory_{};
   std::string device_name_;

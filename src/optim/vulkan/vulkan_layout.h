@@ -35,6 +35,36 @@ struct TilePartial {
 };
 static_assert(sizeof(TilePartial) == 32);
 
+// lv_finalize.comp (the asynchronous step's finalize) reads and writes the
+// constants by word: keep its WORD_* defines in step with these offsets.
+static_assert(offsetof(StepParams, bound_ratio) == 16 * 4 && offsetof(StepParams, cautious_scale) == 19 * 4 &&
+                  offsetof(StepParams, bound_scale) == 20 * 4 && offsetof(StepParams, cautious) == 22 * 4 &&
+                  offsetof(StepParams, bound_mode) == 23 * 4,
+              "StepParams words as lv_finalize.comp reads them");
+
+// lv_finalize.comp's push constants (the pipeline layout's 40 bytes); *_at
+// are uint32 word offsets into the step's arena.
+struct FinalizePush {
+  uint32_t jobs, jobs_at, chunks_at, args_at, args, skip_nonfinite, pad0, pad1;
+  uint64_t pad2;
+};
+static_assert(sizeof(FinalizePush) == sizeof(ChunkPush));
+
+// One tensor of the finalize (8 words); its chunks' tile partials are
+// `chunks` FinalizeChunk entries from `first_chunk`.
+struct FinalizeJob {
+  uint32_t first_chunk, chunks, position, check_finite, params_at, pad;
+  double num_elements;
+};
+static_assert(sizeof(FinalizeJob) == 32 && offsetof(FinalizeJob, num_elements) == 24);
+struct FinalizeChunk {
+  uint32_t partials_at, tiles;  // word offset of the chunk's first TilePartial
+};
+// What lv_finalize.comp reports about its own step (host-visible).
+struct FinalizeOutcome {
+  uint32_t applied, first_bad, refused, failed;
+};
+
 enum Binding : uint32_t {
   kBindParams = 0,
   kBindParam = 1,

@@ -1,0 +1,322 @@
+// Note [Vulkan asynchronous step]: luminav_step_groups with `async` on the
+// vulkan backend (host tensors, CLM) records pass 1 (lv_reduce.comp), the
+// finalize (lv_finalize.comp) and pass 2 (lv_apply.comp, indirect) of every
+// tensor in one command buffer, submits it with a fence and returns. Nothing
+// waits on the step's path: the fence is looked at (vkGetFenceStatus) by the
+// next step, waited for by luminav_synchronize and by any synchronous Vulkan
+// pass, which also runs on this queue and may touch the same arrays.
+// * Ordering: each submission starts with a memory barrier over everything
+//   submitted before it, so a step reads what the step before it wrote.
+// * The verdict: lv_finalize.comp forms it on the device from the tile
+//   partials, with the scales, and zeroes pass 2's dispatch arguments when
+//   the step must not write, so a non-finite gradient writes nothing. The
+//   process's status word (host-visible, luminav_step_status) is sticky like
+//   the CUDA one: after a failure every later step is refused on the device
+//   until the failure is reported; the host reports it from the first call
+//   that sees a completed step with it (the next luminav_step_groups, or
+//   luminav_synchronize), after waiting for the steps still in flight, and
+//   then clears it.
+// * Memory: a step's buffers (its arena, imports of the caller's arrays,
+//   staging buffers) belong to its Batch, which is destroyed only after its
+//   fence has signalled (Batch's destructor waits otherwise); staged arrays
+//   are copied back to the caller then, and only when the step applied;
+//   before a step stages an array, the steps in flight are waited for (the
+//   host array holds their results only once they are copied back).
+//   The caller's arrays must stay alive and untouched until the step is
+//   complete: luminav_synchronize returns, or a synchronous call on the
+//   vulkan backend has run. At most kMaxInFlight steps are in flight; the
+//   next one waits for the oldest (back-pressure, as a full launch queue).
+#include "optim/vulkan/vulkan_async.h"
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <memory>
+#include <mutex>
+
+#include "optim/core/second_moment_layout.h"
+#include "optim/vulkan/vulkan_batch.h"
+
+namespace luminav::vulkan {
+namespace {
+
+constexpr size_t kMaxInFlight = 4;
+
+struct InFlight {
+  std::unique_ptr<Batch> batch;
+  const FinalizeOutcome* outcome = nullptr;  // in the step's host arena
+  luminav_step_status* caller_status = nullptr;
+};
+
+struct Registry {
+  std::deque<InFlight> steps;
+  std::atomic<bool> used{false};
+  std::atomic<size_t> count{0};
+  // The status word (host-visible, coherent), made on first use.
+  VkBuffer status_buffer = VK_NULL_HANDLE;
+  VkDeviceMemory status_memory = VK_NULL_HANDLE;
+  luminav_step_status* status = nullptr;
+  // A failure seen on a completed step and not yet reported.
+  uint32_t pending = 0;
+  std::string pending_name;
+  luminav_step_status* last_caller_status = nullptr;
+};
+
+// Never destroyed (as the context); the steps still in flight at exit are
+// waited for by an atexit handler, so no buffer is freed under the device.
+Registry& registry() {
+  static Registry* r = new Registry();
+  return *r;
+}
+
+void wait_at_exit() {
+  for (InFlight& s : registry().steps) {
+    std::string ignored;
+    s.batch->wait(&ignored);
+  }
+}
+
+int ensure_status(Context& c, std::string* why) {
+  Registry& r = registry();
+  if (r.status) return LUMINAV_STATUS_OK;
+  void* mapped = nullptr;
+  if (int code = create_buffer(c, 256, kHostCoherent, 0, &r.status_buffer, &r.status_memory, &mapped, why); code) {
+    return code;
+  }
+  std::memset(mapped, 0, 256);
+  r.status = static_cast<luminav_step_status*>(mapped);
+  std::atexit(wait_at_exit);
+  return LUMINAV_STATUS_OK;
+}
+
+// The oldest step is done: its staged arrays go back (when it applied), the
+// caller sees the status word, its failure becomes pending, its buffers go.
+void retire_oldest() {
+  Registry& r = registry();
+  InFlight& s = r.steps.front();
+  const FinalizeOutcome outcome = *s.outcome;
+  if (outcome.applied) s.batch->copy_back();
+  if (outcome.failed && r.pending == 0) {
+    r.pending = outcome.first_bad;
+    r.pending_name = "the tensor at position " + std::to_string(outcome.first_bad - 1) +
+                     " of the call (groups in order, from 0)";
+  }
+  if (s.caller_status) {
+    *s.caller_status = *r.status;
+    r.last_caller_status = s.caller_status;
+  }
+  r.steps.pop_front();
+  r.count = r.steps.size();
+}
+
+// The pending failure as an error, cleared on the device (nothing in flight).
+int report_pending(std::string* why) {
+  Registry& r = registry();
+  *why = r.pending_name + ": NaN or Inf in the gradient (found by an asynchronous Vulkan step; that step and every "
+         "step after it until now wrote nothing)";
+  r.pending = 0;
+  r.pending_name.clear();
+  r.status->failed = 0;
+  if (r.last_caller_status) *r.last_caller_status = *r.status;
+  r.last_caller_status = nullptr;  // the caller's word need not outlive this call
+  return LUMINAV_STATUS_NONFINITE_GRAD;
+}
+
+// One descriptor set's ranges.
+struct Bindings {
+  Bound b[kBindingCount];
+};
+
+// One tensor's chunk of the step.
+struct StepChunk {
+  size_t tensor, first, count;
+  size_t partials_at = 0;  // bytes into the arena
+};
+
+}  // namespace
+
+size_t async_steps_in_flight() { return registry().count.load(); }
+bool async_steps_used() { return registry().used.load(); }
+
+int complete_async_steps(Context& c, bool wait, std::string* why) {
+  (void)c;
+  Registry& r = registry();
+  while (!r.steps.empty()) {
+    Batch& b = *r.steps.front().batch;
+    if (wait) {
+      if (int code = b.wait(why); code) return code;
+    } else if (!b.done()) {
+      break;
+    }
+    retire_oldest();
+  }
+  return LUMINAV_STATUS_OK;
+}
+
+int synchronize_async_steps(Context& c, std::string* why) {
+  std::lock_guard<std::mutex> lock(c.pass_mutex());
+  if (int code = complete_async_steps(c, true, why); code) return code;
+  if (registry().pending) return report_pending(why);
+  registry().last_caller_status = nullptr;  // the caller's word need not outlive this call
+  return LUMINAV_STATUS_OK;
+}
+
+int enqueue_async_step(Context& c, std::span<AsyncTensor> tensors, bool skip_nonfinite,
+                       luminav_step_status* caller_status, std::string* why) {
+  std::lock_guard<std::mutex> lock(c.pass_mutex());
+  Registry& r = registry();
+  if (int code = ensure_status(c, why); code) return code;
+  if (int code = complete_async_steps(c, false, why); code) return code;
+  if (r.pending) {
+    if (int code = complete_async_steps(c, true, why); code) return code;
+    return report_pending(why);
+  }
+  while (r.steps.size() >= kMaxInFlight) {
+    if (int code = r.steps.front().batch->wait(why); code) return code;
+    retire_oldest();
+  }
+
+  // The arena: constants, the finalize's tables, pass 2's dispatch
+  // arguments and the outcome (host and device), then the partials (device).
+  const VkDeviceSize align = std::max<VkDeviceSize>(c.storage_alignment(), 32);
+  std::vector<StepChunk> chunks;
+  for (size_t j = 0; j < tensors.size(); ++j) {
+    const size_t per = chunk_elements(c, tensors[j].job.layout);
+    for (size_t first = 0; first < tensors[j].job.num_elements; first += per) {
+      chunks.push_back({j, first, std::min(per, tensors[j].job.num_elements - first)});
+    }
+  }
+  const VkDeviceSize jobs_at = round_up(tensors.size() * kParamsSlotBytes, align);
+  const VkDeviceSize chunks_at = round_up(jobs_at + tensors.size() * sizeof(FinalizeJob), align);
+  const VkDeviceSize args_at = round_up(chunks_at + chunks.size() * sizeof(FinalizeChunk), align);
+  const VkDeviceSize outcome_at = round_up(args_at + chunks.size() * 3 * sizeof(uint32_t), align);
+  const VkDeviceSize mirrored = round_up(outcome_at + sizeof(FinalizeOutcome), align);
+  VkDeviceSize arena = mirrored;
+  for (StepChunk& ch : chunks) {
+    if (!tensors[ch.tensor].needs_reduce) continue;
+    ch.partials_at = arena;
+    arena = round_up(arena + div_up(ch.count, kTileElements) * sizeof(TilePartial), align);
+  }
+
+  auto batch = std::make_unique<Batch>(c);
+  VkBuffer host = VK_NULL_HANDLE, device = VK_NULL_HANDLE;
+  void* mapped = nullptr;
+  if (int code = batch->host_buffer(mirrored, &host, &mapped, why); code) return code;
+  if (int code = batch->device_buffer(arena, &device, why); code) return code;
+  char* base = static_cast<char*>(mapped);
+  std::memset(base, 0, static_cast<size_t>(mirrored));
+  auto* jobs = reinterpret_cast<FinalizeJob*>(base + jobs_at);
+  auto* table = reinterpret_cast<FinalizeChunk*>(base + chunks_at);
+  auto* args = reinterpret_cast<uint32_t*>(base + args_at);
+  for (size_t j = 0; j < tensors.size(); ++j) {
+    std::memcpy(base + j * kParamsSlotBytes, &tensors[j].job.params, sizeof(StepParams));
+    jobs[j].position = tensors[j].position;
+    jobs[j].check_finite = tensors[j].check_finite ? 1u : 0u;
+    jobs[j].params_at = static_cast<uint32_t>(j * kParamsSlotBytes / 4);
+    jobs[j].num_elements = static_cast<double>(tensors[j].job.num_elements);
+  }
+  for (size_t i = 0; i < chunks.size(); ++i) {
+    const StepChunk& ch = chunks[i];
+    FinalizeJob& job = jobs[ch.tensor];
+    if (tensors[ch.tensor].needs_reduce) {
+      if (job.chunks == 0) job.first_chunk = static_cast<uint32_t>(i);
+      ++job.chunks;
+    }
+    table[i] = {static_cast<uint32_t>(ch.partials_at / 4), static_cast<uint32_t>(div_up(ch.count, kTileElements))};
+    const size_t groups = div_up(ch.count, kWorkgroup);
+    args[3 * i] = static_cast<uint32_t>(std::min<size_t>(groups, kMaxGroups));
+    args[3 * i + 1] = static_cast<uint32_t>(div_up(groups, args[3 * i]));
+    args[3 * i + 2] = 1;
+  }
+  auto arena_bound = [](VkBuffer buffer, VkDeviceSize at, VkDeviceSize bytes) {
+    Bound b;
+    b.buffer = buffer;
+    b.offset = at;
+    b.range = std::max<VkDeviceSize>(round_up(bytes, 16), 16);
+    return b;
+  };
+  const Bound unused = arena_bound(device, 0, kParamsSlotBytes);
+
+  // A staged array is copied now, so it must already hold what the steps in
+  // flight write into it (they copy back only when done): those wait first.
+  batch->before_staging([&c](std::string* w) { return complete_async_steps(c, true, w); });
+  if (int code = batch->begin(static_cast<uint32_t>(2 * chunks.size() + 1), why); code) return code;
+  batch->after_earlier_submissions();
+  batch->copy(host, device, {{0, 0, outcome_at}}, true);
+  // Every array of every chunk bound once, for both passes.
+  PassStats stats;
+  std::vector<Bindings> bound(chunks.size());
+  std::vector<ChunkPush> pushes(chunks.size());
+  for (size_t i = 0; i < chunks.size(); ++i) {
+    const StepChunk& ch = chunks[i];
+    TensorJob& job = tensors[ch.tensor].job;
+    Bound (&b)[kBindingCount] = bound[i].b;
+    for (Bound& x : b) x = unused;
+    b[kBindParams] = arena_bound(device, ch.tensor * kParamsSlotBytes, sizeof(StepParams));
+    int code = batch->bind(job.grad, ch.first, ch.count, dtype_bytes(job.grad_dtype), false, &b[kBindGrad], stats, why);
+    if (!code) code = batch->bind(job.exp_avg, ch.first, ch.count, 4, true, &b[kBindExpAvg], stats, why);
+    if (!code) code = batch->bind(job.exp_avg_sq, ch.first, ch.count, 4, true, &b[kBindExpAvgSq], stats, why);
+    if (!code && job.master.present()) {
+      code = batch->bind(job.master, ch.first, ch.count, 4, true, &b[kBindMaster], stats, why);
+    }
+    if (!code) code = batch->bind(job.param, ch.first, ch.count, dtype_bytes(job.param_dtype), true, &b[kBindParam], stats, why);
+    if (code) return code;
+    ChunkPush& push = pushes[i];
+    push.n = static_cast<uint32_t>(ch.count);
+    push.index_base = job.index_offset + ch.first;
+    push.param_shift = b[kBindParam].shift;
+    push.grad_shift = b[kBindGrad].shift;
+    push.m_shift = b[kBindExpAvg].shift;
+    push.v_shift = b[kBindExpAvgSq].shift;
+    push.master_shift = b[kBindMaster].shift;
+    if (tensors[ch.tensor].needs_reduce) {
+      Bound reduce[kBindingCount];
+      std::copy(b, b + kBindingCount, reduce);
+      reduce[kBindOut] = arena_bound(device, ch.partials_at, div_up(ch.count, kTileElements) * sizeof(TilePartial));
+      VkPipeline pipeline = c.pipeline(Shader::kReduce, job.param_dtype, job.grad_dtype, why);
+      code = pipeline ? batch->dispatch(pipeline, reduce, push, static_cast<uint32_t>(div_up(ch.count, kTileElements)),
+                                        1, why)
+                      : LUMINAV_STATUS_DRIVER_ERROR;
+      if (code) return code;
+    }
+  }
+  batch->shader_barrier();
+  {
+    Bound b[kBindingCount];
+    for (Bound& x : b) x = unused;
+    b[0] = arena_bound(device, 0, arena);
+    b[kBindOut] = arena_bound(r.status_buffer, 0, sizeof(luminav_step_status));
+    b[kBindOut2] = arena_bound(host, outcome_at, sizeof(FinalizeOutcome));
+    FinalizePush push{};
+    push.jobs = static_cast<uint32_t>(tensors.size());
+    push.jobs_at = static_cast<uint32_t>(jobs_at / 4);
+    push.chunks_at = static_cast<uint32_t>(chunks_at / 4);
+    push.args_at = static_cast<uint32_t>(args_at / 4);
+    push.args = static_cast<uint32_t>(chunks.size());
+    push.skip_nonfinite = skip_nonfinite ? 1u : 0u;
+    VkPipeline pipeline = c.pipeline(Shader::kFinalize, 0, 0, why);
+    const int code = pipeline ? batch->dispatch_raw(pipeline, b, &push, sizeof push, 1, why) : LUMINAV_STATUS_DRIVER_ERROR;
+    if (code) return code;
+  }
+  batch->indirect_barrier();
+  for (size_t i = 0; i < chunks.size(); ++i) {
+    const TensorJob& job = tensors[chunks[i].tensor].job;
+    const Bound (&b)[kBindingCount] = bound[i].b;
+    VkPipeline pipeline = c.pipeline(Shader::kApply, job.param_dtype, job.grad_dtype, why);
+    const int code = pipeline ? batch->dispatch_indirect(pipeline, b, pushes[i], device, args_at + 12 * i, why)
+                              : LUMINAV_STATUS_DRIVER_ERROR;
+    if (code) return code;
+  }
+  if (int code = batch->submit(why); code) return code;
+  InFlight step;
+  step.outcome = reinterpret_cast<const FinalizeOutcome*>(base + outcome_at);
+  step.caller_status = caller_status;
+  step.batch = std::move(batch);
+  r.steps.push_back(std::move(step));
+  r.count = r.steps.size();
+  r.used = true;
+  return LUMINAV_STATUS_OK;
+}
+
+}  // namespace luminav::vulkan

@@ -1,0 +1,54 @@
+// The asynchronous whole step on the Vulkan device (spec "Asynchronous
+// devices"): pass 1, the finalize and pass 2 of every tensor recorded in one
+// submission that signals a fence and is not waited for; the verdict and the
+// scales are formed on the device (lv_finalize.comp), and pass 2 runs only
+// when the verdict allows (its dispatches are indirect, their group counts
+// zeroed otherwise). Note [Vulkan asynchronous step] in vulkan_async.cc.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "luminav/luminav.h"
+#include "optim/vulkan/vulkan_context.h"
+#include "optim/vulkan/vulkan_passes.h"
+
+namespace luminav::vulkan {
+
+// One tensor of an asynchronous step: its job (constants as the host knows
+// them, cautious and bound scales 1: the device forms them), its position in
+// the call (from 0) and whether its group checks the gradient.
+struct AsyncTensor {
+  TensorJob job;
+  uint32_t position = 0;
+  bool check_finite = false;
+  bool needs_reduce = false;  // the group has a reduction round (finite check, K, norms)
+};
+
+// Enqueues one step; returns once it is submitted. Before that it completes
+// the steps that have finished; when one of them found a non-finite gradient
+// (without skip_nonfinite) that was not yet reported, it waits for the rest,
+// clears the failure and returns LUMINAV_STATUS_NONFINITE_GRAD with `why`
+// naming the tensor by its position in the call, enqueueing nothing.
+// `caller_status` (host memory, may be null) receives a copy of the device
+// status word when the step is seen complete. Takes the context's pass mutex.
+int enqueue_async_step(Context& c, std::span<AsyncTensor> tensors, bool skip_nonfinite,
+                       luminav_step_status* caller_status, std::string* why);
+
+// Completes the finished steps, or all of them when `wait` (staged arrays
+// copied back, caller status words filled, every buffer freed). The caller
+// holds the pass mutex.
+int complete_async_steps(Context& c, bool wait, std::string* why);
+
+// Waits for every step, then reports a failure not yet reported (as
+// enqueue_async_step does) and clears it.
+int synchronize_async_steps(Context& c, std::string* why);
+
+// Steps submitted and not yet completed (tests).
+size_t async_steps_in_flight();
+// Whether this process ever enqueued a step (synchronize is free otherwise).
+bool async_steps_used();
+
+}  // namespace luminav::vulkan

@@ -1,0 +1,261 @@
+"""Run by test_vulkan_async.py in a fresh process (the environment read when the Vulkan context
+is made applies: LUMINAV_VULKAN_IMPORT, LUMINAV_VULKAN_MAX_RANGE, LUMINAV_VULKAN_VALIDATION):
+luminav_step_groups_enqueue on the vulkan backend (Note [Vulkan asynchronous step]) against the
+synchronous luminav_step_groups on the same backend, bit for bit, and its error and memory rules.
+`python vulkan_async_child.py checks [--timing] [--quick]` exits 1 with the failure, else prints a JSON line;
+`python vulkan_async_child.py exit-in-flight` enqueues a large step and exits at once."""
+from __future__ import annotations
+
+import ctypes as C
+import json
+import sys
+import time
+
+import numpy as np
+
+from luminav_ctypes import Async, Group, Options, StepStatus, Tensor, hyperparams, load_library
+from luminav_reference import bf16_rne_bits
+
+F32, BF16, F16 = 0, 1, 2
+NONFINITE = 2  # LUMINAV_STATUS_NONFINITE_GRAD
+
+lib = load_library()
+lib.luminav_step_groups.argtypes = [C.POINTER(Group), C.c_size_t, C.POINTER(Options), C.POINTER(Async)]
+lib.luminav_step_groups_enqueue.argtypes = [C.POINTER(Group), C.c_size_t, C.POINTER(Options), C.POINTER(Async)]
+lib.luminav_synchronize.argtypes = [C.POINTER(Options)]
+VULKAN = Options(b"vulkan", 0, 0, None, None, 0)
+# The library writes a step's status copy when it sees the step complete, after the call returned:
+# a word that lives as long as the process, for the calls that do not look at it.
+SCRATCH_STATUS = StepStatus()
+
+
+class State:
+    """One tensor's arrays: param (dtype), grad (dtype), m, v, optional fp32 master."""
+
+    def __init__(self, n, seed, pdtype=F32, gdtype=F32, master=False, bad_at=None):
+        rng = np.random.default_rng(seed)
+        x = (rng.standard_normal(n) * 0.5).astype(np.float32)
+        g = (rng.standard_normal(n) * 0.01 + 0.003).astype(np.float32)
+        if bad_at is not None:
+            g[bad_at] = np.nan
+        self.pdtype, self.gdtype = pdtype, gdtype
+        self.param = {F32: lambda: x.copy(), BF16: lambda: bf16_rne_bits(x), F16: lambda: x.astype(np.float16)}[pdtype]()
+        self.grad = {F32: lambda: g, BF16: lambda: bf16_rne_bits(g), F16: lambda: g.astype(np.float16)}[gdtype]()
+        self.m = (rng.standard_normal(n) * 0.01).astype(np.float32)
+        self.v = np.abs(rng.standard_normal(n) * 1e-4).astype(np.float32)
+        self.master = x.copy() if master else None
+
+    def copy(self):
+        other = object.__new__(State)
+        other.__dict__ = {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in self.__dict__.items()}
+        return other
+
+    def tensor(self, seed=7):
+        master = self.master.ctypes.data if self.master is not None else None
+        return Tensor(self.param.ctypes.data, self.grad.ctypes.data, self.m.ctypes.data, self.v.ctypes.data, master,
+                      self.param.size, 0, seed, self.pdtype, self.gdtype, 0, 0)
+
+    def bits(self):
+        arrays = [self.param, self.m, self.v] + ([self.master] if self.master is not None else [])
+        return b"".join(a.tobytes() for a in arrays)
+
+
+def call(fn, specs, status=None, skip=0, grad_scale=None):
+    """specs: [(hp, [State...])]: one luminav_step_groups(_enqueue) call over every group."""
+    keep, groups = [], []
+    for hp, states in specs:
+        arr = (Tensor * len(states))(*[s.tensor(seed=11 + i) for i, s in enumerate(states)])
+        keep.append(arr)
+        groups.append(Group(C.pointer(hp), arr, len(states), None, None, 0))
+    garr = (Group * len(groups))(*groups)
+    status = status if status is not None else SCRATCH_STATUS
+    scale = C.c_float(grad_scale) if grad_scale is not None else None
+    a = Async(C.pointer(status), None, C.cast(C.pointer(scale), C.c_void_p) if scale is not None else None, None, skip)
+    return fn(garr, len(groups), C.byref(VULKAN), C.byref(a))
+
+
+def message():
+    return lib.luminav_last_error_message().decode()
+
+
+def check(cond, what):
+    if not cond:
+        raise AssertionError(what)
+
+
+def bit_identical(lib_hp, big_n):
+    """Several steps enqueued back to back (more than the 4 allowed in flight) equal the same steps
+    run synchronously, for every dtype and option the asynchronous step covers; `big_n` > 2^20
+    gives a tensor of more than 256 tiles (Note [tile combination order] wraps around its lanes)."""
+    cases = [
+        ("f32", [(lib_hp(step=3), [State(5000, 1)])], None),
+        ("f32-cautious-tensorbound-tiles-wrap", [(lib_hp(step=3, cautious=1, bound_mode=1, bound_ratio=1e-3, tau=0.5),
+                                                  [State(big_n, 2)])], None),
+        ("bf16-master-sr", [(lib_hp(step=3, lam=0.3), [State(40000, 3, BF16, F32, master=True)])], None),
+        ("f16-f16grad-master-elementbound", [(lib_hp(step=3, bound_mode=2, bound_ratio=5e-3),
+                                              [State(40000, 4, F16, F16, master=True)])], None),
+        ("two-groups-three-tensors-gradscale", [(lib_hp(step=3, cautious=1), [State(3000, 5), State(9000, 6, BF16)]),
+                                                (lib_hp(step=5, lr=3e-3, bound_mode=1, bound_ratio=1e-3),
+                                                 [State(70000, 7)])], 1024.0),
+    ]
+    for name, specs, scale in cases:
+        mirror = [(hp, [s.copy() for s in states]) for hp, states in specs]
+        for _ in range(5):
+            code = call(lib.luminav_step_groups, mirror, grad_scale=scale)
+            check(code == 0, f"{name}: synchronous step: {code} {message()}")
+        for _ in range(5):
+            code = call(lib.luminav_step_groups_enqueue, specs, grad_scale=scale)
+            check(code == 0, f"{name}: enqueue: {code} {message()}")
+        check(lib.luminav_synchronize(C.byref(VULKAN)) == 0, f"{name}: synchronize: {message()}")
+        check(lib.luminav_last_backend().decode().startswith("vulkan"), lib.luminav_last_backend())
+        for (_, a), (_, b) in zip(specs, mirror):
+            for i, (s, t) in enumerate(zip(a, b)):
+                check(s.bits() == t.bits(), f"{name}: tensor {i} differs from the synchronous path")
+    return len(cases)
+
+
+def returns_before_completion(lib_hp, n):
+    """The call returns before the device ran the step; the caller's status copy is filled when
+    the step is seen complete (synchronize)."""
+    s = State(n, 8)
+    before = s.bits()
+    status = StepStatus(0xDEAD, 0, 0, 0)
+    t0 = time.perf_counter()
+    check(call(lib.luminav_step_groups_enqueue, [(lib_hp(step=2), [s])], status) == 0, message())
+    t1 = time.perf_counter()
+    check(status.verdict == 0xDEAD, "the status copy was written before the step was seen complete")
+    check(lib.luminav_synchronize(C.byref(VULKAN)) == 0, message())
+    t2 = time.perf_counter()
+    check(status.verdict == 0, f"verdict {status.verdict} after synchronize")
+    check(s.bits() != before, "the step wrote nothing")
+    if t2 - t0 > 0.05:  # a step slow enough to tell (lavapipe); a GPU's can take less than a call
+        check(t1 - t0 < 0.2 * (t2 - t0), f"enqueue took {t1 - t0:.3f} s of {t2 - t0:.3f} s")
+    return {"n": n, "enqueue_s": t1 - t0, "step_s": t2 - t0}
+
+
+def nonfinite_reported_at_next_call(lib_hp):
+    """A NaN gradient: nothing written by that step or by the steps enqueued after it; the error
+    comes from the first call that finds the step complete, once; then steps apply again."""
+    clean = State(4096, 9)
+    bad = State(4096, 10, bad_at=77)
+    originals = [clean.bits(), bad.bits()]
+    hp = lib_hp(step=2)
+    status = StepStatus()
+    check(call(lib.luminav_step_groups_enqueue, [(hp, [clean, bad])], status) == 0, message())
+    accepted, code = 0, 0
+    for attempt in range(100):
+        if attempt:  # the first at once: accepted while the NaN step is in flight, refused on the device
+            time.sleep(0.05)
+        code = call(lib.luminav_step_groups_enqueue, [(hp, [clean, bad])], status)
+        if code != 0:
+            break
+        accepted += 1
+    check(code == NONFINITE, f"status {code} ({message()}), {accepted} steps accepted after the NaN")
+    check("position 1" in message(), message())
+    check(status.verdict == 2 and status.failed == 0 and status.refused == accepted,
+          f"verdict {status.verdict} failed {status.failed} refused {status.refused} (accepted {accepted})")
+    check(lib.luminav_synchronize(C.byref(VULKAN)) == 0, "reported twice: " + message())
+    check([clean.bits(), bad.bits()] == originals, "a refused or failed step wrote")
+    # synchronize reports too; skip_nonfinite counts instead.
+    check(call(lib.luminav_step_groups_enqueue, [(hp, [clean, bad])]) == 0, message())
+    check(lib.luminav_synchronize(C.byref(VULKAN)) == NONFINITE, "synchronize did not report")
+    check([clean.bits(), bad.bits()] == originals, "the failed step wrote")
+    skipped = StepStatus()
+    check(call(lib.luminav_step_groups_enqueue, [(hp, [clean, bad])], skipped, skip=1) == 0, message())
+    check(lib.luminav_synchronize(C.byref(VULKAN)) == 0, message())
+    check(skipped.skipped == 1 and skipped.verdict == 2 and skipped.failed == 0, "skip_nonfinite")
+    check([clean.bits(), bad.bits()] == originals, "the skipped step wrote")
+    # Applies again, as the synchronous step does.
+    mirror = clean.copy()
+    check(call(lib.luminav_step_groups, [(hp, [mirror])]) == 0, message())
+    check(call(lib.luminav_step_groups_enqueue, [(hp, [clean])]) == 0, message())
+    check(lib.luminav_synchronize(C.byref(VULKAN)) == 0, message())
+    check(clean.bits() == mirror.bits(), "the step after the report differs from the synchronous one")
+    return accepted
+
+
+def outside_the_async_path(lib_hp):
+    """TD-CLM (factors on the host) runs synchronously through the same call: complete on return."""
+    s = State(4096, 12)
+    s.v = np.zeros(1, np.float32)
+    mirror = s.copy()
+    hp = lib_hp(step=2, buffer_mode=1)
+    tensor_mode = lambda st: Tensor(st.param.ctypes.data, st.grad.ctypes.data, st.m.ctypes.data,  # noqa: E731
+                                    st.v.ctypes.data, None, st.param.size, 0, 7, F32, F32, 0, 2)
+    for st, fn in ((mirror, lib.luminav_step_groups), (s, lib.luminav_step_groups_enqueue)):
+        arr = (Tensor * 1)(tensor_mode(st))
+        g = (Group * 1)(Group(C.pointer(hp), arr, 1, None, None, 0))
+        status = StepStatus(0xDEAD, 0, 0, 0)
+        check(fn(g, 1, C.byref(VULKAN), C.byref(Async(C.pointer(status), None, None, None, 0))) == 0, message())
+        check(status.verdict == 0, "the synchronous fallback fills the status on return")
+    check(s.bits() == mirror.bits(), "TD-CLM through enqueue differs")
+
+
+def python_front_end():
+    """luminamoon.optim.step(asynchronous=True): the same bits as the synchronous step; the arrays
+    held until synchronize() even when the caller drops them; the NaN raised by synchronize()."""
+    import gc
+    import weakref
+
+    from luminamoon import optim
+    from luminamoon.optim import NonFiniteGradientError
+
+    kw = dict(lr=1e-2, beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=0.1, step=3, seed=5, backend="vulkan",
+              cautious=True)
+
+    def arrays(seed, bad=False):
+        st = State(50000, seed, bad_at=11 if bad else None)
+        return st.param, st.grad, st.m, st.v
+
+    sync = arrays(20)
+    optim.step(*sync, **kw)
+    mine = arrays(20)
+    optim.step(*mine, **kw, asynchronous=True)
+    param, watch = mine[0], weakref.ref(mine[2])  # the caller keeps param and drops exp_avg
+    del mine
+    gc.collect()
+    check(watch() is not None, "the exp_avg of a step in flight was freed")
+    optim.synchronize("vulkan")
+    check(param.tobytes() == sync[0].tobytes(), "the asynchronous step differs from optim.step")
+    gc.collect()
+    check(watch() is None, "synchronize() kept the arrays")
+    bad = arrays(21, bad=True)
+    before = [a.tobytes() for a in bad]
+    optim.step(*bad, **kw, asynchronous=True)
+    try:
+        optim.synchronize()  # "auto" waits for every backend's steps, the forced vulkan ones too
+        raise AssertionError("synchronize() raised nothing for a NaN gradient")
+    except NonFiniteGradientError:
+        pass
+    check([a.tobytes() for a in bad] == before, "the NaN step wrote")
+
+
+def main() -> int:
+    lib_hp = lambda **kw: hyperparams(lib, **kw)  # noqa: E731
+    if sys.argv[1] == "exit-in-flight":
+        for _ in range(3):
+            s = State(1 << 20, 13)
+            check(call(lib.luminav_step_groups_enqueue, [(lib_hp(step=2), [s])]) == 0, message())
+            # The caller's memory must outlive its steps; the interpreter frees its objects before
+            # the C exit handlers run, so these arrays are leaked on purpose.
+            for a in (s.param, s.grad, s.m, s.v):
+                C.pythonapi.Py_IncRef(C.py_object(a))
+        print("enqueued", flush=True)
+        return 0  # the process exits with steps in flight
+    out = {}
+    try:
+        out["bit_identical_cases"] = bit_identical(lib_hp, 70001 if "--quick" in sys.argv else (1 << 20) + 4099)
+        out["accepted_after_nan"] = nonfinite_reported_at_next_call(lib_hp)
+        outside_the_async_path(lib_hp)
+        python_front_end()
+        if "--timing" in sys.argv:
+            out["timing"] = returns_before_completion(lib_hp, 1 << 19)
+    except AssertionError as e:
+        print(f"FAIL: {e}", file=sys.stderr)
+        return 1
+    print(json.dumps(out))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
