@@ -173,7 +173,7 @@ def timeline_summary(events: list, start_us: float, end_us: float) -> None:
         print(f"| {name} | {count} | {total:.3f} |")
     busy: dict = {}
     for e in inside:
-        if e["cat"] == "task" and e["tid"].startswith("worker"):
+        if e["name"].startswith("luminamoon.") and e["tid"].startswith("worker"):  # a whole task
             busy.setdefault((e["pid"], e["tid"]), []).append((e["ts"], e["ts"] + e["dur"]))
     window = (end_us - start_us) / 1e6
     for (node, worker), spans in sorted(busy.items()):
