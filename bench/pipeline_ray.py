@@ -141,7 +141,9 @@ def stage_breakdown(run, shards: list, roots) -> None:
     go()
     marks.clear()
     progress("start")
+    start_us = time.time() * 1e6
     go()
+    end_us = time.time() * 1e6
     progress("end (parts committed, summary written, _ray removed)")
     print("| up to | wall s | + wall s | driver CPU s | cluster CPU s | + cluster CPU s |")
     print("| --- | ---: | ---: | ---: | ---: | ---: |")
@@ -150,6 +152,37 @@ def stage_breakdown(run, shards: list, roots) -> None:
     for message, w, c, k in marks[1:]:
         print(f"| {message} | {w - w0:.2f} | {w - prev_w:.2f} | {c - c0:.2f} | {k - k0:.2f} | {k - prev_k:.2f} |")
         prev_w, prev_k = w, k
+    import ray
+    timeline_summary(ray.timeline(), start_us, end_us)
+
+
+def timeline_summary(events: list, start_us: float, end_us: float) -> None:
+    """Ray's own per-task timeline (ray.timeline()) of one run, summed per
+    event kind, and each worker's idle time inside the run's window: where a
+    task's time goes (argument deserialization, execution, storing outputs)
+    and how long the cluster's CPUs waited between tasks."""
+    inside = [e for e in events if e.get("ph") == "X" and start_us <= e["ts"] and e["ts"] + e["dur"] <= end_us]
+    kinds: dict = {}
+    for e in inside:
+        k = kinds.setdefault(e["name"], [0, 0.0])
+        k[0] += 1
+        k[1] += e["dur"] / 1e6
+    print("| event (ray.timeline) | count | total s |")
+    print("| --- | ---: | ---: |")
+    for name, (count, total) in sorted(kinds.items(), key=lambda kv: -kv[1][1]):
+        print(f"| {name} | {count} | {total:.3f} |")
+    busy: dict = {}
+    for e in inside:
+        if e["name"].startswith("luminamoon.") and e["tid"].startswith("worker"):  # a whole task
+            busy.setdefault((e["pid"], e["tid"]), []).append((e["ts"], e["ts"] + e["dur"]))
+    window = (end_us - start_us) / 1e6
+    for (node, worker), spans in sorted(busy.items()):
+        spans.sort()
+        total = sum(b - a for a, b in spans) / 1e6
+        gaps = [(b[0] - a[1]) / 1e6 for a, b in zip(spans, spans[1:])]
+        print(f"worker {worker[:20]} on {node}: {len(spans)} tasks, busy {total:.2f} s of the run's {window:.2f} s; "
+              f"first task after {(spans[0][0] - start_us) / 1e6:.3f} s, gaps between tasks {sum(gaps):.3f} s "
+              f"(largest {max(gaps, default=0):.3f} s), after the last {(end_us - spans[-1][1]) / 1e6:.3f} s")
 
 
 def main() -> int:

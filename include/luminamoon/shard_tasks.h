@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -24,6 +25,9 @@ struct ShardSurvivors {
   std::vector<uint64_t> exact_keys;  // StreamDeduplicator key (when dedup is enabled)
   std::vector<uint64_t> signatures;  // n x num_perm MinHash values (when minhash is enabled)
   std::vector<uint64_t> band_keys;   // n x bands minhash_band_key values (likewise)
+  // The shard's batches as cleaner and quality left them, encoded for
+  // finish_shard (when map_shard was asked to save them).
+  std::string saved_batches;
 };
 
 // Drops decided by the global resolution for one shard's documents.
@@ -48,17 +52,17 @@ class ShardTasks {
   std::string manifest() const;
   void check_manifest(std::string_view json) const;
 
-  // Reads shard `shard` through the cleaner and quality filter. With a
-  // saved_batches path, its batches as those stages left them are also
-  // written there (under a temporary name until complete), for finish_shard.
-  ShardSurvivors map_shard(uint32_t shard, const std::string& saved_batches = {}) const;
+  // Reads shard `shard` through the cleaner and quality filter. With
+  // save_batches, its batches as those stages left them are also returned
+  // (ShardSurvivors::saved_batches), for finish_shard.
+  ShardSurvivors map_shard(uint32_t shard, bool save_batches = false) const;
   // Continues from the batches map_shard saved (or, without saved_batches,
   // reads the shard again through cleaner and quality), drops what `drops`
   // names (every entry must meet a surviving document: else the input
   // changed, DataError(kInputChanged)), masks PII and writes the shard's parts
   // into output_dir (part-00000000.<ext>, ...). Returns its RunTotals as JSON.
   std::string finish_shard(uint32_t shard, const std::string& output_dir, const PlannedDrops& drops,
-                           const std::string& saved_batches = {}) const;
+                           std::optional<std::string_view> saved_batches = std::nullopt) const;
 
   // summary.json's text from the shards' totals (in shard order); `session`
   // names the shards finished by this run (their documents are this_run's).

@@ -8,6 +8,7 @@ namespace nb = nanobind;
 #if defined(LUMINA_HAVE_FUSED_PIPELINE)
 
 #include <nanobind/ndarray.h>
+#include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
@@ -135,6 +136,14 @@ nb::ndarray<nb::numpy, const T, nb::ndim<1>> array_of(std::shared_ptr<std::vecto
     delete static_cast<std::shared_ptr<std::vector<T>>*>(p);
   });
   return nb::ndarray<nb::numpy, const T, nb::ndim<1>>(v->data(), {v->size()}, owner);
+}
+
+// A byte buffer as a read-only uint8 array that owns it (no copy).
+nb::ndarray<nb::numpy, const uint8_t, nb::ndim<1>> bytes_array_of(std::string bytes) {
+  auto* keep = new std::string(std::move(bytes));
+  nb::capsule owner(keep, [](void* p) noexcept { delete static_cast<std::string*>(p); });
+  return nb::ndarray<nb::numpy, const uint8_t, nb::ndim<1>>(reinterpret_cast<const uint8_t*>(keep->data()),
+                                                           {keep->size()}, owner);
 }
 
 // The kept documents of a batch as Python objects.
@@ -305,37 +314,40 @@ void register_data_pipeline(nb::module_& m) {
       .def("check_manifest",
            [](const ShardTasks& t, const std::string& json) { translating([&] { t.check_manifest(json); }); })
       .def("map_shard",
-           [](const ShardTasks& t, uint32_t shard, const std::string& saved_batches) {
+           [](const ShardTasks& t, uint32_t shard, bool save_batches) {
              ShardSurvivors s = translating([&] {
                nb::gil_scoped_release release;
-               return t.map_shard(shard, saved_batches);
+               return t.map_shard(shard, save_batches);
              });
              nb::dict out;
              out["refs"] = array_of(std::make_shared<std::vector<int64_t>>(std::move(s.refs)));
              out["exact_keys"] = array_of(std::make_shared<std::vector<uint64_t>>(std::move(s.exact_keys)));
              out["signatures"] = array_of(std::make_shared<std::vector<uint64_t>>(std::move(s.signatures)));
              out["band_keys"] = array_of(std::make_shared<std::vector<uint64_t>>(std::move(s.band_keys)));
+             if (save_batches) out["batches"] = bytes_array_of(std::move(s.saved_batches));
              return out;
            },
-           nb::arg("shard"), nb::arg("saved_batches") = std::string())
+           nb::arg("shard"), nb::arg("save_batches") = false)
       .def("finish_shard",
            [](const ShardTasks& t, uint32_t shard, nb::object output,
               nb::ndarray<const int64_t, nb::ndim<1>, nb::c_contig, nb::device::cpu> refs,
               nb::ndarray<const uint8_t, nb::ndim<1>, nb::c_contig, nb::device::cpu> near,
               nb::ndarray<const int64_t, nb::ndim<1>, nb::c_contig, nb::device::cpu> matched,
-              const std::string& saved_batches) {
+              std::optional<nb::ndarray<const uint8_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>> batches) {
              std::string dir = path_from(output);
              PlannedDrops drops;
              drops.refs.assign(refs.data(), refs.data() + refs.shape(0));
              drops.near.assign(near.data(), near.data() + near.shape(0));
              drops.matched.assign(matched.data(), matched.data() + matched.shape(0));
+             std::optional<std::string_view> saved;  // the caller's buffer (a Ray object, read in place)
+             if (batches) saved = std::string_view(reinterpret_cast<const char*>(batches->data()), batches->shape(0));
              return translating([&] {
                nb::gil_scoped_release release;
-               return t.finish_shard(shard, dir, drops, saved_batches);
+               return t.finish_shard(shard, dir, drops, saved);
              });
            },
            nb::arg("shard"), nb::arg("output"), nb::arg("refs"), nb::arg("near"), nb::arg("matched"),
-           nb::arg("saved_batches") = std::string())
+           nb::arg("batches") = nb::none())
       .def("summary",
            [](const ShardTasks& t, const std::vector<std::string>& totals, const std::vector<uint8_t>& session,
               bool resumed, double seconds) {

@@ -98,7 +98,7 @@ def serial_run(config: dict, shards: list, out: str, partitions: int) -> tuple:
     from luminamoon.data.pipeline import PipelineConfig
 
     native = PipelineConfig.from_dict(config).to_native()
-    maps = [rx.map_task(native, shards, s, out, partitions) for s in range(len(shards))]
+    maps = [rx.map_task(native, shards, s, partitions) for s in range(len(shards))]
     exact = [rx.exact_reduce_task(out, p, *[m[p] for m in maps]) for p in range(partitions)]
     ex_drop = np.concatenate([e[0] for e in exact])
     ex_match = np.concatenate([e[1] for e in exact])
@@ -106,13 +106,15 @@ def serial_run(config: dict, shards: list, out: str, partitions: int) -> tuple:
              for p in range(partitions)]
     nodes, labels = gd.components(np.concatenate([e[0] for e in edges]), np.concatenate([e[1] for e in edges]))
     groups = gd.split_rows(gd.component_partition(labels, partitions), partitions, nodes)
-    near = [rx.resolve_task(native, out, p, groups[p][0]) if native["minhash"] else (ex_drop[:0], ex_drop[:0])
-            for p in range(partitions)]
+    near = [rx.resolve_task(native, out, p, groups[p][0], *[maps[int(s)][2 * partitions]
+                                                             for s in np.unique(gd.ref_shard(groups[p][0]))])
+            if native["minhash"] else (ex_drop[:0], ex_drop[:0]) for p in range(partitions)]
     refs = np.concatenate([ex_drop] + [n[0] for n in near])
     kinds = np.concatenate([np.zeros(ex_drop.size, np.uint8)] + [np.ones(n[0].size, np.uint8) for n in near])
     matched = np.concatenate([ex_match] + [n[1] for n in near])
     per_shard = gd.split_rows(gd.ref_shard(refs), len(shards), refs, kinds, matched)
-    totals = [rx.finish_task(native, shards, s, out, *per_shard[s]) for s in range(len(shards))]
+    totals = [rx.finish_task(native, shards, s, out, *per_shard[s], maps[s][2 * partitions + 1])
+              for s in range(len(shards))]
     rx._commit_parts(rx._Layout(out), [json.loads(t) for t in totals], config["format"])
     return read(out)
 
@@ -143,29 +145,26 @@ def test_finish_refuses_a_plan_that_meets_no_document(corpus, tmp_path):
 
 
 def test_finish_refuses_damaged_saved_batches(corpus, tmp_path):
-    """The finish continues from the batches the map saved; a truncated file,
-    another shard's or one that is not a saved batch file is a clear error
-    (exit code 4, the state is damaged), and the finish writes no part."""
+    """The finish continues from the batches the map saved; a truncated
+    buffer, another shard's or one that is not a saved batch buffer is a clear
+    error (exit code 4, the state is damaged), and the finish writes no part."""
     from luminamoon.data import DataError
     from luminamoon.data import ray_executor as rx
     from luminamoon.data.pipeline import PipelineConfig, _backend
 
     native = PipelineConfig(format="ndjson").to_native()
-    out = str(tmp_path / "out")
-    rx.map_task(native, corpus, 0, out, 1)
-    saved = rx._Layout(out).map_batches(0)
-    data = open(saved, "rb").read()
+    saved = rx.map_task(native, corpus, 0, 1)[-2]
+    data = saved.tobytes()
     assert data[:8] == b"LMSAVEDB"
-    truncated, garbage = str(tmp_path / "truncated"), str(tmp_path / "garbage")
-    open(truncated, "wb").write(data[: len(data) // 2])
-    open(garbage, "wb").write(b"x" * 100)
+    as_array = lambda b: np.frombuffer(b, dtype=np.uint8)  # noqa: E731
     tasks = _backend()._ShardTasks(native, corpus)
     none = (np.empty(0, np.int64), np.empty(0, np.uint8), np.empty(0, np.int64))
-    for shard, path, message in ((0, truncated, "truncated"), (1, saved, "holds shard 0, expected 1"),
-                                 (0, garbage, "not a saved batch file"), (0, str(tmp_path / "absent"), "absent")):
-        target = tmp_path / f"finish-{shard}-{os.path.basename(path)}"
+    for shard, buffer, message in ((0, data[: len(data) // 2], "truncated"), (0, data[:-3], "truncated"),
+                                   (0, data + b"\0", "after the end marker"), (1, data, "holds shard 0, expected 1"),
+                                   (0, b"x" * 100, "not a saved batch buffer"), (0, b"", "not a saved batch buffer")):
+        target = tmp_path / f"finish-{shard}-{len(buffer)}"
         with pytest.raises(DataError) as e:
-            tasks.finish_shard(shard, str(target), *none, saved_batches=path)
+            tasks.finish_shard(shard, str(target), *none, batches=as_array(buffer))
         assert e.value.exit_code == 4 and "saved batches" in str(e.value) and message in str(e.value)
         assert not glob.glob(str(target / "part-*"))
 

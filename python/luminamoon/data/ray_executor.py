@@ -8,7 +8,9 @@ executor="ray")``, ``luminamoon data run --executor ray``) runs five stages
    quality; exact keys, MinHash signatures and band keys of the survivors;
    the batches as cleaner and quality left them are saved for the finish.
    Exact-key and band-key rows leave the task split by key range, as Ray
-   objects: that is the shuffle (tasks over the object store).
+   objects: that is the shuffle (tasks over the object store). The
+   signatures and the saved batches are Ray objects too (nothing is written
+   to disk by a map).
 2. exact reduce, one task per key range: first occurrence per key.
 3. band reduce, one task per key range: edges of buckets of >= 2 documents.
 4. near resolution: components of the edges (driver), then one task per
@@ -19,11 +21,23 @@ executor="ray")``, ``luminamoon data run --executor ray``) runs five stages
    map: the finish reads, cleans and filters the shard itself).
 Then the driver renames the parts into one sequence and writes summary.json.
 
-Every task's result is also a file under ``OUTPUT/_ray`` written under a
-temporary name and renamed when complete, so a retried task (a killed worker
-or node) redoes or reuses it, and a restarted driver (``resume=True``)
-continues from the completed stages and shards. OUTPUT must be on a file
-system every node sees (as the finished parts must be).
+Every reduction's and finish's result is also a file under ``OUTPUT/_ray``
+written under a temporary name and renamed when complete, so a retried task
+(a killed worker or node) redoes or reuses it, and a restarted driver
+(``resume=True``) continues from the completed stages and shards. A map's
+outputs live only in the object store (Note [map outputs in the object
+store]): a lost one is rebuilt by Ray from lineage (the map runs again). OUTPUT
+must be on a file system every node sees (as the finished parts must be).
+
+Note [map outputs in the object store]
+Until session 4 the map wrote its saved batches (about the corpus's size)
+and signatures (512 B a document) to OUTPUT/_ray, fsynced, and the finish
+read them back: on one node that was most of what separated the Ray run
+from the local one (docs/benchmarks.md, issue 17 (session 4)). As task
+returns they are one copy into the node's shared-memory store (spilled to
+disk by Ray only when it is full), read in place by the finish and the
+resolvers, and freed when the last task holding them is done. A map is
+deterministic, so lineage reconstruction gives the same bytes.
 """
 from __future__ import annotations
 
@@ -74,13 +88,6 @@ def _atomic_npz(path: str, **arrays: np.ndarray) -> None:
     os.replace(tmp, path)
 
 
-def _atomic_npy(path: str, array: np.ndarray) -> None:
-    tmp = f"{path}.tmp-{uuid.uuid4().hex}.npy"
-    np.save(tmp, array)
-    _fsync(tmp)
-    os.replace(tmp, path)
-
-
 def _atomic_text(path: str, text: str) -> None:
     tmp = f"{path}.tmp-{uuid.uuid4().hex}"
     with open(tmp, "w", encoding="utf-8") as f:
@@ -114,15 +121,6 @@ class _Layout:
         path = os.path.join(self.root, stage)
         os.makedirs(path, exist_ok=True)
         return path
-
-    def map_meta(self, s: int) -> str:
-        return os.path.join(self.dir("map"), f"shard-{s:06d}.npz")
-
-    def map_sigs(self, s: int) -> str:
-        return os.path.join(self.dir("map"), f"shard-{s:06d}.sig.npy")
-
-    def map_batches(self, s: int) -> str:
-        return os.path.join(self.dir("map"), f"shard-{s:06d}.batches")
 
     def reduced(self, stage: str, p: int) -> str:
         return os.path.join(self.dir(stage), f"part-{p:06d}.npz")
@@ -167,39 +165,30 @@ def _tasks(native_config: dict, shards: list[str]):
     return _last_tasks[1]
 
 
-def map_task(native_config: dict, shards: list[str], s: int, output_dir: str, partitions: int) -> list:
-    """Survivors of shard s (from its map file when an earlier attempt wrote
-    it), split into exact rows and band rows per partition: 2 * partitions
-    objects, then the survivor count."""
-    layout = _Layout(output_dir)
-    meta_path, sig_path, batches_path = layout.map_meta(s), layout.map_sigs(s), layout.map_batches(s)
-    if not os.path.exists(meta_path):  # written last: the batches and signatures are complete
-        batches_tmp = f"{batches_path}.tmp-{uuid.uuid4().hex}"
-        m = _tasks(native_config, shards).map_shard(s, batches_tmp)
-        _crash_point(f"map:{s}")
-        os.replace(batches_tmp, batches_path)
-        refs = np.asarray(m["refs"], dtype=np.int64)
-        bands = int(native_config["minhash_bands"])
-        sigs = np.asarray(m["signatures"], dtype=np.uint64)
-        if sigs.size:
-            _atomic_npy(sig_path, sigs.reshape(refs.size, -1))
-        _atomic_npz(meta_path, refs=refs, exact_keys=np.asarray(m["exact_keys"], dtype=np.uint64),
-                    band_keys=np.asarray(m["band_keys"], dtype=np.uint64).reshape(-1, bands) if refs.size
-                    else np.empty((0, bands), dtype=np.uint64))
-    m = _load(meta_path)
-    refs, keys = m["refs"], m["exact_keys"]
+def map_task(native_config: dict, shards: list[str], s: int, partitions: int) -> list:
+    """Survivors of shard s, split into exact rows and band rows per
+    partition (2 * partitions objects), then (refs, signatures) for the
+    resolvers, the shard's saved batches for its finish (Note [map outputs in
+    the object store]) and the survivor count."""
+    m = _tasks(native_config, shards).map_shard(s, save_batches=True)
+    _crash_point(f"map:{s}")
+    refs = np.asarray(m["refs"], dtype=np.int64)
+    keys = np.asarray(m["exact_keys"], dtype=np.uint64)
+    bands = int(native_config["minhash_bands"])
+    sigs = np.asarray(m["signatures"], dtype=np.uint64).reshape(refs.size, -1) if refs.size else \
+        np.empty((0, int(native_config["minhash_num_perm"])), dtype=np.uint64)
     if keys.size:
         exact = gd.split_rows(gd.key_partition(keys, partitions), partitions, keys, refs)
     else:
         exact = [(keys, refs[:0])] * partitions
-    band_keys = m["band_keys"]
+    band_keys = np.asarray(m["band_keys"], dtype=np.uint64)
     if band_keys.size:
-        band, bkeys, brefs = gd.band_rows(band_keys, refs, band_keys.shape[1])
+        band, bkeys, brefs = gd.band_rows(band_keys.reshape(-1, bands), refs, bands)
         banded = gd.split_rows(gd.key_partition(bkeys, partitions), partitions, band, bkeys, brefs)
     else:
         empty = (np.empty(0, np.int16), np.empty(0, np.uint64), np.empty(0, np.int64))
         banded = [empty] * partitions
-    return list(exact) + list(banded) + [int(refs.size)]
+    return list(exact) + list(banded) + [(refs, sigs), m["batches"], int(refs.size)]
 
 
 def exact_reduce_task(output_dir: str, p: int, *rows: tuple) -> tuple[np.ndarray, np.ndarray]:
@@ -224,20 +213,21 @@ def band_reduce_task(output_dir: str, p: int, exact_dropped: np.ndarray, *rows: 
     return d["a"], d["b"]
 
 
-def resolve_task(native_config: dict, output_dir: str, p: int, refs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def resolve_task(native_config: dict, output_dir: str, p: int, refs: np.ndarray,
+                 *shard_signatures: tuple) -> tuple[np.ndarray, np.ndarray]:
     """Near decisions of the components assigned to resolver p; their
-    signatures are read (memory-mapped, only their rows) from the map files."""
-    layout = _Layout(output_dir)
-    path = layout.reduced("near", p)
+    signatures are taken from the (refs, signatures) of the maps of the
+    shards they lie in (the rows of those refs only)."""
+    path = _Layout(output_dir).reduced("near", p)
     if not os.path.exists(path):
         refs = np.sort(np.asarray(refs, dtype=np.int64))
-        shard_of = gd.ref_shard(refs)
         sigs = np.empty((refs.size, int(native_config["minhash_num_perm"])), dtype=np.uint64)
-        for s in np.unique(shard_of):
-            sel = np.nonzero(shard_of == s)[0]
-            shard_refs = _load(layout.map_meta(int(s)))["refs"]
-            rows = np.searchsorted(shard_refs, refs[sel])
-            sigs[sel] = np.load(layout.map_sigs(int(s)), mmap_mode="r")[rows]
+        shard_of = gd.ref_shard(refs)
+        for shard_refs, shard_sigs in shard_signatures:
+            if not shard_refs.size:
+                continue
+            sel = np.nonzero(shard_of == int(gd.ref_shard(shard_refs[:1])[0]))[0]
+            sigs[sel] = shard_sigs[np.searchsorted(shard_refs, refs[sel])]
         c = native_config
         dropped, matched = gd.near_decisions(
             refs, sigs, num_perm=c["minhash_num_perm"], bands=c["minhash_bands"], rows=c["minhash_rows"],
@@ -249,17 +239,18 @@ def resolve_task(native_config: dict, output_dir: str, p: int, refs: np.ndarray)
 
 
 def finish_task(native_config: dict, shards: list[str], s: int, output_dir: str,
-                refs: np.ndarray, near: np.ndarray, matched: np.ndarray) -> str:
+                refs: np.ndarray, near: np.ndarray, matched: np.ndarray,
+                batches: Optional[np.ndarray] = None) -> str:
     """Shard s's parts in OUTPUT/_ray/finish/shard-s (renamed there when
-    complete); returns its totals (JSON)."""
+    complete), from the map's saved batches (None: the shard is read again
+    through cleaner and quality); returns its totals (JSON)."""
     layout = _Layout(output_dir)
     final = layout.finished(s)
     if not os.path.exists(os.path.join(final, "totals.json")):
         tmp = f"{final}.tmp-{uuid.uuid4().hex}"
-        mapped = native_config["dedup"] or native_config["minhash"]  # else no map ran: read the shard
         totals = _tasks(native_config, shards).finish_shard(
             s, tmp, np.ascontiguousarray(refs, dtype=np.int64), np.ascontiguousarray(near, dtype=np.uint8),
-            np.ascontiguousarray(matched, dtype=np.int64), layout.map_batches(s) if mapped else "")
+            np.ascontiguousarray(matched, dtype=np.int64), batches)
         _atomic_text(os.path.join(tmp, "totals.json"), totals)
         try:
             os.rename(tmp, final)
@@ -402,7 +393,7 @@ def run_on_ray(config: PipelineConfig, inputs: Any, output_dir: Any, resume: boo
         _atomic_text(summary_path, json.dumps({"shards": totals_json}))
         text = tasks.summary(totals_json, summary["session"], resumed, time.monotonic() - started)
         _atomic_text(os.path.join(output_dir, "summary.json"), text + "\n")
-        for stage in ("map", "exact", "edges", "near", "finish"):
+        for stage in ("exact", "edges", "near", "finish"):
             shutil.rmtree(os.path.join(layout.root, stage), ignore_errors=True)
         return json.loads(text)
     finally:
@@ -419,13 +410,17 @@ def _run_stages(ray, native_config: dict, shards: list[str], layout: _Layout, pa
     finished = [os.path.exists(os.path.join(layout.finished(s), "totals.json")) for s in range(n)]
     dedup, minhash = native_config["dedup"], native_config["minhash"]
     drops: dict[int, tuple] = {}
+    maps: dict[int, list] = {}
     if not all(finished) and (dedup or minhash):
         have = lambda stage: all(os.path.exists(layout.reduced(stage, p)) for p in range(partitions))  # noqa: E731
-        exact_ref = edges = None
-        if not (have("exact") and have("edges")):
-            mapper = ray.remote(num_cpus=_TASK_CPUS, num_returns=2 * partitions + 1, **retry)(_as_task(map_task))
+        # Note [map outputs in the object store]: a map's rows, signatures and
+        # saved batches exist only as Ray objects, so a resumed driver maps
+        # again unless every reduction it needs is on disk (then the finish
+        # reads its shard again instead of continuing from saved batches).
+        if not (have("exact") and have("edges") and (not minhash or have("near"))):
+            mapper = ray.remote(num_cpus=_TASK_CPUS, num_returns=2 * partitions + 3, **retry)(_as_task(map_task))
             config_ref, shards_ref = ray.put(native_config), ray.put(shards)
-            maps = {s: mapper.remote(config_ref, shards_ref, s, out, partitions) for s in range(n)}
+            maps = {s: mapper.remote(config_ref, shards_ref, s, partitions) for s in range(n)}
             _gather(ray, {s: r[-1] for s, r in maps.items()}, "map of shard",
                     lambda k: _log(progress, f"map {k}/{n} shards"))
         exact_dropped = exact_matched = np.empty(0, np.int64)
@@ -452,12 +447,19 @@ def _run_stages(ray, native_config: dict, shards: list[str], layout: _Layout, pa
             a = np.concatenate([e[0] for e in edges])
             b = np.concatenate([e[1] for e in edges])
             nodes, labels = gd.components(a, b)
-            owner = gd.component_partition(labels, partitions)
-            groups = gd.split_rows(owner, partitions, nodes)
-            resolver = ray.remote(num_cpus=_TASK_CPUS, **retry)(_as_task(resolve_task))
-            config_ref = ray.put(native_config)
-            refs = {p: resolver.remote(config_ref, out, p, groups[p][0]) for p in range(partitions)}
-            near = _gather(ray, refs, "near-duplicate resolution", lambda k: None)
+            if have("near"):
+                near = {p: resolve_task(native_config, out, p, nodes[:0]) for p in range(partitions)}
+            else:
+                owner = gd.component_partition(labels, partitions)
+                groups = gd.split_rows(owner, partitions, nodes)
+                resolver = ray.remote(num_cpus=_TASK_CPUS, **retry)(_as_task(resolve_task))
+                config_ref = ray.put(native_config)
+                refs = {}
+                for p in range(partitions):
+                    group = groups[p][0]
+                    signatures = [maps[int(s)][2 * partitions] for s in np.unique(gd.ref_shard(group))]
+                    refs[p] = resolver.remote(config_ref, out, p, group, *signatures)
+                near = _gather(ray, refs, "near-duplicate resolution", lambda k: None)
             near_dropped = np.concatenate([near[p][0] for p in range(partitions)])
             near_matched = np.concatenate([near[p][1] for p in range(partitions)])
             _log(progress, f"candidate documents {nodes.size}, near duplicates {near_dropped.size}")
@@ -469,7 +471,9 @@ def _run_stages(ray, native_config: dict, shards: list[str], layout: _Layout, pa
     empty = (np.empty(0, np.int64), np.empty(0, np.uint8), np.empty(0, np.int64))
     finisher = ray.remote(num_cpus=_TASK_CPUS, **retry)(_as_task(finish_task))
     config_ref, shards_ref = ray.put(native_config), ray.put(shards)
-    refs = {s: finisher.remote(config_ref, shards_ref, s, out, *drops.get(s, empty)) for s in range(n)}
+    refs = {s: finisher.remote(config_ref, shards_ref, s, out, *drops.get(s, empty),
+                               maps[s][2 * partitions + 1] if s in maps else None) for s in range(n)}
+    maps.clear()  # a shard's saved batches are freed once its finish is done with them
     def finished_one(k: int) -> None:
         _log(progress, f"finish {k}/{n} shards")
         _crash_point(f"driver:finish:{k}")

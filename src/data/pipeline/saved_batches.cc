@@ -2,11 +2,6 @@
 // batch, an end marker with the batch count.
 #include "data/pipeline/saved_batches.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
-#include <cerrno>
 #include <cstring>
 #include <functional>
 #include <string_view>
@@ -17,13 +12,14 @@
 namespace luminamoon::pipeline_internal {
 namespace {
 
-// Note [saved batch file]
+// Note [saved batch buffer]
 //   header: "LMSAVEDB", u32 version, u32 byte-order mark, u32 shard, u32 0
 //   records: u64 length, then the batch's fields in DocBatch's order
 //   end: u64 kEndMarker, u64 number of batches
-// Native byte order (the mark tells another order apart): the file lives
-// only while its run does, on the nodes of one cluster. The end marker tells
-// a complete file from a truncated one; the shard, a file of another shard.
+// Native byte order (the mark tells another order apart): the buffer lives
+// only while its run does, on the nodes of one cluster (as a Ray object). The
+// end marker tells a complete buffer from a truncated one; the shard, a
+// buffer of another shard.
 constexpr char kMagic[8] = {'L', 'M', 'S', 'A', 'V', 'E', 'D', 'B'};
 constexpr uint32_t kVersion = 1;
 constexpr uint32_t kByteOrderMark = 0x01020304;
@@ -179,80 +175,67 @@ void decode(std::string_view record, DocBatch& b, const std::function<void(const
 
 }  // namespace
 
-SavedBatchWriter::SavedBatchWriter(std::string path, uint32_t shard) : file_(std::move(path)) {
-  std::string header(kMagic, sizeof kMagic);
-  put<uint32_t>(header, kVersion);
-  put<uint32_t>(header, kByteOrderMark);
-  put<uint32_t>(header, shard);
-  put<uint32_t>(header, 0);
-  file_.append(header);
+SavedBatchWriter::SavedBatchWriter(uint32_t shard) {
+  bytes_.assign(kMagic, sizeof kMagic);
+  put<uint32_t>(bytes_, kVersion);
+  put<uint32_t>(bytes_, kByteOrderMark);
+  put<uint32_t>(bytes_, shard);
+  put<uint32_t>(bytes_, 0);
 }
 
 void SavedBatchWriter::add(const DocBatch& batch) {
-  record_.assign(sizeof(uint64_t), '\0');
-  encode(batch, record_);
-  const uint64_t length = record_.size() - sizeof(uint64_t);
-  std::memcpy(record_.data(), &length, sizeof length);
-  file_.append(record_);
+  const size_t at = bytes_.size();
+  put<uint64_t>(bytes_, 0);  // the record's length, known once encoded
+  encode(batch, bytes_);
+  const uint64_t length = bytes_.size() - at - sizeof(uint64_t);
+  std::memcpy(bytes_.data() + at, &length, sizeof length);
   ++batches_;
 }
 
-void SavedBatchWriter::finish() {
-  std::string end;
-  put<uint64_t>(end, kEndMarker);
-  put<uint64_t>(end, batches_);
-  file_.append(end);
-  file_.finish();
+std::string SavedBatchWriter::finish() {
+  put<uint64_t>(bytes_, kEndMarker);
+  put<uint64_t>(bytes_, batches_);
+  return std::move(bytes_);
 }
 
-SavedBatchSource::SavedBatchSource(std::string path, uint32_t shard) : path_(std::move(path)), shard_(shard) {
-  fd_ = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd_ < 0) {
-    throw DataError(DataErrorKind::kStateCorrupt, "saved batches " + path_ + ": " + std::strerror(errno));
+SavedBatchSource::SavedBatchSource(std::string_view bytes, uint32_t shard) : bytes_(bytes), shard_(shard) {
+  if (bytes_.size() < kHeaderSize || std::memcmp(bytes_.data(), kMagic, sizeof kMagic) != 0) {
+    corrupt("not a saved batch buffer");
   }
-  struct stat st {};
-  if (::fstat(fd_, &st) != 0) corrupt(std::strerror(errno));
-  size_ = static_cast<uint64_t>(st.st_size);
-  char header[kHeaderSize];
-  durable::pread_exact(fd_, header, sizeof header, 0, path_, "read saved batches", DataErrorKind::kStateCorrupt);
   uint32_t fields[4];
-  std::memcpy(fields, header + sizeof kMagic, sizeof fields);
-  if (std::memcmp(header, kMagic, sizeof kMagic) != 0) corrupt("not a saved batch file");
+  std::memcpy(fields, bytes_.data() + sizeof kMagic, sizeof fields);
   if (fields[1] != kByteOrderMark) corrupt("written on a machine of another byte order");
   if (fields[0] != kVersion) corrupt("format version " + std::to_string(fields[0]) + ", expected " + std::to_string(kVersion));
   if (fields[2] != shard_) corrupt("holds shard " + std::to_string(fields[2]) + ", expected " + std::to_string(shard_));
   offset_ = kHeaderSize;
 }
 
-SavedBatchSource::~SavedBatchSource() {
-  if (fd_ >= 0) ::close(fd_);
+void SavedBatchSource::corrupt(const std::string& what) const {
+  throw DataError(DataErrorKind::kStateCorrupt, "saved batches of shard " + std::to_string(shard_) + ": " + what);
 }
 
-void SavedBatchSource::corrupt(const std::string& what) const {
-  throw DataError(DataErrorKind::kStateCorrupt, "saved batches " + path_ + ": " + what);
+uint64_t SavedBatchSource::read_u64() {
+  if (bytes_.size() - offset_ < sizeof(uint64_t)) corrupt("ends inside a record (truncated?)");
+  uint64_t v;
+  std::memcpy(&v, bytes_.data() + offset_, sizeof v);
+  offset_ += sizeof v;
+  return v;
 }
 
 bool SavedBatchSource::next(DocBatch& batch) {
   if (done_) return false;
-  uint64_t length = 0;
-  durable::pread_exact(fd_, &length, sizeof length, offset_, path_, "read saved batches (truncated?)",
-                       DataErrorKind::kStateCorrupt);
-  offset_ += sizeof length;
+  const uint64_t length = read_u64();
   if (length == kEndMarker) {
-    uint64_t count = 0;
-    durable::pread_exact(fd_, &count, sizeof count, offset_, path_, "read saved batches (truncated?)",
-                         DataErrorKind::kStateCorrupt);
+    const uint64_t count = read_u64();
     if (count != batches_) corrupt("ends after " + std::to_string(batches_) + " of " + std::to_string(count) + " batches");
+    if (offset_ != bytes_.size()) corrupt("bytes after the end marker");
     done_ = true;
     return false;
   }
-  if (length > size_ - offset_) corrupt("a record longer than the file (truncated?)");
-  record_.resize(length);
-  durable::pread_exact(fd_, record_.data(), length, offset_, path_, "read saved batches (truncated?)",
-                       DataErrorKind::kStateCorrupt);
-  offset_ += length;
+  if (length > bytes_.size() - offset_) corrupt("a record longer than the buffer (truncated?)");
   const std::function<void(const std::string&)> fail = [this](const std::string& what) { corrupt(what); };
-  decode(record_, batch, fail);
+  decode(bytes_.substr(offset_, length), batch, fail);
+  offset_ += length;
   if (batch.shard_id != shard_) corrupt("a batch of shard " + std::to_string(batch.shard_id));
   ++batches_;
   return true;

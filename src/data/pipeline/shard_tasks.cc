@@ -152,15 +152,15 @@ StageContext shard_context(const PipelineConfig& config, const std::vector<std::
 
 }  // namespace
 
-ShardSurvivors ShardTasks::map_shard(uint32_t shard, const std::string& saved_batches) const {
+ShardSurvivors ShardTasks::map_shard(uint32_t shard, bool save_batches) const {
   check_shard(inputs_, shard);
   const StageContext context = shard_context(config_, inputs_);
   PipelineConfig front = front_stages(config_);
   // the finish exports the metrics: measured here only when it continues from here
-  if (saved_batches.empty()) front.writer.write_metrics = false;
+  if (!save_batches) front.writer.write_metrics = false;
   auto stages = make_stages(front, context, nullptr);
   std::unique_ptr<SavedBatchWriter> saved;
-  if (!saved_batches.empty()) saved = std::make_unique<SavedBatchWriter>(saved_batches, shard);
+  if (save_batches) saved = std::make_unique<SavedBatchWriter>(shard);
   ShardSurvivors out;
 #if defined(LUMINA_HAVE_DEDUP)
   const bool exact = config_.dedup;
@@ -207,12 +207,12 @@ ShardSurvivors ShardTasks::map_shard(uint32_t shard, const std::string& saved_ba
     (void)base;
     (void)exact;
   });
-  if (saved) saved->finish();
+  if (saved) out.saved_batches = saved->finish();
   return out;
 }
 
 std::string ShardTasks::finish_shard(uint32_t shard, const std::string& output_dir, const PlannedDrops& drops,
-                                     const std::string& saved_batches) const {
+                                     std::optional<std::string_view> saved_batches) const {
   if (drops.near.size() != drops.refs.size() || drops.matched.size() != drops.refs.size()) {
     throw DataError(DataErrorKind::kUsage, "finish_shard: refs, near and matched must have one entry per drop");
   }
@@ -221,7 +221,7 @@ std::string ShardTasks::finish_shard(uint32_t shard, const std::string& output_d
   std::vector<std::string> missing;
   // cleaner and quality here only when the map's batches are not there to continue from
   std::vector<std::unique_ptr<PipelineStage>> stages;
-  if (saved_batches.empty()) stages = make_stages(front_stages(config_), context, &missing);
+  if (!saved_batches) stages = make_stages(front_stages(config_), context, &missing);
   std::unordered_map<int64_t, int64_t> exact_drops, near_drops;
   for (size_t i = 0; i < drops.refs.size(); ++i) {
     (drops.near[i] ? near_drops : exact_drops)[drops.refs[i]] = drops.matched[i];
@@ -255,10 +255,10 @@ std::string ShardTasks::finish_shard(uint32_t shard, const std::string& output_d
     pending = true;
     if (writer.part_full()) write_part();
   };
-  if (saved_batches.empty()) {
+  if (!saved_batches) {
     run_one_shard(config_, inputs_, shard, stages, sink);
   } else {
-    SavedBatchSource source(saved_batches, shard);
+    SavedBatchSource source(*saved_batches, shard);
     std::atomic<bool> cancelled{false};
     run_stages(config_, source, stages, cancelled, sink);
   }
