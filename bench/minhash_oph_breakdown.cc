@@ -26,16 +26,16 @@ int main(int argc, char** argv) {
   auto now = [] { timespec ts; clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts); return ts.tv_sec + ts.tv_nsec * 1e-9; };
   MinHasher h; std::vector<uint64_t> out(b.size() * 64);
   for (int rep = 0; rep < 3; ++rep) { auto t0 = now(); h.signatures(b.view(), out, 1); std::printf("signatures: %.1f MB/cpu-s\n", total / (now() - t0) / 1e6); }
-  std::string norm; std::vector<uint32_t> bounds; size_t words = 0, nbytes = 0;
+  NormalizedWords norm; size_t words = 0, nbytes = 0;
   auto t0 = now();
-  for (int rep = 0; rep < 3; ++rep) for (size_t i = 0; i < b.size(); ++i) { normalize_words(b[i], norm, bounds); words += bounds.size() / 2; nbytes += norm.size(); }
+  for (int rep = 0; rep < 3; ++rep) for (size_t i = 0; i < b.size(); ++i) { norm.assign(b[i]); words += norm.words(); nbytes += norm.text().size(); }
   double s = (now() - t0) / 3;
   std::printf("normalize: %.1f MB/cpu-s, %.2f ns/word, %zu words, %.1f bytes/word\n", total / s / 1e6, s / (words / 3) * 1e9, words / 3, double(nbytes) / words);
   t0 = now(); uint64_t acc = 0; size_t shingles = 0;
   for (size_t i = 0; i < b.size(); ++i) {
-    normalize_words(b[i], norm, bounds);
-    size_t nw = bounds.size() / 2;
-    for (size_t k = 0; k + 5 <= nw; ++k) { acc += XXH3_64bits_withSeed(norm.data() + bounds[2*k], bounds[2*(k+4)+1] - bounds[2*k], 0); ++shingles; }
+    norm.assign(b[i]);
+    const char* t = norm.text().data(); const uint32_t* st = norm.word_starts(); size_t nw = norm.words();
+    for (size_t k = 0; k + 5 <= nw; ++k) { acc += XXH3_64bits_withSeed(t + st[k], st[k + 5] - 1 - st[k], 0); ++shingles; }
   }
   s = now() - t0;
   std::printf("normalize+xxh3: %.1f MB/cpu-s, %zu shingles (%llu)\n", total / s / 1e6, shingles, (unsigned long long)acc);

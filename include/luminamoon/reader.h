@@ -21,7 +21,12 @@ struct ReaderOptions {
   std::string id_field = "id";
   TxtMode txt_mode = TxtMode::kFile;
   size_t batch_docs = 2048;          // a batch ends at this many documents
-  size_t batch_bytes = 4u << 20;     // ... or once its text reaches this many bytes
+  // ... or once its text reaches this many bytes. 1 MiB (was 4): each batch
+  // in flight holds its text several times over (raw, cleaned, masked, kept),
+  // and 2 x threads + 2 of them exist at once; at 4 MiB they set the CLI's
+  // peak (issue 15, session 4: 0.1 GB 276 -> 204 MB, 0.4 GB 289 -> 229 MB,
+  // the same CPU seconds within the noise).
+  size_t batch_bytes = 1u << 20;
   // A record (line, txt document or paragraph, Parquet text value) longer than
   // this is a counted rejection; reading goes on at the next one, and memory
   // stays bounded by about this size (Note [bounded lines] in line_reader.cc).

@@ -207,7 +207,7 @@ class PipelineConfig:
     id_field: str = "id"
     txt_mode: str = "file"
     batch_docs: int = 2048
-    batch_bytes: int = 4 << 20
+    batch_bytes: int = 1 << 20  # include/luminamoon/reader.h says why 1 MiB
     #: a longer record (line, txt document or paragraph, Parquet text) is a
     #: counted rejection; memory stays bounded by about this size
     max_record_bytes: int = 64 << 20

@@ -1,5 +1,5 @@
-// Byte classes of a 64-byte block for the dedup normalization (internal):
-// Highway, every target, runtime dispatch.
+// The dedup normalization's kernel (internal): Highway, every target,
+// runtime dispatch.
 #pragma once
 
 #include <cstddef>
@@ -7,11 +7,19 @@
 
 namespace luminamoon {
 
-// For the blocks * 64 bytes at p, block b: lowered[64b + i] = p[64b + i] with
-// ASCII A-Z lower-cased; bit i of separator[b] is set when that byte is an
-// ASCII separator of Note [dedup normalization], bit i of lead[b] when it is
-// 0xC2, 0xE2 or 0xE3 (the lead bytes of the multi-byte separators, which the
-// caller checks). One dispatch for all the blocks of a text.
-void classify_blocks(const uint8_t* p, size_t blocks, uint8_t* lowered, uint64_t* separator, uint64_t* lead);
+// Bytes a caller's buffers must hold past the sizes below: the kernel stores
+// whole 8-byte groups.
+inline constexpr size_t kNormalizeSlack = 8;
+
+struct NormalizedCounts {
+  size_t bytes = 0;  // of the normalized text
+  size_t words = 0;
+};
+
+// Writes the normalized form of the n bytes at p (Note [dedup normalization])
+// into out (room for n + kNormalizeSlack bytes) and the offset in it of every
+// word's first byte into word_starts (room for n / 2 + 1 values). One
+// dispatch per text.
+NormalizedCounts normalize_text(const uint8_t* p, size_t n, uint8_t* out, uint32_t* word_starts);
 
 }  // namespace luminamoon

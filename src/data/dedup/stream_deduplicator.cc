@@ -78,10 +78,9 @@ StreamDeduplicator& StreamDeduplicator::operator=(StreamDeduplicator&&) noexcept
 
 uint64_t StreamDeduplicator::key_of(std::string_view text, DedupKey key) {
   if (key == DedupKey::kNormalizedText) {
-    thread_local std::string normalized;
-    thread_local std::vector<uint32_t> bounds;
-    normalize_words(text, normalized, bounds);
-    return XXH3_64bits(normalized.data(), normalized.size());
+    thread_local NormalizedWords normalized;
+    normalized.assign(text);
+    return XXH3_64bits(normalized.text().data(), normalized.text().size());
   }
   return XXH3_64bits(text.data(), text.size());
 }

@@ -5,9 +5,15 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include <cctype>
 #include <filesystem>
+#include <random>
 #include <set>
 #include <string>
+#include <vector>
+#ifdef LUMINA_NORMALIZE_WITH_HWY
+#include <hwy/targets.h>
+#endif
 
 #include "data/dedup/text_normalize.h"
 
@@ -51,6 +57,73 @@ TEST(StreamDeduplicator, NormalizedKeyFoldsCasePunctuationAndSpaces) {
   std::vector<uint8_t> keep(4);
   dedup.add(b.view(), {}, keep, {});
   EXPECT_EQ(keep, (std::vector<uint8_t>{1, 0, 0, 1}));
+}
+
+// Note [dedup normalization] one byte at a time, written from the note alone.
+std::string normalize_by_the_note(const std::string& t) {
+  auto separator_at = [&](size_t i) -> size_t {  // length of the separator at i, or 0
+    const auto c = static_cast<unsigned char>(t[i]);
+    if (c == ' ' || (c >= '\t' && c <= '\r')) return 1;
+    if (c < 0x80 && std::ispunct(c)) return 1;
+    auto at = [&](size_t k) { return i + k < t.size() ? static_cast<unsigned char>(t[i + k]) : 0; };
+    if (c == 0xC2 && at(1) == 0xA0) return 2;
+    if (c == 0xE2 && at(2) >= 0x80 && at(2) <= 0xBF && (at(1) == 0x80 || (at(1) == 0x81 && at(2) <= 0xAF))) return 3;
+    if (c == 0xE3 && at(1) == 0x80 && at(2) >= 0x80 && at(2) <= 0xBF) return 3;
+    return 0;
+  };
+  std::string out, word;
+  for (size_t i = 0; i <= t.size();) {
+    const size_t sep = i == t.size() ? 1 : separator_at(i);
+    if (sep == 0) {
+      const char c = t[i++];
+      word += c >= 'A' && c <= 'Z' ? static_cast<char>(c + 32) : c;
+      continue;
+    }
+    if (!word.empty()) out += (out.empty() ? "" : " ") + word, word.clear();
+    i += sep;
+  }
+  return out;
+}
+
+TEST(TextNormalize, EqualsTheNoteByteByByteOnEveryTarget) {
+  // Separators of every kind, look-alikes of the multi-byte ones (wrong or
+  // missing continuation bytes), texts cut anywhere and across 64-byte blocks.
+  const char* atoms[] = {"a", "B", "xyz", " ", "  ", ",", ".", "\t", "\xC2\xA0", "\xC2", "\xA0", "\xE2\x80\x94",
+                         "\xE2\x81\xAF", "\xE2\x81\xB0", "\xE3\x80\x80", "\xE3\x80", "\xE2", "\xE3\x81\x81",
+                         "Z", "\xFF", "\xC3\xA9", "-", "a_rather_long_identifier_", "q"};
+  std::mt19937_64 rng(15);
+  std::vector<std::string> texts;
+  for (int d = 0; d < 3000; ++d) {
+    std::string s;
+    const size_t len = rng() % 300;
+    while (s.size() < len) s += atoms[rng() % std::size(atoms)];
+    if (rng() % 3 == 0) s = s.substr(rng() % (s.size() + 1));
+    texts.push_back(s);
+  }
+  std::vector<int64_t> targets{0};
+#ifdef LUMINA_NORMALIZE_WITH_HWY
+  targets = hwy::SupportedAndGeneratedTargets();
+#endif
+  std::string out;
+  std::vector<uint32_t> bounds;
+  for (int64_t target : targets) {
+#ifdef LUMINA_NORMALIZE_WITH_HWY
+    hwy::SetSupportedTargetsForTest(target);
+#endif
+    for (const auto& t : texts) {
+      const std::string expect = normalize_by_the_note(t);
+      normalize_words(t, out, bounds);
+      ASSERT_EQ(out, expect) << "target " << target << ", text of " << t.size() << " bytes";
+      std::string rejoined;  // the bounds cut out exactly the words
+      for (size_t k = 0; k < bounds.size(); k += 2) {
+        rejoined += (k ? " " : "") + out.substr(bounds[k], bounds[k + 1] - bounds[k]);
+      }
+      ASSERT_EQ(rejoined, expect);
+    }
+  }
+#ifdef LUMINA_NORMALIZE_WITH_HWY
+  hwy::SetSupportedTargetsForTest(0);
+#endif
 }
 
 TEST(StreamDeduplicator, LargeBatchesHashInParallelWithTheSameResult) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -19,6 +20,27 @@ namespace luminamoon {
 // folding, no NFKC: a deliberate, documented limit that keeps the pass
 // byte-level and locale-free). Leading and trailing separators vanish.
 //
+// The normalized form of one text and where each of its words starts, in
+// buffers that are reused from text to text (grown, never cleared or
+// shrunk: a thread keeps one).
+class NormalizedWords {
+ public:
+  void assign(std::string_view text);
+  std::string_view text() const { return {text_.get(), bytes_}; }
+  size_t words() const { return words_; }
+  // word_start(k) for k < words() is the offset of word k's first byte;
+  // word_start(words()) is text().size() + 1, so word k ends (exclusive) at
+  // word_start(k + 1) - 1.
+  uint32_t word_start(size_t k) const { return starts_[k]; }
+  const uint32_t* word_starts() const { return starts_.get(); }
+
+ private:
+  std::unique_ptr<char[]> text_;
+  std::unique_ptr<uint32_t[]> starts_;
+  size_t capacity_ = 0;  // of text_, in input bytes
+  size_t bytes_ = 0, words_ = 0;
+};
+
 // normalize_words() writes the normalized text into `out` and the [begin,
 // end) byte range of every word in it into `word_ends` as pairs (begin0,
 // end0, begin1, end1, ...).

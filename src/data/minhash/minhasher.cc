@@ -22,20 +22,21 @@
 namespace luminamoon {
 namespace {
 
-void shingle_hashes_into(std::string_view text, int ngram, std::string& normalized,
-                         std::vector<uint32_t>& bounds, std::vector<uint64_t>& out) {
-  normalize_words(text, normalized, bounds);
-  out.clear();
-  const size_t words = bounds.size() / 2;
+void shingle_hashes_into(std::string_view text, int ngram, NormalizedWords& normalized, std::vector<uint64_t>& out) {
+  normalized.assign(text);
+  const std::string_view norm = normalized.text();
+  const size_t words = normalized.words();
   const size_t n = static_cast<size_t>(ngram);
   if (words < n) {  // the whole (possibly empty) normalized text is one shingle
-    out.push_back(XXH3_64bits_withSeed(normalized.data(), normalized.size(), kShingleHashSeed));
+    out.assign(1, XXH3_64bits_withSeed(norm.data(), norm.size(), kShingleHashSeed));
     return;
   }
   out.resize(words - n + 1);
+  const uint32_t* starts = normalized.word_starts();
+  uint64_t* hashes = out.data();
   for (size_t i = 0; i + n <= words; ++i) {
-    const uint32_t begin = bounds[2 * i], end = bounds[2 * (i + n - 1) + 1];
-    out[i] = XXH3_64bits_withSeed(normalized.data() + begin, end - begin, kShingleHashSeed);
+    const uint32_t begin = starts[i], end = starts[i + n] - 1;
+    hashes[i] = XXH3_64bits_withSeed(norm.data() + begin, end - begin, kShingleHashSeed);
   }
 }
 
@@ -67,10 +68,9 @@ MinHasher::MinHasher(MinHashParams params) : params_(params) {
 }
 
 std::vector<uint64_t> MinHasher::shingle_hashes(std::string_view text) const {
-  std::string normalized;
-  std::vector<uint32_t> bounds;
+  NormalizedWords normalized;
   std::vector<uint64_t> out;
-  shingle_hashes_into(text, params_.ngram, normalized, bounds, out);
+  shingle_hashes_into(text, params_.ngram, normalized, out);
   return out;
 }
 
@@ -79,11 +79,10 @@ void MinHasher::signature(std::string_view text, std::span<uint64_t> out,
   if (out.size() != static_cast<size_t>(params_.num_perm)) {
     throw DataError(DataErrorKind::kUsage, "MinHash: signature buffer must hold num_perm values");
   }
-  thread_local std::string normalized;
-  thread_local std::vector<uint32_t> bounds;
+  thread_local NormalizedWords normalized;
   thread_local std::vector<uint64_t> shingles;
   thread_local std::vector<uint64_t> padded_out;
-  shingle_hashes_into(text, params_.ngram, normalized, bounds, shingles);
+  shingle_hashes_into(text, params_.ngram, normalized, shingles);
   if (params_.scheme == MinHashScheme::kOph) {
     const int log2k = std::countr_zero(static_cast<unsigned>(params_.num_perm));
     const uint64_t seed = params_.seed ^ kOphSeedXor, seed2 = params_.seed ^ kOphDensifySeedXor;
