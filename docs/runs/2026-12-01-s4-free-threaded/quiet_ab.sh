@@ -10,11 +10,11 @@ while [ $(date +%s) -lt $UNTIL ] && [ $round -lt ${ROUNDS:-3} ]; do
   l=$(cut -d' ' -f1 /proc/loadavg); id=$(idle)
   if awk "BEGIN{exit !($l < $MAXLOAD && $id >= $MINIDLE)}"; then
     round=$((round+1)); echo "=== round $round $(date -u +%H:%M:%S) load $l idle $id%"
-    $PY bench/free_threaded_scaling.py --repeats 5 --only control --json $OUT/quiet${round}_control.json | tail -1
+    $PY bench/free_threaded_scaling.py --repeats 5 --only control --json $OUT/quietB${round}_control.json | tail -1
     for sb in main worker; do for pkg in before after; do
       if [ $pkg = before ]; then PP=/tmp/wt22/before; else PP=; fi
       echo -n "$pkg state-by $sb: "
-      PYTHONPATH=$PP $PY bench/free_threaded_scaling.py --repeats 5 --only 4K --state-by $sb --json $OUT/quiet${round}_${pkg}_${sb}.json | tail -1
+      PYTHONPATH=$PP $PY bench/free_threaded_scaling.py --repeats 5 --only 4K --state-by $sb --json $OUT/quietB${round}_${pkg}_${sb}.json | tail -1
     done; done
     echo "idle after: $(idle)% load $(cut -d' ' -f1-3 /proc/loadavg)"
   else sleep 20; fi
