@@ -8,7 +8,11 @@ inside native calls) and the normal interpreter. The native engines are held
 to one thread each (luminav and data thread settings = 1), so that any
 parallelism comes from the Python threads. A fixed amount of work is done by
 one thread, then split in two halves over two threads; 1- and 2-thread runs
-alternate and the medians are compared (speedup = t1 / t2).
+alternate and the medians are compared (speedup = t1 / t2). Each run also
+records the process CPU time (all threads) per item: on a loaded machine the
+wall-clock speedup says how many cores the run got, while CPU time per item
+with 2 threads against 1 says whether the threads slow each other down
+(contention on shared cache lines, locks) whatever the load.
 """
 from __future__ import annotations
 
@@ -72,55 +76,76 @@ def python_control(iterations: int):
 
 WORKLOADS = {
     "control: pure-Python loop": lambda: python_control(40000),
-    # 10,000 steps (session 2: 2,000): a timed window of ~0.1 s now that a native call is ~10 us.
-    "optim.step 4K floats": lambda: optim_work(4096, 10000),
+    # 40,000 steps (session 2: 2,000; session 3: 10,000): a 2-thread window of ~0.1 s at ~5 us a call.
+    "optim.step 4K floats": lambda: optim_work(4096, 40000),
     "optim.step 256K floats": lambda: optim_work(262144, 200),
     "clean_batch+mask_pii 64 docs": lambda: data_work(64, 400),
     "clean_batch+mask_pii 1024 docs": lambda: data_work(1024, 40),
 }
 
 
-def timed(make, run, total, threads):
-    states = [make() for _ in range(threads)]
+def timed(make, run, total, threads, state_by="worker"):
+    """(wall, process CPU) seconds of `total` items split over `threads` threads.
+
+    By default each thread makes its own state before the start line: objects a
+    thread creates are owned by it (under the free-threaded interpreter their
+    reference counts are thread-local, not atomics) and come from its own
+    allocator heap, as in a program whose threads build their own work. With
+    state_by="main" (sessions 2-3) the main thread makes every thread's arrays one
+    after the other: each worker then counts references on objects it does not
+    own (atomics), and two threads' array headers can share a cache line."""
     share = total // threads
     barrier = threading.Barrier(threads + 1)
+    premade = [make() for _ in range(threads)] if state_by == "main" else [None] * threads
 
     def body(state):
+        if state is None:
+            state = make()
         barrier.wait()
         run(state, share)
 
-    workers = [threading.Thread(target=body, args=(s,)) for s in states]
+    workers = [threading.Thread(target=body, args=(premade[i],)) for i in range(threads)]
     for w in workers:
         w.start()
     barrier.wait()
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     for w in workers:
         w.join()
-    return time.perf_counter() - t0
+    return time.perf_counter() - t0, time.process_time() - c0
 
 
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--json")
+    ap.add_argument("--only", help="run the workloads whose name contains this text")
+    ap.add_argument("--state-by", choices=("worker", "main"), default="worker",
+                    help="which thread makes each worker's arrays and batches (see timed)")
     args = ap.parse_args()
     _native.set_num_threads(1)
     data.set_num_threads(1)
     gil = sys._is_gil_enabled() if hasattr(sys, "_is_gil_enabled") else True
     label = f"Python {sys.version.split()[0]}{' free-threaded' if 't' in sys.abiflags else ''}, GIL {'on' if gil else 'off'}"
-    result = {"python": label, "loadavg_before": os.getloadavg(), "workloads": {}}
+    result = {"python": label, "state_by": args.state_by, "loadavg_before": os.getloadavg(), "workloads": {}}
     print(label, "| load average", " ".join(f"{x:.1f}" for x in os.getloadavg()))
     for name, factory in WORKLOADS.items():
+        if args.only and args.only not in name:
+            continue
         make, run, total = factory()
-        timed(make, run, total // 10 * 2, 2)  # warm-up (allocations, PII database)
-        t1, t2 = [], []
+        timed(make, run, total // 10 * 2, 2, args.state_by)  # warm-up (allocations, PII database)
+        t1, t2, c1, c2 = [], [], [], []
         for _ in range(args.repeats):
-            t1.append(timed(make, run, total, 1))
-            t2.append(timed(make, run, total, 2))
+            for walls, cpus, threads in ((t1, c1, 1), (t2, c2, 2)):
+                wall, cpu = timed(make, run, total, threads, args.state_by)
+                walls.append(wall)
+                cpus.append(cpu)
         m1, m2 = statistics.median(t1), statistics.median(t2)
+        cpu1, cpu2 = statistics.median(c1) / total * 1e6, statistics.median(c2) / total * 1e6
         result["workloads"][name] = {"items": total, "t1_s": m1, "t2_s": m2, "speedup": m1 / m2,
-                                     "items_per_s_1": total / m1, "items_per_s_2": total / m2}
-        print(f"  {name:<30} 1 thread {total / m1:9.0f}/s   2 threads {total / m2:9.0f}/s   speedup {m1 / m2:4.2f}x")
+                                     "items_per_s_1": total / m1, "items_per_s_2": total / m2,
+                                     "cpu_us_per_item_1": cpu1, "cpu_us_per_item_2": cpu2}
+        print(f"  {name:<30} 1 thread {total / m1:9.0f}/s   2 threads {total / m2:9.0f}/s   speedup {m1 / m2:4.2f}x"
+              f"   CPU/item {cpu1:8.2f} / {cpu2:8.2f} us")
     result["loadavg_after"] = os.getloadavg()
     if args.json:
         with open(args.json, "w") as f:

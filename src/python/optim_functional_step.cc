@@ -20,6 +20,7 @@
 #include <nanobind/stl/string.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -136,23 +137,44 @@ int td_factor_code(nb::handle td_factor) {
   throw nb::value_error(("td_factor = " + repr_of(td_factor) + ": must be one of factored, row, tensor").c_str());
 }
 
-// What the Python front end passes once (functional._NATIVE_HOOKS): the
-// NumPy array type, the Python describer and its dtype sets, and the torch
-// CUDA stream lookup.
+// What the Python front end registers once, at import
+// (functional._NATIVE_HOOKS, set_functional_hooks): the NumPy array type, the
+// Python describer and its dtype sets, and the torch CUDA stream lookup.
+//
+// Note [hooks registered once]: the hooks used to be an argument of every
+// call. Under the free-threaded interpreter that made every step, on every
+// thread, increment and decrement the reference count of one shared tuple
+// (LOAD_GLOBAL, then the call's cleanup): an atomic on a cache line that
+// bounces between the cores each call (issue 22, session 4). Registered here,
+// the tuple is held for the life of the process (never released: a step on
+// another thread may be reading it) and a call touches no shared mutable
+// Python object.
 struct Hooks {
   nb::handle ndarray, describe, float_dtypes, f32_only, cuda_stream;
-
-  // Borrowed from the tuple (no reference counting on objects every thread shares).
-  explicit Hooks(nb::handle tuple) {
-    if (!PyTuple_Check(tuple.ptr()) || PyTuple_Size(tuple.ptr()) != 5)
-      throw nb::type_error("hooks: expected a 5-tuple");
-    ndarray = PyTuple_GetItem(tuple.ptr(), 0);
-    describe = PyTuple_GetItem(tuple.ptr(), 1);
-    float_dtypes = PyTuple_GetItem(tuple.ptr(), 2);
-    f32_only = PyTuple_GetItem(tuple.ptr(), 3);
-    cuda_stream = PyTuple_GetItem(tuple.ptr(), 4);
-  }
 };
+
+std::atomic<const Hooks*> registered_hooks{nullptr};
+
+void set_functional_hooks(nb::handle tuple) {
+  if (!PyTuple_Check(tuple.ptr()) || PyTuple_Size(tuple.ptr()) != 5)
+    throw nb::type_error("hooks: expected a 5-tuple");
+  // Leaked on purpose with the tuple (a later registration, e.g. a reload of
+  // functional.py, leaves the earlier one valid for calls still using it).
+  auto* hooks = new Hooks{PyTuple_GetItem(tuple.ptr(), 0), PyTuple_GetItem(tuple.ptr(), 1),
+                          PyTuple_GetItem(tuple.ptr(), 2), PyTuple_GetItem(tuple.ptr(), 3),
+                          PyTuple_GetItem(tuple.ptr(), 4)};
+  tuple.inc_ref();
+  registered_hooks.store(hooks, std::memory_order_release);
+}
+
+const Hooks& hooks_of_front_end() {
+  const Hooks* hooks = registered_hooks.load(std::memory_order_acquire);
+  if (hooks == nullptr) {
+    throw nb::type_error("functional_step: no hooks registered (luminamoon.optim.functional registers them "
+                         "at import; call luminamoon.optim.step)");
+  }
+  return *hooks;
+}
 
 // One validated buffer: where it lives and what it holds (functional.Buffer).
 struct Described {
@@ -307,8 +329,8 @@ nb::object functional_step(nb::handle param, nb::handle grad, nb::handle exp_avg
                            nb::handle cautious, nb::handle bound_mode, nb::handle bound_ratio, nb::handle step,
                            nb::handle seed, nb::handle check_finite, nb::handle stochastic_rounding,
                            nb::handle backend, nb::handle td_factor, nb::handle rows, nb::handle grad_scale,
-                           nb::handle hooks_tuple, bool asynchronous) {
-  const Hooks hooks(hooks_tuple);
+                           bool asynchronous) {
+  const Hooks& hooks = hooks_of_front_end();
   Described p, g, m, v, w;
   describe(param, "param", hooks, true, true, p);
   describe(grad, "grad", hooks, true, false, g);
@@ -446,9 +468,12 @@ void register_optim_functional(nb::module_& m) {
         nb::arg("bound_mode").none(), nb::arg("bound_ratio").none(), nb::arg("step").none(),
         nb::arg("seed").none(), nb::arg("check_finite").none(), nb::arg("stochastic_rounding").none(),
         nb::arg("backend").none(), nb::arg("td_factor").none(), nb::arg("rows").none(),
-        nb::arg("grad_scale").none(), nb::arg("hooks").none(), nb::arg("asynchronous") = false,
+        nb::arg("grad_scale").none(), nb::arg("asynchronous") = false,
         "luminamoon.optim.step in one call (checks, buffers, the step without the interpreter): None, or "
-        "(status, message) for raise_for_status. `hooks` is functional._NATIVE_HOOKS.");
+        "(status, message) for raise_for_status. Needs set_functional_hooks first.");
+  m.def("set_functional_hooks", &set_functional_hooks, nb::arg("hooks"),
+        "Registers functional._NATIVE_HOOKS (ndarray, describe_buffer, float dtypes, float32 only, "
+        "cuda_stream_handle) for functional_step, once at import (Note [hooks registered once]).");
   m.def("synchronize", &synchronize_steps, nb::arg("backend"),
         "Waits for the asynchronous steps of `backend` (luminav_synchronize) and releases their arrays: None, "
         "or (status, message) for raise_for_status.");

@@ -218,3 +218,21 @@ def test_mixed_torch_and_numpy_and_bad_torch_layouts(rng):
         _call(torch.zeros(N).to_sparse(), g, m, v)
     with pytest.raises(ValueError, match="contiguous"):
         _call(torch.zeros(N, 2)[:, 0], g, m, v)
+
+
+def test_the_native_hooks_are_registered_once_and_a_bad_registration_changes_nothing(rng):
+    # functional.py registers its hooks at import (Note [hooks registered once] in
+    # src/python/optim_functional_step.cc); a malformed tuple is refused before it replaces them.
+    from luminamoon import _native
+    for bad in [(), (np.ndarray,) * 4, [None] * 5, "hooks"]:
+        with pytest.raises(TypeError, match="5-tuple"):
+            _native.set_functional_hooks(bad)
+    with pytest.raises(TypeError):  # None is refused by the binding itself
+        _native.set_functional_hooks(None)
+    x, g, m, v = buffers(rng)
+    expected = x.copy()
+    _call(x, g, m, v)  # the registered hooks still serve the step
+    assert not np.array_equal(x, expected)
+    with pytest.raises(ValueError, match="read-only"):  # and the Python describer still names problems
+        x.flags.writeable = False
+        _call(x, g, m, v)

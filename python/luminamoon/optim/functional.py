@@ -196,10 +196,10 @@ def step(param, grad, exp_avg, exp_avg_sq=None, master=None, *, lr: float, beta1
     the first later ``step(..., asynchronous=True)`` that finds it or from
     ``synchronize()``. Elsewhere the step runs synchronously.
     """
-    failure = _native.functional_step(
+    failure = _functional_step(
         param, grad, exp_avg, exp_avg_sq, master, lr, beta1, beta2, eps, weight_decay, tau, lam,
         buffer_mode, cautious, bound_mode, bound_ratio, step, seed, check_finite,
-        stochastic_rounding, backend, td_factor, rows, grad_scale, _NATIVE_HOOKS, asynchronous)
+        stochastic_rounding, backend, td_factor, rows, grad_scale, asynchronous)
     if failure is not None:
         raise_for_status(*failure)
 
@@ -216,8 +216,12 @@ def synchronize(backend: str = "auto") -> None:
 # What the native step calls back for buffers it does not read itself (torch tensors,
 # ml_dtypes.bfloat16, refused arrays: describe_buffer names the problem) and for
 # CUDA tensors' current stream (Note [functional step checks] in
-# src/python/optim_functional_step.cc).
+# src/python/optim_functional_step.cc), registered once: passed with every call,
+# the shared tuple's reference count was an atomic both threads hit per step under
+# the free-threaded interpreter (Note [hooks registered once]).
 _NATIVE_HOOKS = (np.ndarray, describe_buffer, _FLOAT_DTYPES, frozenset({DTYPE_F32}), cuda_stream_handle)
+_native.set_functional_hooks(_NATIVE_HOOKS)
+_functional_step = _native.functional_step  # one global load per call, not a global and an attribute
 
 
 # ---- introspection --------------------------------------------------------------
