@@ -243,10 +243,15 @@ Status validate_tensors_into(const luminav_hyperparams& hp, std::span<const lumi
 
 // Positions sorted by (begin, position): a total order, so the memo's merge
 // and a full sort agree exactly (Note [overlap check memo]).
-void sort_positions(const std::vector<ByteRange>& ranges, std::vector<uint32_t>& positions) {
-  std::sort(positions.begin(), positions.end(), [&](uint32_t a, uint32_t b) {
+struct ByBeginThenPosition {
+  const std::vector<ByteRange>& ranges;
+  bool operator()(uint32_t a, uint32_t b) const {
     return ranges[a].begin < ranges[b].begin || (ranges[a].begin == ranges[b].begin && a < b);
-  });
+  }
+};
+
+void sort_positions(const std::vector<ByteRange>& ranges, std::vector<uint32_t>& positions) {
+  std::sort(positions.begin(), positions.end(), ByBeginThenPosition{ranges});
 }
 
 // The positions of `ranges` sorted by (begin, position), through the memo
@@ -265,11 +270,8 @@ const std::vector<uint32_t>& sorted_positions(const std::vector<ByteRange>& rang
     }
     if (!memo.moved.empty()) {
       sort_positions(ranges, memo.moved);
-      const auto before = [&](uint32_t a, uint32_t b) {
-        return ranges[a].begin < ranges[b].begin || (ranges[a].begin == ranges[b].begin && a < b);
-      };
       std::merge(memo.kept.begin(), memo.kept.end(), memo.moved.begin(), memo.moved.end(), memo.order.begin(),
-                 before);
+                 ByBeginThenPosition{ranges});
     }
   } else {
     memo.order.resize(n);
