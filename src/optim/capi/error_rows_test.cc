@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "luminav/luminav.h"
+#include "luminav/luminav_groups.h"
 
 namespace {
 
@@ -507,3 +508,114 @@ TEST(ErrorRows, StandaloneApi) {
 }
 
 }  // namespace
+
+// Note [overlap check memo] (core/validate.cc): a call of many tensors reuses
+// the previous call's sorted order for the ranges that did not move. Its
+// verdict must stay the full check's over a sequence of calls where a few
+// buffers move each time: checked here against a brute-force pairwise test.
+// 16 tensors of 4 fp32 elements (80 ranges, above the memo's threshold) at
+// float offsets in one arena; two ranges overlap iff their offsets differ by
+// less than 4.
+TEST(ErrorRows, OverlapVerdictOverMovingBuffersMatchesPairwiseCheck) {
+  constexpr size_t kTensors = 16, kElements = 4, kBuffers = kTensors * 5, kSpan = 1200;
+  std::vector<float> arena(kSpan + kElements, 0.01f);
+  std::vector<size_t> offset(kBuffers);
+  for (size_t b = 0; b < kBuffers; ++b) offset[b] = b * 12;  // apart: no overlap at first
+  uint64_t state = 12345;
+  auto next = [&] {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    return static_cast<size_t>(state >> 33);
+  };
+  luminav_hyperparams hp;
+  luminav_hyperparams_init(&hp);
+  hp.lr = 1e-4;
+  std::vector<luminav_tensor> t(kTensors);
+  const auto place = [&] {
+    for (size_t i = 0; i < kTensors; ++i) {
+      t[i] = luminav_tensor{};
+      t[i].param = arena.data() + offset[5 * i];
+      t[i].grad = arena.data() + offset[5 * i + 1];
+      t[i].exp_avg = arena.data() + offset[5 * i + 2];
+      t[i].exp_avg_sq = arena.data() + offset[5 * i + 3];
+      t[i].master = arena.data() + offset[5 * i + 4];
+      t[i].num_elements = kElements;
+    }
+  };
+  const auto pairwise_overlap = [&] {
+    for (size_t a = 0; a < kBuffers; ++a) {
+      for (size_t b = a + 1; b < kBuffers; ++b) {
+        if ((offset[a] > offset[b] ? offset[a] - offset[b] : offset[b] - offset[a]) < kElements) return true;
+      }
+    }
+    return false;
+  };
+  size_t refused = 0, accepted = 0;
+  for (int call = 0; call < 400; ++call) {
+    // Move one to three buffers (the gradients more often, as zero_grad(set_to_none=True) does).
+    const size_t moves = 1 + next() % 3;
+    for (size_t j = 0; j < moves; ++j) {
+      const size_t b = next() % 3 == 0 ? next() % kBuffers : 5 * (next() % kTensors) + 1;
+      offset[b] = next() % kSpan;
+    }
+    if (call % 8 == 7) {  // back apart now and then: the next calls start from a clean set
+      for (size_t b = 0; b < kBuffers; ++b) offset[b] = b * 12;
+    }
+    place();
+    for (float& x : arena) x = 0.01f;  // finite whatever the previous call wrote
+    const bool overlap = pairwise_overlap();
+    const int status = luminav_step_multi(&hp, t.data(), kTensors, nullptr);
+    ASSERT_EQ(status, overlap ? kInvalid : LUMINAV_STATUS_OK)
+        << "call " << call << ": " << luminav_last_error_message();
+    if (overlap) {
+      EXPECT_NE(std::string(luminav_last_error_message()).find("overlap"), std::string::npos);
+      ++refused;
+    } else {
+      ++accepted;
+    }
+    // The same call again: the same verdict (a refusal is never remembered as a success).
+    ASSERT_EQ(luminav_step_multi(&hp, t.data(), kTensors, nullptr), status) << "call " << call << " repeated";
+  }
+  EXPECT_GT(refused, 20u);
+  EXPECT_GT(accepted, 20u);
+}
+
+// The same through luminav_step_groups with two groups: an overlap across
+// the groups, made by moving one gradient after accepted calls, is refused
+// and names both groups' buffers.
+TEST(ErrorRows, OverlapAcrossGroupsAfterAcceptedCalls) {
+  constexpr size_t kTensors = 16, kElements = 4;
+  std::vector<float> arena(2 * kTensors * 5 * 8 + 64, 0.01f);
+  luminav_hyperparams hp;
+  luminav_hyperparams_init(&hp);
+  std::vector<luminav_tensor> t(2 * kTensors);
+  for (size_t i = 0; i < t.size(); ++i) {
+    t[i] = luminav_tensor{};
+    t[i].param = arena.data() + 40 * i;
+    t[i].grad = arena.data() + 40 * i + 8;
+    t[i].exp_avg = arena.data() + 40 * i + 16;
+    t[i].exp_avg_sq = arena.data() + 40 * i + 24;
+    t[i].master = arena.data() + 40 * i + 32;
+    t[i].num_elements = kElements;
+  }
+  luminav_group groups[2] = {};
+  groups[0].hp = &hp;
+  groups[0].tensors = t.data();
+  groups[0].count = kTensors;
+  groups[1].hp = &hp;
+  groups[1].tensors = t.data() + kTensors;
+  groups[1].count = kTensors;
+  std::vector<float> fresh_grads(2 * kTensors * 8, 0.01f);
+  for (int call = 0; call < 3; ++call) {
+    for (size_t i = 0; i < t.size(); ++i) t[i].grad = fresh_grads.data() + 8 * i + (call % 2) * 4;
+    ASSERT_EQ(luminav_step_groups(groups, 2, nullptr, nullptr), LUMINAV_STATUS_OK) << luminav_last_error_message();
+  }
+  t[kTensors + 3].grad = static_cast<float*>(t[5].exp_avg) + 2;  // group 1's gradient inside group 0's exp_avg
+  for (int repeat = 0; repeat < 2; ++repeat) {
+    ASSERT_EQ(luminav_step_groups(groups, 2, nullptr, nullptr), kInvalid);
+    const std::string message = luminav_last_error_message();
+    EXPECT_NE(message.find("groups[0].tensors[5].exp_avg"), std::string::npos) << message;
+    EXPECT_NE(message.find("groups[1].tensors[3].grad"), std::string::npos) << message;
+  }
+  t[kTensors + 3].grad = fresh_grads.data() + 8 * (kTensors + 3);
+  EXPECT_EQ(luminav_step_groups(groups, 2, nullptr, nullptr), LUMINAV_STATUS_OK) << luminav_last_error_message();
+}

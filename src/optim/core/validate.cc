@@ -50,7 +50,34 @@ std::string name_of(const ByteRange& r) {
   return name + r.field;
 }
 
-Status check_no_overlap(std::vector<ByteRange>& ranges);
+// Note [overlap check memo]: a training loop validates the same buffers
+// every step, and only some of them move between steps (zero_grad(
+// set_to_none=True) reallocates every gradient). A memo keeps the previous
+// call's ranges and their order sorted by (begin, position); the next call
+// with as many ranges keeps that order for the ranges that did not change,
+// sorts only those that did and merges the two: the same order a full sort
+// gives, so the same verdict and the same message, at the cost of sorting
+// what moved. Small calls do not use it.
+struct OverlapMemo {
+  std::vector<uintptr_t> begins, ends;  // the previous call's ranges, by position
+  std::vector<uint32_t> order;          // their positions sorted by (begin, position)
+  std::vector<uint32_t> kept, moved;    // scratch of the merge
+};
+constexpr size_t kMemoMinRanges = 64;
+
+Status check_no_overlap(const std::vector<ByteRange>& ranges, OverlapMemo* memo);
+
+// The byte ranges of a call, reused by the thread's calls (a thousand-tensor
+// step has 5,000 of them: no allocation per step).
+std::vector<ByteRange>& ranges_of_thread(size_t reserve) {
+  thread_local std::vector<ByteRange> ranges;
+  ranges.clear();
+  ranges.reserve(reserve);
+  return ranges;
+}
+
+Status validate_tensors_into(const luminav_hyperparams& hp, std::span<const luminav_tensor> tensors,
+                             const void* scratch, size_t scratch_bytes, OverlapMemo* memo);
 
 }  // namespace
 
@@ -98,9 +125,15 @@ size_t scratch_bytes_for_tensors(std::span<const luminav_tensor> tensors) {
 
 Status validate_tensors(const luminav_hyperparams& hp, std::span<const luminav_tensor> tensors,
                         const void* scratch, size_t scratch_bytes) {
+  thread_local OverlapMemo memo;
+  return validate_tensors_into(hp, tensors, scratch, scratch_bytes, &memo);
+}
+
+namespace {
+Status validate_tensors_into(const luminav_hyperparams& hp, std::span<const luminav_tensor> tensors,
+                             const void* scratch, size_t scratch_bytes, OverlapMemo* memo) {
   const bool several = tensors.size() > 1;
-  std::vector<ByteRange> ranges;
-  ranges.reserve(tensors.size() * 5 + 1);
+  std::vector<ByteRange>& ranges = ranges_of_thread(tensors.size() * 5 + 1);
   constexpr size_t kMax = std::numeric_limits<size_t>::max();
 
   for (size_t ti = 0; ti < tensors.size(); ++ti) {
@@ -205,32 +238,87 @@ Status validate_tensors(const luminav_hyperparams& hp, std::span<const luminav_t
     ranges.push_back({address, address + scratch_bytes, kNoIndex, kNoIndex, "scratch"});
   }
 
-  return check_no_overlap(ranges);
+  return check_no_overlap(ranges, memo);
 }
 
-namespace {
+// Positions sorted by (begin, position): a total order, so the memo's merge
+// and a full sort agree exactly (Note [overlap check memo]).
+struct ByBeginThenPosition {
+  const std::vector<ByteRange>& ranges;
+  bool operator()(uint32_t a, uint32_t b) const {
+    return ranges[a].begin < ranges[b].begin || (ranges[a].begin == ranges[b].begin && a < b);
+  }
+};
+
+void sort_positions(const std::vector<ByteRange>& ranges, std::vector<uint32_t>& positions) {
+  std::sort(positions.begin(), positions.end(), ByBeginThenPosition{ranges});
+}
+
+// The positions of `ranges` sorted by (begin, position), through the memo
+// when it holds the previous call of the same size; the memo then holds this call.
+const std::vector<uint32_t>& sorted_positions(const std::vector<ByteRange>& ranges, OverlapMemo& memo) {
+  const size_t n = ranges.size();
+  const auto same = [&](uint32_t i) { return memo.begins[i] == ranges[i].begin && memo.ends[i] == ranges[i].end; };
+  if (memo.order.size() == n && memo.begins.size() == n) {
+    memo.kept.clear();
+    memo.moved.clear();
+    for (uint32_t i : memo.order) {
+      if (same(i)) memo.kept.push_back(i);
+    }
+    for (uint32_t i = 0; i < n; ++i) {
+      if (!same(i)) memo.moved.push_back(i);
+    }
+    if (!memo.moved.empty()) {
+      sort_positions(ranges, memo.moved);
+      std::merge(memo.kept.begin(), memo.kept.end(), memo.moved.begin(), memo.moved.end(), memo.order.begin(),
+                 ByBeginThenPosition{ranges});
+    }
+  } else {
+    memo.order.resize(n);
+    for (uint32_t i = 0; i < n; ++i) memo.order[i] = i;
+    sort_positions(ranges, memo.order);
+  }
+  memo.begins.resize(n);
+  memo.ends.resize(n);
+  for (size_t i = 0; i < n; ++i) {
+    memo.begins[i] = ranges[i].begin;
+    memo.ends[i] = ranges[i].end;
+  }
+  return memo.order;
+}
+
 // Note [overlap check]: sorted by start, a range overlaps an earlier one
 // iff it starts before the furthest end seen so far.
-Status check_no_overlap(std::vector<ByteRange>& ranges) {
-  std::sort(ranges.begin(), ranges.end(),
-            [](const ByteRange& a, const ByteRange& b) { return a.begin < b.begin; });
-  size_t furthest = 0;
-  for (size_t i = 1; i < ranges.size(); ++i) {
-    if (ranges[i].begin < ranges[furthest].end) {
-      return Status::invalid("buffers overlap: " + name_of(ranges[furthest]) + " [" +
-                             hex_address(ranges[furthest].begin) + ", " +
-                             hex_address(ranges[furthest].end) + ") and " + name_of(ranges[i]) + " [" +
-                             hex_address(ranges[i].begin) + ", " + hex_address(ranges[i].end) +
-                             ")");
+Status check_no_overlap(const std::vector<ByteRange>& ranges, OverlapMemo* memo) {
+  if (ranges.size() < 2) return Status::success();
+  thread_local OverlapMemo unmemoized;  // its order only: small calls sort in full
+  if (memo == nullptr || ranges.size() < kMemoMinRanges) {
+    memo = &unmemoized;
+    memo->begins.clear();
+  }
+  const std::vector<uint32_t>& order = sorted_positions(ranges, *memo);
+  const ByteRange* furthest = &ranges[order[0]];
+  for (size_t j = 1; j < order.size(); ++j) {
+    const ByteRange& r = ranges[order[j]];
+    if (r.begin < furthest->end) {
+      return Status::invalid("buffers overlap: " + name_of(*furthest) + " [" + hex_address(furthest->begin) + ", " +
+                             hex_address(furthest->end) + ") and " + name_of(r) + " [" + hex_address(r.begin) +
+                             ", " + hex_address(r.end) + ")");
     }
-    if (ranges[i].end > ranges[furthest].end) furthest = i;
+    if (r.end > furthest->end) furthest = &r;
   }
   return Status::success();
 }
 }  // namespace
 
 Status validate_groups(std::span<const luminav_group> groups) {
-  std::vector<ByteRange> ranges;
+  // One memo per group and one for the ranges across groups (Note [overlap check memo]).
+  thread_local std::vector<OverlapMemo> group_memos;
+  thread_local OverlapMemo across_memo;
+  thread_local std::vector<ByteRange> across;
+  if (group_memos.size() < groups.size()) group_memos.resize(groups.size());
+  std::vector<ByteRange>& ranges = across;
+  ranges.clear();
   for (size_t gi = 0; gi < groups.size(); ++gi) {
     const luminav_group& g = groups[gi];
     const std::string prefix = "groups[" + std::to_string(gi) + "].";
@@ -241,7 +329,7 @@ Status validate_groups(std::span<const luminav_group> groups) {
                              ")");
     }
     Status s = validate_hyperparams(g.hp);
-    if (s.ok()) s = validate_tensors(*g.hp, std::span(g.tensors, g.count), nullptr, 0);
+    if (s.ok()) s = validate_tensors_into(*g.hp, std::span(g.tensors, g.count), nullptr, 0, &group_memos[gi]);
     if (!s.ok()) {
       s.message = prefix + s.message;
       return s;
@@ -265,7 +353,7 @@ Status validate_groups(std::span<const luminav_group> groups) {
       add(t.master, n * 4, "master");
     }
   }
-  return check_no_overlap(ranges);
+  return check_no_overlap(ranges, &across_memo);
 }
 
 }  // namespace luminav::core

@@ -134,14 +134,24 @@ core::Status check_round(const core::StepConstants& k, int round, bool for_final
 
 }  // namespace
 
-Work nonempty(std::span<const luminav_tensor> all) {
-  Work w;
+void fill_nonempty(std::span<const luminav_tensor> all, Work& w) {
+  w.tensors.clear();
+  w.position.clear();
+  w.call_position.clear();
+  w.total_elements = 0;
+  w.tensors.reserve(all.size());
+  w.position.reserve(all.size());
   for (size_t i = 0; i < all.size(); ++i) {
     if (all[i].num_elements == 0) continue;
     w.tensors.push_back(all[i]);
     w.position.push_back(i);
     w.total_elements += all[i].num_elements;
   }
+}
+
+Work nonempty(std::span<const luminav_tensor> all) {
+  Work w;
+  fill_nonempty(all, w);
   return w;
 }
 
@@ -156,7 +166,11 @@ core::Status reduce_and_finalize(Backend& backend, const core::StepConstants& k,
                                  const ExecContext& ctx, std::vector<core::TensorGlobals>& globals,
                                  std::vector<double>& factor_sums, NameOf name_of,
                                  size_t* failed_position = nullptr) {
-  std::vector<float> s_old(work.tensors.size(), 0.0f);
+  // Reused by the thread's steps (no allocation per step for a thousand tensors).
+  thread_local std::vector<float> s_old_of_thread;
+  thread_local std::vector<luminav_partials> partials_of_thread;
+  std::vector<float>& s_old = s_old_of_thread;
+  s_old.assign(work.tensors.size(), 0.0f);
   if (k.tdclm) {
     std::vector<const float*> addresses(work.tensors.size());
     for (size_t j = 0; j < work.tensors.size(); ++j) addresses[j] = work.tensors[j].exp_avg_sq;
@@ -172,7 +186,8 @@ core::Status reduce_and_finalize(Backend& backend, const core::StepConstants& k,
     attach_step_factor_sums(k, work.tensors, globals, factor_sums);
   }
   const int rounds = core::reduction_rounds(k);
-  std::vector<luminav_partials> partials(work.tensors.size());
+  std::vector<luminav_partials>& partials = partials_of_thread;
+  partials.resize(work.tensors.size());
   for (int round = 0; round < rounds; ++round) {
     const int code = backend.reduce(k, work.tensors, round, globals, partials, ctx);
     if (code != LUMINAV_STATUS_OK) return backend_failure(backend, code, "reduce");
@@ -237,9 +252,16 @@ core::Status run_groups_on_host(std::span<const luminav_group> groups, std::span
     finish(LUMINAV_VERDICT_FOUND_INF);
     return core::Status::success();
   }
-  std::vector<core::StepConstants> constants(groups.size());
-  std::vector<std::vector<core::TensorGlobals>> globals(groups.size());
-  std::vector<std::vector<double>> factor_sums(groups.size());
+  // Reused by the thread's steps; each group's entries are rewritten before use.
+  thread_local std::vector<core::StepConstants> constants_of_thread;
+  thread_local std::vector<std::vector<core::TensorGlobals>> globals_of_thread;
+  thread_local std::vector<std::vector<double>> factor_sums_of_thread;
+  std::vector<core::StepConstants>& constants = constants_of_thread;
+  std::vector<std::vector<core::TensorGlobals>>& globals = globals_of_thread;
+  std::vector<std::vector<double>>& factor_sums = factor_sums_of_thread;
+  constants.resize(groups.size());
+  if (globals.size() < groups.size()) globals.resize(groups.size());
+  if (factor_sums.size() < groups.size()) factor_sums.resize(groups.size());
   uint32_t first_position = 0;
   for (size_t gi = 0; gi < groups.size(); ++gi) {
     const luminav_group& g = groups[gi];
@@ -315,12 +337,14 @@ core::Status run_step_groups(const luminav_group* groups, size_t count, const lu
   const std::span<const luminav_group> all(groups, count);
   if (core::Status s = core::validate_groups(all); !s.ok()) return s;
   if (async && async->status == nullptr) return core::Status::invalid("async.status must not be NULL");
-  std::vector<Work> work;
-  work.reserve(count);
+  thread_local std::vector<Work> work_of_thread;  // reused: no copy of a thousand tensors into fresh arrays
+  std::vector<Work>& work_storage = work_of_thread;
+  if (work_storage.size() < count) work_storage.resize(count);
+  const std::span<Work> work(work_storage.data(), count);
   size_t total_elements = 0;
-  for (const luminav_group& g : all) {
-    work.push_back(nonempty(std::span(g.tensors, g.count)));
-    total_elements += work.back().total_elements;
+  for (size_t gi = 0; gi < count; ++gi) {
+    fill_nonempty(std::span(all[gi].tensors, all[gi].count), work[gi]);
+    total_elements += work[gi].total_elements;
   }
   Backend* backend = nullptr;
   if (core::Status s = select_backend(options, total_elements, &backend); !s.ok()) return s;
@@ -354,7 +378,7 @@ core::Status run_step_groups(const luminav_group* groups, size_t count, const lu
     return core::Status::invalid("backend '" + std::string(backend->name()) +
                                  "' runs the step asynchronously: async (with a device status word) is required");
   }
-  const std::vector<AsyncGroup> groups_work = async_groups(all, std::span(work));
+  const std::vector<AsyncGroup> groups_work = async_groups(all, work);
   if (groups_work.empty()) return core::Status::success();
   const size_t needed = async_workspace_layout(groups_work).total_bytes;
   if (ctx.scratch == nullptr || ctx.scratch_bytes < needed) {

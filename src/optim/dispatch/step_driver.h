@@ -59,6 +59,7 @@ struct Work {
   size_t total_elements = 0;
 };
 Work nonempty(std::span<const luminav_tensor> all);
+void fill_nonempty(std::span<const luminav_tensor> all, Work& into);  // reuses into's arrays
 // The groups with elements as a device backend takes them (`work` keeps the arrays).
 std::vector<AsyncGroup> async_groups(std::span<const luminav_group> groups, std::span<Work> work);
 ExecContext context_of(const luminav_options* options);
