@@ -165,20 +165,18 @@ class PlanClaim {
 class StepPlan {
  public:
   StepPlan(std::string backend, int device_type, int device_index)
-      : backend_(std::move(backend)), release_gil_(device_type == LUMINAV_DEVICE_CPU) {
+      : backend_(std::move(backend)) {
     options_.device_type = device_type;
     options_.device_index = device_index;
   }
 
-  // Note [the GIL in a step]: a host step computes for as long as its
-  // tensors take, and other Python threads run meanwhile. A device step only
-  // enqueues (~0.1 ms) and returns; released there, the GIL is often taken by
-  // the autograd engine's device thread, still freeing the backward pass's
-  // Python-owned tensors right after backward() returned, and the step then
-  // waits for it to be given back (on the H200 loop, after a backward pass:
-  // see docs/benchmarks.md, "Issue 13 (session 4)"). So a device plan keeps
-  // the GIL; `release_gil` says which way a plan goes (the host profile
-  // compares the two).
+  // Note [the GIL in a step]: the native call releases the GIL, so that
+  // other Python threads (a data loader's, the caller's own) run while a
+  // host step computes or a device step enqueues. On the H200 loop, right
+  // after a backward pass, getting it back took ~1 us and a step with the
+  // GIL kept was no faster (docs/benchmarks.md, "Issue 13 (session 4,
+  // lead)"); `release_gil` exists for that comparison
+  // (bench/optim_host_profile.py).
   bool release_gil() const { return release_gil_; }
   void set_release_gil(bool release) {
     PlanClaim claim(busy_);
@@ -282,16 +280,19 @@ class StepPlan {
   // hyperparameters, then one luminav_step_groups call with the GIL released.
   StepResult step(uintptr_t stream, uintptr_t grad_scale, uintptr_t found_inf, bool skip_nonfinite) {
     PlanClaim claim(busy_);
-    const auto start = std::chrono::steady_clock::now();
-    if (StepResult r = refresh(); std::get<0>(r) != 0) return r;
-    const auto refreshed = std::chrono::steady_clock::now();
-    StepResult r = call(stream, grad_scale, found_inf, skip_nonfinite, -1, 0);
-    if (trace_host()) {  // where the host time of a step goes (bench/optim_host_profile.py)
-      const auto done = std::chrono::steady_clock::now();
-      using us = std::chrono::duration<double, std::micro>;
-      std::fprintf(stderr, "luminav: plan refresh %.1f us (%zu tensors), native call %.1f us\n",
-                   us(refreshed - start).count(), tensor_count(), us(done - refreshed).count());
+    if (!trace_host()) {
+      if (StepResult r = refresh(); std::get<0>(r) != 0) return r;
+      return call(stream, grad_scale, found_inf, skip_nonfinite, -1, 0);
     }
+    // Where the host time of a step goes (bench/optim_host_profile.py).
+    using clock = std::chrono::steady_clock;
+    using us = std::chrono::duration<double, std::micro>;
+    const auto start = clock::now();
+    if (StepResult r = refresh(); std::get<0>(r) != 0) return r;
+    const auto refreshed = clock::now();
+    StepResult r = call(stream, grad_scale, found_inf, skip_nonfinite, -1, 0);
+    std::fprintf(stderr, "luminav: plan refresh %.1f us (%zu tensors), native call %.1f us\n",
+                 us(refreshed - start).count(), tensor_count(), us(clock::now() - refreshed).count());
     return r;
   }
 
@@ -366,20 +367,12 @@ class StepPlan {
                                                      status_ ? &async : nullptr, phase,
                                                      reinterpret_cast<double*>(exchange));
     };
-    using clock = std::chrono::steady_clock;
     int status;
-    clock::time_point returned;
     if (release_gil_) {
       nb::gil_scoped_release release;
       status = run();
-      returned = clock::now();
     } else {
       status = run();
-      returned = clock::now();
-    }
-    if (trace_host()) {
-      std::fprintf(stderr, "luminav: plan GIL %s, %.1f us to get it back\n", release_gil_ ? "released" : "kept",
-                   std::chrono::duration<double, std::micro>(clock::now() - returned).count());
     }
     std::string message = status == LUMINAV_STATUS_OK ? std::string() : luminav_last_error_message();
     return {status, std::move(message), -1};
@@ -461,7 +454,7 @@ class StepPlan {
   std::vector<nb::object> excluded_;
   std::vector<luminav_shard_layout> shards_;  // one per tensor of the call
   bool sharded_ = false;
-  bool release_gil_;  // Note [the GIL in a step]
+  bool release_gil_ = true;  // Note [the GIL in a step]
   std::vector<nb::object> dense_grads_;  // contiguous copies, alive until the step's last phase is enqueued
   mutable std::atomic<bool> busy_{false};  // Note [one step at a time]
 };
@@ -486,7 +479,7 @@ void register_optim_step_plan(nb::module_& m) {
       .def("exchanges", &StepPlan::exchanges)
       .def_prop_ro("sharded", &StepPlan::sharded)
       .def_prop_rw("release_gil", &StepPlan::release_gil, &StepPlan::set_release_gil,
-                   "Whether the native call releases the GIL (Note [the GIL in a step]): host plans do")
+                   "Whether the native call releases the GIL (Note [the GIL in a step]; on by default)")
       .def("step_sharded", &StepPlan::step_sharded, nb::arg("stream"), nb::arg("grad_scale"), nb::arg("found_inf"),
            nb::arg("skip_nonfinite"), nb::arg("phase"), nb::arg("exchange"),
            "One phase of a sharded step (luminav_step_groups_sharded); returns (code, message, position).")

@@ -203,7 +203,7 @@ def test_a_gradient_appearing_on_an_excluded_parameter_is_stepped():
 
 
 def test_a_host_step_lets_other_python_threads_run():
-    # Note [the GIL in a step]: a host plan computes with the GIL released, so a Python thread runs
+    # Note [the GIL in a step]: a plan computes with the GIL released, so a Python thread runs
     # while a long step does. Held, no Python line of another thread could run inside the step.
     import threading
     import time

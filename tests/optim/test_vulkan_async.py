@@ -14,19 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from luminamoon import optim
+from test_vulkan_backend import vulkan_state
 
 CHILD = Path(__file__).with_name("vulkan_async_child.py")
 
 
-def _vulkan_state() -> tuple[bool, str]:
-    for name, ok, why in optim.backends():
-        if name == "vulkan":
-            return bool(ok), why
-    return False, "vulkan backend not compiled in"
-
-
-AVAILABLE, WHY_NOT = _vulkan_state()
+AVAILABLE, WHY_NOT = vulkan_state()
 pytestmark = pytest.mark.skipif(not AVAILABLE, reason=f"vulkan unavailable: {WHY_NOT}")
 
 
