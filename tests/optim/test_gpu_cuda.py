@@ -457,7 +457,9 @@ def test_ptx_is_used_when_the_cubin_is_a_stub(lib, tmp_path):
     import shutil
     src = Path(os.environ.get("LUMINAV_CUDA_KERNEL_SOURCE_DIR", Path(library_path()).parent / "luminav_cuda_kernels"))
     manifest = json.loads((src / "manifest.json").read_text())
-    major, minor = torch.cuda.get_device_capability()
+    if not any(a["kind"] == "ptx" for a in manifest["artifacts"]):
+        # bench/gpu_suite.sh builds LUMINA_CUDA_ARCHS=90 only (cubins, no PTX), to build faster there
+        pytest.skip("this build carries no PTX artifact to fall back to (LUMINA_CUDA_ARCHS without a PTX target)")
     stub = b"// LUMINAV_TRITON_AOT_CUBIN\nplaceholder\n"
     for a in manifest["artifacts"]:
         if a["kind"] == "ptx":
