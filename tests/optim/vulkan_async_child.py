@@ -146,7 +146,7 @@ def device_words(lib_hp):
         """`calls` calls over the same arrays; the one at bad_at_call with a NaN in the last group."""
         specs, words = setup()
         found_inf = np.zeros(1, np.float32)
-        status = StepStatus()
+        status = StepStatus(0xDEAD, 0, 0, 0)
         target = specs[2][1][0]
         clean = target.grad
         nan = clean.copy()
@@ -155,6 +155,10 @@ def device_words(lib_hp):
         for i in range(calls):
             target.grad = nan if i == bad_at_call else clean  # both stay alive until synchronize
             codes.append(fn_call(fn, specs, status, skip, words, found_inf))
+            if i == 0 and fn is lib.luminav_step_groups_enqueue:
+                # Enqueued, not run synchronously: the status copy is written only once the step is
+                # seen complete, by a later call (a synchronous fallback fills it on return).
+                check(status.verdict == 0xDEAD, "a step with step counters / lr / found_inf ran synchronously")
         if fn is lib.luminav_step_groups_enqueue:
             codes.append(lib.luminav_synchronize(C.byref(VULKAN)))
         target.grad = clean
