@@ -262,7 +262,9 @@ const char* luminav_backend_name(int index);
 int luminav_backend_available(int index);
 const char* luminav_backend_unavailable_reason(int index); /* "" when available */
 /* The devices a backend sees, one line each ("name (type, ...): why it is or
- * is not used"; the vulkan backend lists every Vulkan device); "" for the CPU
+ * is not used"; the vulkan backend lists every Vulkan device, then one line
+ * "asynchronous step ...: ...; synchronous fallback: ..." naming what
+ * luminav_step_groups_enqueue runs synchronously there); "" for the CPU
  * backends. */
 const char* luminav_backend_devices(int index);
 /* Backend (and for simd the target, e.g. "simd:AVX3") that ran this thread's

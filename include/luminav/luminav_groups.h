@@ -43,7 +43,10 @@ typedef struct luminav_group {
    *   layout of torch's capturable `state["step"]`); the step runs with t and
    *   the device adds 1 when the step is applied (not when it is skipped).
    * lr: a 0-d device tensor read when the step runs (an LR scheduler's
-   *   fill_ between graph replays takes effect without a recapture). */
+   *   fill_ between graph replays takes effect without a recapture).
+   * Host memory works too: the host driver reads them at the call, and the
+   * vulkan backend's luminav_step_groups_enqueue reads and advances
+   * step_counter when the step runs (lr is read at the call). */
   float* step_counter;
   const void* lr;
   int lr_dtype; /* LUMINAV_SCALAR_* */
@@ -97,9 +100,11 @@ int luminav_step_groups(const luminav_group* groups, size_t count, const struct 
 
 /* luminav_step_groups that may return before the step ran where the backend
  * runs host memory on an accelerator: Vulkan (backend "vulkan", or "auto" on
- * a unified-memory GPU) with CLM groups of at most 64 tensors, no device
- * step_counter / lr and no found_inf; every other call runs as
- * luminav_step_groups does. Pass 1, the finite verdict, the cautious and
+ * a unified-memory GPU) with CLM groups of at most 64 tensors in a call
+ * (every option and dtype; step_counter and found_inf are then read and
+ * written when the step runs, lr and grad_scale read when the call is made);
+ * TD-CLM and larger calls run as luminav_step_groups does (the last line of
+ * luminav_backend_devices says so). Pass 1, the finite verdict, the cautious and
  * bound scales and pass 2 run in one submission on the device; pass 2 is
  * skipped there when the verdict is bad (nothing is written), and a failure
  * (check_finite without skip_nonfinite) makes every later step write nothing

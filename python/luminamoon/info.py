@@ -118,7 +118,9 @@ def main() -> int:
         else:
             print(f"  {b['name']:<8} unavailable: {b['why_not']}")
         for device in b.get("devices", []):
-            print(f"    device   {device}")
+            # The vulkan backend's last line says what its asynchronous step covers, not a device.
+            label = "note" if device.startswith("asynchronous step") else "device"
+            print(f"    {label:<8} {device}")
     print("Versions")
     for name, version in info["versions"].items():
         print(f"  {name:<11} {version}")

@@ -60,17 +60,23 @@ class State:
         return b"".join(a.tobytes() for a in arrays)
 
 
-def call(fn, specs, status=None, skip=0, grad_scale=None):
-    """specs: [(hp, [State...])]: one luminav_step_groups(_enqueue) call over every group."""
+def call(fn, specs, status=None, skip=0, grad_scale=None, words=None, found_inf=None):
+    """specs: [(hp, [State...])]: one luminav_step_groups(_enqueue) call over every group; words:
+    per group (step_counter float32[1] or None, lr float32[1] / float64[1] or None); found_inf:
+    a float32[1] or None."""
     keep, groups = [], []
-    for hp, states in specs:
+    words = words or [(None, None)] * len(specs)
+    for (hp, states), (counter, lr) in zip(specs, words):
         arr = (Tensor * len(states))(*[s.tensor(seed=11 + i) for i, s in enumerate(states)])
         keep.append(arr)
-        groups.append(Group(C.pointer(hp), arr, len(states), None, None, 0))
+        lr_dtype = 1 if lr is not None and lr.dtype == np.float64 else 0  # LUMINAV_SCALAR_F64 / F32
+        groups.append(Group(C.pointer(hp), arr, len(states), counter.ctypes.data if counter is not None else None,
+                            lr.ctypes.data if lr is not None else None, lr_dtype))
     garr = (Group * len(groups))(*groups)
     status = status if status is not None else SCRATCH_STATUS
     scale = C.c_float(grad_scale) if grad_scale is not None else None
-    a = Async(C.pointer(status), None, C.cast(C.pointer(scale), C.c_void_p) if scale is not None else None, None, skip)
+    a = Async(C.pointer(status), None, C.cast(C.pointer(scale), C.c_void_p) if scale is not None else None,
+              found_inf.ctypes.data if found_inf is not None else None, skip)
     return fn(garr, len(groups), C.byref(VULKAN), C.byref(a))
 
 
@@ -112,6 +118,89 @@ def bit_identical(lib_hp, big_n):
             for i, (s, t) in enumerate(zip(a, b)):
                 check(s.bits() == t.bits(), f"{name}: tensor {i} differs from the synchronous path")
     return len(cases)
+
+
+def device_words(lib_hp):
+    """step_counter, lr and found_inf read and written when the step runs (Note [device step
+    counter]): steps enqueued back to back (more than the 4 in flight) equal the synchronous ones,
+    the counters advanced by the steps that applied and stochastic rounding's t the counter's; a
+    NaN step under found_inf (GradScaler: skip_nonfinite) sets it on the device, so the step enqueued
+    after it, before it ran, is skipped; a found_inf already set skips the call and writes nothing;
+    without skip_nonfinite the NaN is reported by the next call, found_inf set, nothing written."""
+    hps = [lib_hp(step=1, cautious=1), lib_hp(step=4, bound_mode=1, bound_ratio=1e-3), lib_hp(step=9, lr=3e-3)]
+
+    def setup(bad=False):
+        states = [[State(3000, 30), State(20000, 31, BF16)], [State(9000, 32, F16, F16, master=True)],
+                  [State(5000, 33, BF16, bad_at=123 if bad else None)]]
+        words = [(np.array([6.0], np.float32), np.array([2e-3], np.float64)),
+                 (None, np.array([5e-4], np.float32)),
+                 (np.array([2.0], np.float32), None)]
+        return list(zip(hps, states)), words
+
+    def snapshot(specs, words, found_inf=None):
+        out = [s.bits() for _, states in specs for s in states]
+        out += [w.tobytes() for pair in words for w in pair if w is not None]
+        return out + ([found_inf.tobytes()] if found_inf is not None else [])
+
+    def run(fn, calls, bad_at_call=None, skip=0):
+        """`calls` calls over the same arrays; the one at bad_at_call with a NaN in the last group."""
+        specs, words = setup()
+        found_inf = np.zeros(1, np.float32)
+        status = StepStatus(0xDEAD, 0, 0, 0)
+        target = specs[2][1][0]
+        clean = target.grad
+        nan = clean.copy()
+        nan[123] = np.nan
+        codes = []
+        for i in range(calls):
+            target.grad = nan if i == bad_at_call else clean  # both stay alive until synchronize
+            codes.append(fn_call(fn, specs, status, skip, words, found_inf))
+            if i == 0 and fn is lib.luminav_step_groups_enqueue:
+                # Enqueued, not run synchronously: the status copy is written only once the step is
+                # seen complete, by a later call (a synchronous fallback fills it on return).
+                check(status.verdict == 0xDEAD, "a step with step counters / lr / found_inf ran synchronously")
+        if fn is lib.luminav_step_groups_enqueue:
+            codes.append(lib.luminav_synchronize(C.byref(VULKAN)))
+        target.grad = clean
+        return snapshot(specs, words, found_inf), codes, status
+
+    def fn_call(fn, specs, status, skip, words, found_inf):
+        return call(fn, specs, status, skip=skip, grad_scale=512.0, words=words, found_inf=found_inf)
+
+    sync, codes, _ = run(lib.luminav_step_groups, 6)
+    check(codes == [0] * 6, f"synchronous: {codes} {message()}")
+    mine, codes, clean_status = run(lib.luminav_step_groups_enqueue, 6)
+    check(codes == [0] * 7, f"enqueue: {codes} {message()}")
+    skipped_before = clean_status.skipped  # the copy of the process's word: its counts so far
+    check(lib.luminav_last_backend().decode().startswith("vulkan"), lib.luminav_last_backend())
+    check(mine == sync, "step counters / lr / found_inf: the asynchronous steps differ from the synchronous ones")
+    check(np.frombuffer(mine[-2], np.float32)[0] == 2.0 + 6, "the counter was not advanced by every step")
+    # GradScaler: the NaN at the second call sets found_inf; the later calls are skipped.
+    sync, codes, sync_status = run(lib.luminav_step_groups, 4, bad_at_call=1, skip=1)
+    mine, mcodes, status = run(lib.luminav_step_groups_enqueue, 4, bad_at_call=1, skip=1)
+    check(codes == [0] * 4 and mcodes == [0] * 5, f"{codes} {mcodes} {message()}")
+    check(mine == sync, "found_inf: the asynchronous steps differ from the synchronous ones")
+    check(np.frombuffer(mine[-1], np.float32)[0] == 1.0, "found_inf was not set")
+    check(np.frombuffer(mine[-2], np.float32)[0] == 2.0 + 1, "a skipped step advanced the counter")
+    check(status.verdict == sync_status.verdict == 0xFFFFFFFF and
+          status.skipped - skipped_before == sync_status.skipped == 3,
+          f"verdict {status.verdict:#x} skipped {status.skipped} - {skipped_before} (synchronous {sync_status.skipped})")
+    # found_inf set before the call: nothing written.
+    specs, words = setup()
+    before = snapshot(specs, words)
+    set_inf = np.ones(1, np.float32)
+    check(fn_call(lib.luminav_step_groups_enqueue, specs, StepStatus(), 0, words, set_inf) == 0, message())
+    check(lib.luminav_synchronize(C.byref(VULKAN)) == 0, message())
+    check(snapshot(specs, words) == before, "a step under a set found_inf wrote")
+    # Without skip_nonfinite: reported by the next call, found_inf set, nothing written.
+    specs, words = setup(bad=True)
+    before = snapshot(specs, words)
+    found_inf = np.zeros(1, np.float32)
+    check(fn_call(lib.luminav_step_groups_enqueue, specs, StepStatus(), 0, words, found_inf) == 0, message())
+    code = lib.luminav_synchronize(C.byref(VULKAN))
+    check(code == NONFINITE and "position 3" in message(), f"{code} {message()}")
+    check(snapshot(specs, words) == before and found_inf[0] == 1.0, "the failed step wrote, or found_inf not set")
+    return 4
 
 
 def returns_before_completion(lib_hp, n):
@@ -246,6 +335,7 @@ def main() -> int:
     try:
         out["bit_identical_cases"] = bit_identical(lib_hp, 70001 if "--quick" in sys.argv else (1 << 20) + 4099)
         out["accepted_after_nan"] = nonfinite_reported_at_next_call(lib_hp)
+        out["device_word_cases"] = device_words(lib_hp)
         outside_the_async_path(lib_hp)
         python_front_end()
         if "--timing" in sys.argv:

@@ -26,6 +26,26 @@
 //   complete: luminav_synchronize returns, or a synchronous call on the
 //   vulkan backend has run. At most kMaxInFlight steps are in flight; the
 //   next one waits for the oldest (back-pressure, as a full launch queue).
+//
+// Note [device step counter]: a group's step_counter (fp32 t - 1) and
+// GradScaler's found_inf are host words that the step reads and writes
+// when it runs: whether an earlier step in flight applied (and advanced the
+// counter) or failed (and set found_inf) is known only on the device. Each
+// lives in a slot of the process's device words (host-visible, coherent,
+// after the status word) while steps that use it are in flight; a slot is
+// filled from the caller's word when no step in flight uses it, and written
+// back to it when each such step completes. The counter's value when the
+// step runs is between its slot's value when the call is made (`base`) and
+// base + the increments of the steps in flight, so the host forms the
+// tensor's constants for each of those steps, with the host's own formulas
+// (set_step_and_lr: the bias corrections, the hash's t), and lv_finalize.comp
+// in prepare mode copies the one of the counter's value into the constants
+// before pass 1 reads them; a step that applies advances its groups'
+// counters on the device (each group once, as the host driver does), and a
+// failed check sets found_inf to 1; a non-zero found_inf skips the step
+// (verdict LUMINAV_VERDICT_FOUND_INF, counted in `skipped`), as on CUDA.
+// The learning rate and the gradient scale are read on the host when the
+// call is made (host memory; no earlier step writes them).
 #include "optim/vulkan/vulkan_async.h"
 
 #include <atomic>
@@ -43,8 +63,15 @@ namespace {
 
 constexpr size_t kMaxInFlight = 4;
 
+// A device word's use by one step: its slot and how many times the step
+// advances it (0 for found_inf).
+struct SlotUse {
+  uint32_t slot = 0, increments = 0;
+};
+
 struct InFlight {
   std::unique_ptr<Batch> batch;
+  std::vector<SlotUse> uses;
   const FinalizeOutcome* outcome = nullptr;  // in the step's host arena
   luminav_step_status* caller_status = nullptr;
 };
@@ -57,6 +84,14 @@ struct Registry {
   VkBuffer status_buffer = VK_NULL_HANDLE;
   VkDeviceMemory status_memory = VK_NULL_HANDLE;
   luminav_step_status* status = nullptr;
+  // Note [device step counter]: the words, and for each slot the caller's
+  // word it mirrors, the steps in flight that use it and their increments.
+  float* words = nullptr;
+  struct Slot {
+    float* host = nullptr;
+    uint32_t users = 0, pending = 0;
+  };
+  Slot slots[kDeviceSlots];
   // A failure seen on a completed step and not yet reported.
   uint32_t pending = 0;
   std::string pending_name;
@@ -81,11 +116,13 @@ int ensure_status(Context& c, std::string* why) {
   Registry& r = registry();
   if (r.status) return LUMINAV_STATUS_OK;
   void* mapped = nullptr;
-  if (int code = create_buffer(c, 256, kHostCoherent, 0, &r.status_buffer, &r.status_memory, &mapped, why); code) {
+  const VkDeviceSize bytes = kSlotsOffset + kDeviceSlots * sizeof(float);
+  if (int code = create_buffer(c, bytes, kHostCoherent, 0, &r.status_buffer, &r.status_memory, &mapped, why); code) {
     return code;
   }
-  std::memset(mapped, 0, 256);
+  std::memset(mapped, 0, bytes);
   r.status = static_cast<luminav_step_status*>(mapped);
+  r.words = reinterpret_cast<float*>(static_cast<char*>(mapped) + kSlotsOffset);
   std::atexit(wait_at_exit);
   return LUMINAV_STATUS_OK;
 }
@@ -105,6 +142,12 @@ void retire_oldest() {
   if (s.caller_status) {
     *s.caller_status = *r.status;
     r.last_caller_status = s.caller_status;
+  }
+  for (const SlotUse& u : s.uses) {
+    Registry::Slot& slot = r.slots[u.slot];
+    *slot.host = r.words[u.slot];  // the device's value: the caller's word as the steps so far left it
+    slot.pending -= u.increments;
+    --slot.users;
   }
   r.steps.pop_front();
   r.count = r.steps.size();
@@ -134,6 +177,34 @@ struct StepChunk {
   size_t partials_at = 0;  // bytes into the arena
 };
 
+// The slot of the caller's word `host` for a step (Note [device step
+// counter]): the one steps in flight use, else a free one filled from `host`.
+uint32_t slot_of(float* host, std::vector<SlotUse>& uses) {
+  Registry& r = registry();
+  uint32_t found = kDeviceSlots;
+  for (uint32_t i = 0; i < kDeviceSlots && found == kDeviceSlots; ++i) {
+    if (r.slots[i].users > 0 && r.slots[i].host == host) found = i;
+  }
+  for (uint32_t i = 0; i < kDeviceSlots && found == kDeviceSlots; ++i) {
+    if (r.slots[i].users == 0) {
+      found = i;
+      r.slots[i].host = host;
+      r.words[i] = *host;
+    }
+  }
+  for (const SlotUse& u : uses)
+    if (u.slot == found) return found;
+  ++r.slots[found].users;
+  uses.push_back({found, 0});
+  return found;
+}
+
+uint32_t free_slots() {
+  uint32_t n = 0;
+  for (const Registry::Slot& s : registry().slots) n += s.users == 0 ? 1 : 0;
+  return n;
+}
+
 }  // namespace
 
 size_t async_steps_in_flight() { return registry().count.load(); }
@@ -162,7 +233,7 @@ int synchronize_async_steps(Context& c, std::string* why) {
   return LUMINAV_STATUS_OK;
 }
 
-int enqueue_async_step(Context& c, std::span<AsyncTensor> tensors, bool skip_nonfinite,
+int enqueue_async_step(Context& c, std::span<AsyncTensor> tensors, const AsyncWords& words, bool skip_nonfinite,
                        luminav_step_status* caller_status, std::string* why) {
   std::lock_guard<std::mutex> lock(c.pass_mutex());
   Registry& r = registry();
@@ -172,10 +243,39 @@ int enqueue_async_step(Context& c, std::span<AsyncTensor> tensors, bool skip_non
     if (int code = complete_async_steps(c, true, why); code) return code;
     return report_pending(why);
   }
-  while (r.steps.size() >= kMaxInFlight) {
+  while (!r.steps.empty() && (r.steps.size() >= kMaxInFlight || free_slots() < words.counters.size() + 1)) {
     if (int code = r.steps.front().batch->wait(why); code) return code;
     retire_oldest();
   }
+  // The device words this step reads (Note [device step counter]).
+  std::vector<SlotUse> uses;
+  std::vector<uint32_t> counter_slot(words.counters.size(), kDeviceSlots), increments;
+  for (size_t g = 0; g < words.counters.size(); ++g) {
+    if (!words.counters[g]) continue;
+    counter_slot[g] = slot_of(words.counters[g], uses);
+    increments.push_back(counter_slot[g]);
+  }
+  const uint32_t found_inf_slot = words.found_inf ? slot_of(words.found_inf, uses) + 1 : 0;
+  auto counter_of = [&](const AsyncTensor& t) {  // its group's counter slot, or kDeviceSlots
+    return t.group < counter_slot.size() ? counter_slot[t.group] : kDeviceSlots;
+  };
+  std::vector<uint32_t> base(kDeviceSlots, 0), alternatives(kDeviceSlots, 1);
+  for (const SlotUse& u : uses) {
+    base[u.slot] = static_cast<uint32_t>(r.words[u.slot]);  // as the host driver reads t - 1
+    alternatives[u.slot] = 1 + r.slots[u.slot].pending;
+  }
+  for (uint32_t s : increments) {
+    for (SlotUse& u : uses)
+      if (u.slot == s) ++u.increments;
+  }
+  // Until the step is submitted its slots are given back on any return.
+  struct Release {
+    std::vector<SlotUse>* uses;
+    ~Release() {
+      if (uses)
+        for (const SlotUse& u : *uses) --registry().slots[u.slot].users;
+    }
+  } release{&uses};
 
   // The arena: constants, the finalize's tables, pass 2's dispatch
   // arguments and the outcome (host and device), then the partials (device).
@@ -190,7 +290,16 @@ int enqueue_async_step(Context& c, std::span<AsyncTensor> tensors, bool skip_non
   const VkDeviceSize jobs_at = round_up(tensors.size() * kParamsSlotBytes, align);
   const VkDeviceSize chunks_at = round_up(jobs_at + tensors.size() * sizeof(FinalizeJob), align);
   const VkDeviceSize args_at = round_up(chunks_at + chunks.size() * sizeof(FinalizeChunk), align);
-  const VkDeviceSize outcome_at = round_up(args_at + chunks.size() * 3 * sizeof(uint32_t), align);
+  const VkDeviceSize increments_at = round_up(args_at + chunks.size() * 3 * sizeof(uint32_t), align);
+  VkDeviceSize alternatives_end = round_up(increments_at + increments.size() * sizeof(uint32_t), align);
+  std::vector<VkDeviceSize> alternatives_at(tensors.size(), 0);
+  for (size_t j = 0; j < tensors.size(); ++j) {
+    const uint32_t s = counter_of(tensors[j]);
+    if (s == kDeviceSlots) continue;
+    alternatives_at[j] = alternatives_end;
+    alternatives_end += alternatives[s] * kParamsSlotBytes;
+  }
+  const VkDeviceSize outcome_at = round_up(alternatives_end, align);
   const VkDeviceSize mirrored = round_up(outcome_at + sizeof(FinalizeOutcome), align);
   VkDeviceSize arena = mirrored;
   for (StepChunk& ch : chunks) {
@@ -204,18 +313,30 @@ int enqueue_async_step(Context& c, std::span<AsyncTensor> tensors, bool skip_non
   void* mapped = nullptr;
   if (int code = batch->host_buffer(mirrored, &host, &mapped, why); code) return code;
   if (int code = batch->device_buffer(arena, &device, why); code) return code;
-  char* base = static_cast<char*>(mapped);
-  std::memset(base, 0, static_cast<size_t>(mirrored));
-  auto* jobs = reinterpret_cast<FinalizeJob*>(base + jobs_at);
-  auto* table = reinterpret_cast<FinalizeChunk*>(base + chunks_at);
-  auto* args = reinterpret_cast<uint32_t*>(base + args_at);
+  char* base_ptr = static_cast<char*>(mapped);
+  std::memset(base_ptr, 0, static_cast<size_t>(mirrored));
+  auto* jobs = reinterpret_cast<FinalizeJob*>(base_ptr + jobs_at);
+  auto* table = reinterpret_cast<FinalizeChunk*>(base_ptr + chunks_at);
+  auto* args = reinterpret_cast<uint32_t*>(base_ptr + args_at);
   for (size_t j = 0; j < tensors.size(); ++j) {
-    std::memcpy(base + j * kParamsSlotBytes, &tensors[j].job.params, sizeof(StepParams));
+    std::memcpy(base_ptr + j * kParamsSlotBytes, &tensors[j].job.params, sizeof(StepParams));
     jobs[j].position = tensors[j].position;
     jobs[j].check_finite = tensors[j].check_finite ? 1u : 0u;
     jobs[j].params_at = static_cast<uint32_t>(j * kParamsSlotBytes / 4);
     jobs[j].num_elements = static_cast<double>(tensors[j].job.num_elements);
+    const uint32_t s = counter_of(tensors[j]);
+    if (s != kDeviceSlots) {
+      jobs[j].counter = s + 1;
+      jobs[j].base = base[s];
+      jobs[j].alternatives = alternatives[s];
+      jobs[j].alternatives_at = static_cast<uint32_t>(alternatives_at[j] / 4);
+      for (uint32_t i = 0; i < alternatives[s]; ++i) {
+        StepParams p = words.params_at_step(j, static_cast<uint64_t>(base[s]) + 1 + i);
+        std::memcpy(base_ptr + alternatives_at[j] + i * kParamsSlotBytes, &p, sizeof p);
+      }
+    }
   }
+  std::memcpy(base_ptr + increments_at, increments.data(), increments.size() * sizeof(uint32_t));
   for (size_t i = 0; i < chunks.size(); ++i) {
     const StepChunk& ch = chunks[i];
     FinalizeJob& job = jobs[ch.tensor];
@@ -241,9 +362,37 @@ int enqueue_async_step(Context& c, std::span<AsyncTensor> tensors, bool skip_non
   // A staged array is copied now, so it must already hold what the steps in
   // flight write into it (they copy back only when done): those wait first.
   batch->before_staging([&c](std::string* w) { return complete_async_steps(c, true, w); });
-  if (int code = batch->begin(static_cast<uint32_t>(2 * chunks.size() + 1), why); code) return code;
+  if (int code = batch->begin(static_cast<uint32_t>(2 * chunks.size() + 2), why); code) return code;
   batch->after_earlier_submissions();
   batch->copy(host, device, {{0, 0, outcome_at}}, true);
+  // lv_finalize.comp, in either mode, over the arena, the status and the device words.
+  enum class FinalizeMode : uint32_t { kDecide = kFinalizeDecide, kPrepare = kFinalizePrepare };
+  auto finalize = [&](FinalizeMode mode) {
+    Bound b[kBindingCount];
+    for (Bound& x : b) x = unused;
+    b[0] = arena_bound(device, 0, arena);
+    b[kBindParam] = arena_bound(r.status_buffer, kSlotsOffset, kDeviceSlots * sizeof(float));
+    b[kBindOut] = arena_bound(r.status_buffer, 0, sizeof(luminav_step_status));
+    b[kBindOut2] = arena_bound(host, outcome_at, sizeof(FinalizeOutcome));
+    FinalizePush push{};
+    push.jobs = static_cast<uint32_t>(tensors.size());
+    push.jobs_at = static_cast<uint32_t>(jobs_at / 4);
+    push.chunks_at = static_cast<uint32_t>(chunks_at / 4);
+    push.args_at = static_cast<uint32_t>(args_at / 4);
+    push.args = static_cast<uint32_t>(chunks.size());
+    push.skip_nonfinite = skip_nonfinite ? 1u : 0u;
+    push.increments_at = static_cast<uint32_t>(increments_at / 4);
+    push.increments = static_cast<uint32_t>(increments.size());
+    push.mode = static_cast<uint32_t>(mode);
+    push.found_inf = found_inf_slot;
+    VkPipeline pipeline = c.pipeline(Shader::kFinalize, 0, 0, why);
+    return pipeline ? batch->dispatch_raw(pipeline, b, &push, sizeof push, 1, why) : LUMINAV_STATUS_DRIVER_ERROR;
+  };
+  if (!increments.empty()) {
+    // The constants of the step each counter is at, before pass 1 reads them.
+    if (int code = finalize(FinalizeMode::kPrepare); code) return code;
+    batch->shader_barrier();
+  }
   // Every array of every chunk bound once, for both passes.
   PassStats stats;
   std::vector<Bindings> bound(chunks.size());
@@ -282,23 +431,7 @@ int enqueue_async_step(Context& c, std::span<AsyncTensor> tensors, bool skip_non
     }
   }
   batch->shader_barrier();
-  {
-    Bound b[kBindingCount];
-    for (Bound& x : b) x = unused;
-    b[0] = arena_bound(device, 0, arena);
-    b[kBindOut] = arena_bound(r.status_buffer, 0, sizeof(luminav_step_status));
-    b[kBindOut2] = arena_bound(host, outcome_at, sizeof(FinalizeOutcome));
-    FinalizePush push{};
-    push.jobs = static_cast<uint32_t>(tensors.size());
-    push.jobs_at = static_cast<uint32_t>(jobs_at / 4);
-    push.chunks_at = static_cast<uint32_t>(chunks_at / 4);
-    push.args_at = static_cast<uint32_t>(args_at / 4);
-    push.args = static_cast<uint32_t>(chunks.size());
-    push.skip_nonfinite = skip_nonfinite ? 1u : 0u;
-    VkPipeline pipeline = c.pipeline(Shader::kFinalize, 0, 0, why);
-    const int code = pipeline ? batch->dispatch_raw(pipeline, b, &push, sizeof push, 1, why) : LUMINAV_STATUS_DRIVER_ERROR;
-    if (code) return code;
-  }
+  if (int code = finalize(FinalizeMode::kDecide); code) return code;
   batch->indirect_barrier();
   for (size_t i = 0; i < chunks.size(); ++i) {
     const TensorJob& job = tensors[chunks[i].tensor].job;
@@ -310,9 +443,12 @@ int enqueue_async_step(Context& c, std::span<AsyncTensor> tensors, bool skip_non
   }
   if (int code = batch->submit(why); code) return code;
   InFlight step;
-  step.outcome = reinterpret_cast<const FinalizeOutcome*>(base + outcome_at);
+  step.outcome = reinterpret_cast<const FinalizeOutcome*>(base_ptr + outcome_at);
   step.caller_status = caller_status;
   step.batch = std::move(batch);
+  for (const SlotUse& u : uses) r.slots[u.slot].pending += u.increments;
+  step.uses = std::move(uses);
+  release.uses = nullptr;
   r.steps.push_back(std::move(step));
   r.count = r.steps.size();
   r.used = true;

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 #include <vector>
@@ -25,6 +26,17 @@ struct AsyncTensor {
   uint32_t position = 0;
   bool check_finite = false;
   bool needs_reduce = false;  // the group has a reduction round (finite check, K, norms)
+  uint32_t group = 0;         // index into AsyncWords::counters
+};
+
+// The caller's words that the step reads and writes when it runs (Note
+// [device step counter] in vulkan_async.cc): each group's step counter (fp32
+// t - 1, or null), GradScaler's found_inf (or null), and the constants of
+// tensor j at step t as the host forms them (for a tensor with a counter).
+struct AsyncWords {
+  std::span<float* const> counters;
+  float* found_inf = nullptr;
+  std::function<StepParams(size_t tensor, uint64_t step)> params_at_step;
 };
 
 // Enqueues one step; returns once it is submitted. Before that it completes
@@ -34,7 +46,7 @@ struct AsyncTensor {
 // naming the tensor by its position in the call, enqueueing nothing.
 // `caller_status` (host memory, may be null) receives a copy of the device
 // status word when the step is seen complete. Takes the context's pass mutex.
-int enqueue_async_step(Context& c, std::span<AsyncTensor> tensors, bool skip_nonfinite,
+int enqueue_async_step(Context& c, std::span<AsyncTensor> tensors, const AsyncWords& words, bool skip_nonfinite,
                        luminav_step_status* caller_status, std::string* why);
 
 // Completes the finished steps, or all of them when `wait` (staged arrays

@@ -78,6 +78,14 @@ TensorJob job_of(const StepConstants& k, const luminav_tensor& t, const TensorGl
 // often 4096).
 constexpr size_t kTensorsPerPass = 64;
 
+// What luminav_step_groups_enqueue runs asynchronously here and what still
+// falls back to the synchronous step (the last line of the backend's
+// devices, so `luminamoon info` and luminav_backend_devices say it).
+constexpr const char* kSynchronousOptions =
+    "asynchronous step (luminav_step_groups_enqueue): CLM groups of at most 64 tensors in a call, every option "
+    "and dtype, masters, stochastic rounding, step_counter / lr / grad_scale / found_inf; synchronous fallback: "
+    "TD-CLM (its factors are formed on the host between the passes) and calls of more than 64 tensors";
+
 // run_pass over `jobs` in batches of kTensorsPerPass.
 int run_batched(Context& c, Pass pass, std::vector<TensorJob>& jobs, std::string* why) {
   for (size_t first = 0; first < jobs.size(); first += kTensorsPerPass) {
@@ -115,6 +123,7 @@ class VulkanBackend final : public Backend {
       if (!out.empty()) out += "\n";
       out += d.name + " (" + d.type + ", Vulkan " + d.api + ")" + (d.chosen ? " [selected]" : "") + ": " + d.why;
     }
+    if (!out.empty()) out += std::string("\n") + kSynchronousOptions;
     return out;
   }
 
@@ -184,17 +193,19 @@ class VulkanBackend final : public Backend {
     return LUMINAV_STATUS_OK;
   }
 
-  // Note [Vulkan asynchronous step] (vulkan_async.cc): CLM only (TD-CLM's
-  // factors are formed on the host), tensors of one submission, the step
-  // count, lr and found_inf as host values.
+  // Note [Vulkan asynchronous step] (vulkan_async.cc): CLM (TD-CLM's
+  // factors are formed on the host between the passes: synchronous, see
+  // kSynchronousOptions), at most kTensorsPerPass tensors; the step counters
+  // and found_inf are read and written on the device (Note [device step
+  // counter]), lr and the gradient scale read now.
   int enqueue_host_step(std::span<const AsyncGroup> groups, const luminav_async& async, bool* enqueued) override {
     *enqueued = false;
     Context* c = context();
     if (!c) return LUMINAV_STATUS_BACKEND_UNAVAILABLE;
     size_t count = 0;
-    bool supported = !groups.empty() && async.found_inf == nullptr;
+    bool supported = !groups.empty();
     for (const AsyncGroup& g : groups) {
-      supported = supported && !g.k.tdclm && g.step_counter == nullptr && g.lr == nullptr;
+      supported = supported && !g.k.tdclm;
       count += g.tensors.size();
     }
     std::string why;
@@ -206,23 +217,51 @@ class VulkanBackend final : public Backend {
       }
       return LUMINAV_STATUS_OK;
     }
-    std::vector<AsyncTensor> tensors;
-    tensors.reserve(count);
-    for (const AsyncGroup& g : groups) {
+    // Each group's constants as the host driver forms them, at step t.
+    auto constants_at = [&async](const AsyncGroup& g, uint64_t step) {
       StepConstants k = g.k;
+      double lr = g.lr_host;
+      if (g.lr) {
+        lr = g.lr_dtype == LUMINAV_SCALAR_F64 ? *static_cast<const double*>(g.lr)
+                                               : static_cast<double>(*static_cast<const float*>(g.lr));
+      }
+      core::set_step_and_lr(k, g.beta1, g.beta2, lr, g.weight_decay, step);
       if (async.grad_scale) k.inv_grad_scale = core::inverse_grad_scale(*async.grad_scale);
+      return k;
+    };
+    auto job_at = [](const StepConstants& k, const luminav_tensor& t) {
+      TensorJob job = job_of(k, t, core::initial_globals(k, 0.0f));
+      job.params.want_grad_sums = 1u;
+      job.params.want_update_sums = core::needs_update_sums(k) ? 1u : 0u;
+      return job;
+    };
+    std::vector<AsyncTensor> tensors;
+    std::vector<float*> counters;
+    std::vector<std::pair<size_t, size_t>> origin;  // (group, tensor) of each AsyncTensor
+    tensors.reserve(count);
+    for (size_t gi = 0; gi < groups.size(); ++gi) {
+      const AsyncGroup& g = groups[gi];
+      const StepConstants k = constants_at(g, g.k.step);
+      counters.push_back(g.step_counter);
       for (size_t j = 0; j < g.tensors.size(); ++j) {
         AsyncTensor t;
-        t.job = job_of(k, g.tensors[j], core::initial_globals(k, 0.0f));
-        t.job.params.want_grad_sums = 1u;
-        t.job.params.want_update_sums = core::needs_update_sums(k) ? 1u : 0u;
+        t.job = job_at(k, g.tensors[j]);
         t.position = g.positions[j];
         t.check_finite = k.check_finite != 0;
         t.needs_reduce = core::reduction_rounds(k) > 0;
+        t.group = static_cast<uint32_t>(gi);
         tensors.push_back(t);
+        origin.emplace_back(gi, j);
       }
     }
-    if (int code = enqueue_async_step(*c, tensors, async.skip_nonfinite != 0, async.status, &why);
+    AsyncWords words;
+    words.counters = counters;
+    words.found_inf = async.found_inf;
+    words.params_at_step = [&](size_t tensor, uint64_t step) {
+      const AsyncGroup& g = groups[origin[tensor].first];
+      return job_at(constants_at(g, step), g.tensors[origin[tensor].second]).params;
+    };
+    if (int code = enqueue_async_step(*c, tensors, words, async.skip_nonfinite != 0, async.status, &why);
         code != LUMINAV_STATUS_OK) {
       set_backend_error(code == LUMINAV_STATUS_NONFINITE_GRAD ? why : "vulkan step on " + c->device_name() + ": " + why);
       return code;

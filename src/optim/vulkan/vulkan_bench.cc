@@ -194,21 +194,36 @@ vk::TensorJob device_job(const core::StepConstants& k, const core::MomentLayout&
 
 // `count` asynchronous CLM steps on device-local arrays enqueued back to back,
 // then one synchronize: the seconds of the whole, and each enqueue call's.
+// With `counter`, the step count is read and advanced on the device (Note
+// [device step counter]).
 double device_async_steps(vk::Context& c, const luminav_hyperparams& hp, const luminav_tensor& shape, VkBuffer p,
-                          VkBuffer g, VkBuffer m, VkBuffer v, int count, std::vector<double>& enqueue_seconds) {
-  core::StepConstants k = core::make_step_constants(hp);
-  const core::MomentLayout layout = core::moment_layout(k.tdclm, shape);
-  vk::AsyncTensor t;
-  t.job = device_job(k, layout, shape, p, g, m, v, core::initial_globals(k, 0.0f));
-  t.job.params.want_grad_sums = 1;
-  t.job.params.want_update_sums = core::needs_update_sums(k) ? 1 : 0;
-  t.check_finite = k.check_finite != 0;
-  t.needs_reduce = core::reduction_rounds(k) > 0;
+                          VkBuffer g, VkBuffer m, VkBuffer v, int count, std::vector<double>& enqueue_seconds,
+                          float* counter = nullptr) {
+  auto tensor_at = [&](uint64_t step) {
+    luminav_hyperparams at = hp;
+    at.step = step;
+    core::StepConstants k = core::make_step_constants(at);
+    const core::MomentLayout layout = core::moment_layout(k.tdclm, shape);
+    vk::AsyncTensor t;
+    t.job = device_job(k, layout, shape, p, g, m, v, core::initial_globals(k, 0.0f));
+    t.job.params.want_grad_sums = 1;
+    t.job.params.want_update_sums = core::needs_update_sums(k) ? 1 : 0;
+    t.check_finite = k.check_finite != 0;
+    t.needs_reduce = core::reduction_rounds(k) > 0;
+    return t;
+  };
+  vk::AsyncTensor t = tensor_at(hp.step);
+  float* counters[1] = {counter};
+  vk::AsyncWords words;
+  if (counter) {
+    words.counters = counters;
+    words.params_at_step = [&](size_t, uint64_t step) { return tensor_at(step).job.params; };
+  }
   std::string why;
   const auto start = std::chrono::steady_clock::now();
   for (int i = 0; i < count; ++i) {
     const auto a = std::chrono::steady_clock::now();
-    if (vk::enqueue_async_step(c, std::span(&t, 1), false, nullptr, &why)) die(why);
+    if (vk::enqueue_async_step(c, std::span(&t, 1), words, false, nullptr, &why)) die(why);
     enqueue_seconds.push_back(seconds_since(a));
   }
   if (vk::synchronize_async_steps(c, &why)) die(why);
@@ -360,6 +375,16 @@ int main(int argc, char** argv) {
         std::printf("{\"log2n\": %d, \"mode\": \"%s\", \"memory\": \"vulkan_device_local_async\", "
                     "\"steps\": %d, \"enqueue_seconds_median\": %.6g}\n",
                     lg, name, reps, median(enqueue_s));
+        std::fflush(stdout);
+        // The same with the step count on the device (torch's capturable state["step"]).
+        float counter = static_cast<float>(hp.step - 1);
+        std::vector<double> counter_enqueue_s;
+        const double counter_s =
+            device_async_steps(*c, hp, shape, p, g, m, v, reps, counter_enqueue_s, &counter) / reps;
+        report("vulkan_device_local_async_counter", counter_s);
+        std::printf("{\"log2n\": %d, \"mode\": \"%s\", \"memory\": \"vulkan_device_local_async_counter\", "
+                    "\"steps\": %d, \"enqueue_seconds_median\": %.6g, \"counter_after\": %.1f}\n",
+                    lg, name, reps, median(counter_enqueue_s), counter);
         std::fflush(stdout);
       }
       if (!host && !simd) continue;

@@ -43,20 +43,32 @@ static_assert(offsetof(StepParams, bound_ratio) == 16 * 4 && offsetof(StepParams
               "StepParams words as lv_finalize.comp reads them");
 
 // lv_finalize.comp's push constants (the pipeline layout's 40 bytes); *_at
-// are uint32 word offsets into the step's arena.
+// are uint32 word offsets into the step's arena. mode kFinalizePrepare:
+// the constants of the tensors whose step count is read on the device are
+// chosen (Note [device step counter] in vulkan_async.cc); kFinalizeDecide:
+// the verdict, the scales, the status, the counters and found_inf.
+inline constexpr uint32_t kFinalizeDecide = 0, kFinalizePrepare = 1;
 struct FinalizePush {
-  uint32_t jobs, jobs_at, chunks_at, args_at, args, skip_nonfinite, pad0, pad1;
-  uint64_t pad2;
+  uint32_t jobs, jobs_at, chunks_at, args_at, args, skip_nonfinite;
+  uint32_t increments_at, increments;  // the step counters' slots to advance when the step applies
+  uint32_t mode;
+  uint32_t found_inf;  // its slot + 1, or 0
 };
 static_assert(sizeof(FinalizePush) == sizeof(ChunkPush));
 
-// One tensor of the finalize (8 words); its chunks' tile partials are
-// `chunks` FinalizeChunk entries from `first_chunk`.
+// One tensor of the finalize (12 words); its chunks' tile partials are
+// `chunks` FinalizeChunk entries from `first_chunk`. counter: the slot + 1
+// of its group's step counter (0: none); then its constants at step
+// base + 1 + i are the i-th of `alternatives` slots of kParamsSlotBytes at
+// word `alternatives_at`, and the prepare copies the one of the counter's
+// value into its constants at `params_at`.
 struct FinalizeJob {
-  uint32_t first_chunk, chunks, position, check_finite, params_at, pad;
+  uint32_t first_chunk, chunks, position, check_finite, params_at, counter;
   double num_elements;
+  uint32_t base, alternatives, alternatives_at, pad;
 };
-static_assert(sizeof(FinalizeJob) == 32 && offsetof(FinalizeJob, num_elements) == 24);
+static_assert(sizeof(FinalizeJob) == 48 && offsetof(FinalizeJob, num_elements) == 24 &&
+              offsetof(FinalizeJob, base) == 32);
 struct FinalizeChunk {
   uint32_t partials_at, tiles;  // word offset of the chunk's first TilePartial
 };
@@ -64,6 +76,10 @@ struct FinalizeChunk {
 struct FinalizeOutcome {
   uint32_t applied, first_bad, refused, failed;
 };
+// The device words of the step counters and found_inf (fp32 each), after
+// the status word in one host-visible buffer.
+inline constexpr uint32_t kDeviceSlots = 128;
+inline constexpr uint32_t kSlotsOffset = 256;  // bytes; >= any minStorageBufferOffsetAlignment
 
 enum Binding : uint32_t {
   kBindParams = 0,

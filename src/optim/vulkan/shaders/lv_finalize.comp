@@ -10,15 +10,26 @@
 // cleared), pass 2's indirect dispatch arguments zeroed so that no
 // invocation of it runs. Word offsets into the arena come from the host
 // (vulkan_layout.h: FinalizePush, FinalizeJob, kParamsWord*).
+// The same shader in prepare mode runs first, before pass 1, where a step
+// counter is read on the device (Note [device step counter] in
+// vulkan_async.cc): each such tensor's constants are chosen among the ones
+// the host formed for the steps the counter can be at. The counters and
+// found_inf are fp32 words of binding 1 (the process's slots).
 layout(local_size_x = 256) in;
 
 layout(std430, set = 0, binding = 0) buffer Arena { uint w[]; };
+layout(std430, set = 0, binding = 1) buffer Slots { uint slot[]; };
 layout(std430, set = 0, binding = 7) buffer Status { uint verdict, failed, skipped, refused; } S;
 layout(std430, set = 0, binding = 8) writeonly buffer Outcome { uint applied, first_bad, refused_now, failed_now; } O;
 layout(push_constant) uniform Push {
-  uint jobs, jobs_at, chunks_at, args_at, args, skip_nonfinite, pad0, pad1;
-  uvec2 pad2;
+  uint jobs, jobs_at, chunks_at, args_at, args, skip_nonfinite, increments_at, increments;
+  uint mode, found_inf;
 } pc;
+#define MODE_PREPARE 1u
+#define JOB_WORDS 12u
+#define PARAMS_SLOT_WORDS 64u  // kParamsSlotBytes / 4
+#define PARAMS_WORDS 30u       // sizeof(StepParams) / 4
+#define VERDICT_FOUND_INF 0xFFFFFFFFu
 
 // StepParams words (vulkan_layout.h: static_asserts on the offsets).
 #define WORD_BOUND_RATIO 16u
@@ -29,19 +40,40 @@ layout(push_constant) uniform Push {
 #define BOUND_TENSOR 1u
 
 shared double lane_sum[5][256];  // sum g^2, sum (lr*u*phi)^2, sum x^2, nonfinite, K
-shared uint first_bad, refuse, applied;
+shared uint first_bad, refuse, blocked, applied;
 
 double word_double(uint at) { return packDouble2x32(uvec2(w[at], w[at + 1u])); }
 
+// Prepare: the constants of the step the counter is at (the host's
+// alternatives start at its value when the call was made; the clamp only
+// keeps a counter changed under a step in flight inside the table).
+void prepare() {
+  for (uint j = 0u; j < pc.jobs; ++j) {
+    const uint job = pc.jobs_at + JOB_WORDS * j;
+    const uint counter = w[job + 5u];
+    if (counter == 0u) continue;
+    const uint now = uint(uintBitsToFloat(slot[counter - 1u]));
+    const uint pick = min(now - w[job + 8u], w[job + 9u] - 1u);
+    const uint from = w[job + 10u] + PARAMS_SLOT_WORDS * pick, to = w[job + 4u];
+    for (uint i = gl_LocalInvocationID.x; i < PARAMS_WORDS; i += 256u) w[to + i] = w[from + i];
+  }
+}
+
 void main() {
+  if (pc.mode == MODE_PREPARE) {
+    prepare();
+    return;
+  }
   const uint l = gl_LocalInvocationID.x;
   if (l == 0u) {
     refuse = S.failed;
+    // GradScaler's found_inf, as the step reads it (-0.0 counts as zero).
+    blocked = (pc.found_inf != 0u && uintBitsToFloat(slot[pc.found_inf - 1u]) != 0.0) ? 1u : 0u;
     first_bad = 0u;
   }
   barrier();
   for (uint j = 0u; j < pc.jobs; ++j) {
-    const uint job = pc.jobs_at + 8u * j;
+    const uint job = pc.jobs_at + JOB_WORDS * j;
     const uint first_chunk = w[job], chunks = w[job + 1u];
     double acc[5] = double[5](0.0LF, 0.0LF, 0.0LF, 0.0LF, 0.0LF);
     uint before = 0u;  // tiles of the job's earlier chunks
@@ -87,12 +119,19 @@ void main() {
     }
     barrier();
   }
+  // The order of the CUDA backend's commit: an earlier failure, found_inf,
+  // this step's verdict; a step that applies advances its step counters.
   if (l == 0u) {
     uint ok = 0u;
+    const bool fails = refuse == 0u && blocked == 0u && first_bad != 0u;
     if (refuse != 0u) {
       S.refused += 1u;
+    } else if (blocked != 0u) {
+      S.verdict = VERDICT_FOUND_INF;
+      S.skipped += 1u;
     } else if (first_bad != 0u) {
       S.verdict = first_bad;
+      if (pc.found_inf != 0u) slot[pc.found_inf - 1u] = floatBitsToUint(1.0);
       if (pc.skip_nonfinite != 0u) {
         S.skipped += 1u;
       } else {
@@ -101,12 +140,16 @@ void main() {
     } else {
       S.verdict = 0u;
       ok = 1u;
+      for (uint i = 0u; i < pc.increments; ++i) {
+        const uint s = w[pc.increments_at + i];
+        slot[s] = floatBitsToUint(uintBitsToFloat(slot[s]) + 1.0);
+      }
     }
     applied = ok;
     O.applied = ok;
-    O.first_bad = first_bad;
+    O.first_bad = fails ? first_bad : 0u;
     O.refused_now = refuse != 0u ? 1u : 0u;
-    O.failed_now = (refuse == 0u && first_bad != 0u && pc.skip_nonfinite == 0u) ? 1u : 0u;
+    O.failed_now = (fails && pc.skip_nonfinite == 0u) ? 1u : 0u;
   }
   barrier();
   if (applied == 0u) {
