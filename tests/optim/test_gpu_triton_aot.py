@@ -185,7 +185,6 @@ def check_tdclm(hp, form: str, before: TdState, gpu: TdState, host: TdState, wha
     if a["master"] is not None:
         assert_within_forward_error(f"{what} master", a["master"], r["master"], ref.scale_x, factor)
         same = a["master"] == r["master"]
-        assert same.mean() > 0.5, f"{what}: only {same.mean():.0%} of the masters agree bit for bit"
         assert np.array_equal(a["x_bits"][same], r["x_bits"][same]), f"{what}: 16-bit bits differ where fp32 agrees"
     else:
         assert_within_forward_error(f"{what} param", a["x"], r["x"], ref.scale_x, factor)
