@@ -13,6 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -249,6 +250,9 @@ def test_standalone_engine_runs_tdclm_on_triton_aot():
         "sys.path.insert(0, %r)\n"
         "import test_gpu_cuda as t\n"
         "from luminav_reference import Hyper, reference_step, assert_within_forward_error\n"
+        "f = t.f32  # the standalone API's float arguments: the reference gets the same values\n"
+        "hyper = Hyper(lr=f(1e-3), beta1=f(0.9), beta2=f(0.999), eps=f(1e-8), weight_decay=f(0.01),"
+        " buffer_mode=1, td_factor='tensor')\n"
         "n = 300000\n"
         "gen = torch.Generator().manual_seed(3)\n"
         "x = torch.randn(n, generator=gen); g = torch.randn(n, generator=gen) * 0.01\n"
@@ -264,7 +268,7 @@ def test_standalone_engine_runs_tdclm_on_triton_aot():
         " 1e-8, 0.01, 0.0, 0.0, 1, 0, 0, 0.0, step, 0)\n"
         "    torch.cuda.synchronize()\n"
         "    assert rc == 0, lib.luminav_last_error_message()\n"
-        "    ref = reference_step(Hyper(buffer_mode=1, td_factor='tensor'), x0, m0, s0, g.numpy(), step)\n"
+        "    ref = reference_step(hyper, x0, m0, s0, g.numpy(), step)\n"
         "    assert_within_forward_error('x', dx.cpu().numpy(), ref.x, ref.scale_x)\n"
         "    assert_within_forward_error('m', dm.cpu().numpy(), ref.m, ref.scale_m)\n"
         "    assert_within_forward_error('s', ds.cpu().numpy(), ref.v, ref.scale_v)\n"
