@@ -180,8 +180,8 @@ class TritonAotBackend final : public Backend {
  private:
   static constexpr const char* kWholeStepsOnly =
       "backend 'triton-aot' finalizes TD-CLM on the device and runs it in whole steps only (luminav_step, "
-      "luminav_step_multi, luminav_triton_step_f32); luminav_reduce/luminav_apply of TD-CLM need the cuda or a "
-      "CPU backend";
+      "luminav_step_multi, luminav_triton_step_f32); luminav_reduce/luminav_apply of TD-CLM run on a CPU "
+      "backend or on cuda (td_factor tensor)";
 
   // The manifest beside the library, checked once per process.
   struct Checked {
