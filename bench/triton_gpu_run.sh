@@ -7,6 +7,9 @@
 # tests, the kernel benchmark and the end-to-end training loop.
 #   bash bench/triton_gpu_run.sh [build] [aot] [tests] [aottests] [bench] [aotbench] [sweep] [loop]
 #                                [loopreplay] [hostprofile] [loopab] [loopold] [hostprofileold]
+#                                [tdtests] [tdbench]
+# tdtests / tdbench (session 5): the triton-aot backend's tests (TD-CLM factored/row/tensor and CLM)
+# and TD-CLM at 16384 x 16384 side by side (nvcc async, Triton JIT, luminav_step on triton-aot).
 # loopold / hostprofileold: the loop and the host profile with an earlier Python package over the
 # same build (./old_optim/*.py replacing luminamoon/optim's files: the A/B of a host-side change).
 # At most 8 files come back from $OUT.
@@ -79,6 +82,14 @@ for phase in $phases; do
     hostprofileold)
       PYTHONPATH=$(old_site) timeout 120 python3 bench/triton_loop_host_profile.py --steps 5 --out "$out" --tag _old 2>&1 \
         | tee "$out/host_profile_old.log" | head -40 ;;
+    tdtests)
+      LUMINAV_TRITON_AOT_DIR=$PWD/aot PYTHONPATH=$site timeout 150 python3 -m pytest -q -p no:cacheprovider -o addopts= \
+        tests/optim/test_gpu_triton_aot.py -rs 2>&1 | tee "$out/pytest_aot.log" | tail -25 ;;
+    tdbench)
+      LUMINAV_TRITON_AOT_DIR=$PWD/aot PYTHONPATH=$site timeout 200 python3 bench/triton_step_bench.py --reps 7 \
+        --skip-compile --cases tdclm_factored_f32 tdclm_factored_bf16_master tdclm_row_f32 tdclm_tensor_f32 \
+        --kinds luminav_nvcc luminav_triton luminav_step_nvcc luminav_step_triton_aot --out "$out/tdbench.json" 2>&1 \
+        | tee "$out/tdbench.log" | tail -20 ;;
     loopab)  # the JIT step one launch per tensor again (LUMINAV_TRITON_MULTI_TENSOR=0), for the A/B
       LUMINAV_TRITON_MULTI_TENSOR=0 PYTHONPATH=$site timeout 120 python3 bench/optim_training_loop.py \
         --kinds luminav_triton --reps 5 --steps 3 --json "$out/loop_single.json" 2>&1 | tee "$out/loop_single.log" | tail -8 ;;

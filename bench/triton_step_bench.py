@@ -38,26 +38,35 @@ class SynchronousStep:
     entry point, whose finite check reads its verdict back to the host before pass 2. The same path
     for the nvcc kernels ("cuda") and the Triton AOT kernels ("triton-aot"), so the two compare."""
 
-    def __init__(self, p: torch.nn.Parameter, backend: str):
+    def __init__(self, p: torch.nn.Parameter, backend: str, mode: str = "clm", td_factor: str = "factored"):
         from luminamoon import optim
         self.optim, self.p, self.backend, self.t = optim, p, backend, 0
+        self.td_factor = td_factor
+        self.buffer_mode = 1 if mode == "tdclm" else 2
         self.m = torch.zeros(p.shape, device=p.device, dtype=torch.float32)
-        self.v = torch.zeros_like(self.m)
+        if mode == "tdclm":  # TD-CLM's second moment: R + C, R or 1 floats (td_factor)
+            rows, cols = p.shape[0], p.numel() // p.shape[0]
+            length = {"factored": rows + cols, "row": rows, "tensor": 1}[td_factor]
+            self.v = torch.zeros(length, device=p.device, dtype=torch.float32)
+        else:
+            self.v = torch.zeros_like(self.m)
         self.master = p.detach().float().clone() if p.dtype != torch.float32 else None
 
     def step(self):
         self.t += 1
         self.optim.step(self.p.data, self.p.grad, self.m, self.v, self.master, lr=1e-3, beta1=0.9, beta2=0.999,
-                        eps=1e-8, weight_decay=0.01, step=self.t, backend=self.backend)
+                        eps=1e-8, weight_decay=0.01, step=self.t, backend=self.backend,
+                        buffer_mode=self.buffer_mode, td_factor=self.td_factor)
 
 
-def optimizer(kind: str, p: torch.nn.Parameter, mode: str):
+def optimizer(kind: str, p: torch.nn.Parameter, mode: str, td_factor: str):
     if kind in ("luminav_step_nvcc", "luminav_step_triton_aot"):
-        return SynchronousStep(p, "cuda" if kind == "luminav_step_nvcc" else "triton-aot")
+        return SynchronousStep(p, "cuda" if kind == "luminav_step_nvcc" else "triton-aot", mode, td_factor)
     if kind == "torch_fused_adamw":
         return torch.optim.AdamW([p], lr=1e-3, weight_decay=0.01, fused=True)
     backend = {"luminav_nvcc": "auto", "luminav_triton": "triton"}[kind]
-    return LuminaV([p], lr=1e-3, weight_decay=0.01, mode=mode, backend=backend)
+    extra = {"td_factor": td_factor} if mode == "tdclm" else {}
+    return LuminaV([p], lr=1e-3, weight_decay=0.01, mode=mode, backend=backend, **extra)
 
 
 CASES = {
@@ -65,10 +74,15 @@ CASES = {
     "clm_f32": ((1 << 28,), torch.float32, "clm", 32),                 # p g m v in, p m v out, g (check)
     "clm_bf16_master": ((1 << 28,), torch.bfloat16, "clm", 30),        # g2 m v w in, p2 m v w out, g2 (check)
     "tdclm_factored_f32": ((1 << 14, 1 << 14), torch.float32, "tdclm", 28),  # p g m in, p m out, g x3 (sums)
+    # TD-CLM's other forms and 16-bit parameters (issue 18 session 5: the AOT TD-CLM set)
+    "tdclm_factored_bf16_master": ((1 << 14, 1 << 14), torch.bfloat16, "tdclm", 24),  # g2 x3, p2 m w in/out
+    "tdclm_row_f32": ((1 << 14, 1 << 14), torch.float32, "tdclm", 24),       # g x2 (row sums, apply)
+    "tdclm_tensor_f32": ((1 << 14, 1 << 14), torch.float32, "tdclm", 24),    # g x2 (sum g^2, apply)
 }
+TD_FACTOR = {"tdclm_row_f32": "row", "tdclm_tensor_f32": "tensor"}  # the others: factored
 
 
-def run_case(name: str, kinds: list[str], warmup: int, reps: int) -> dict:
+def run_case(name: str, kinds: list[str], warmup: int, reps: int, copy: float = 0.0) -> dict:
     shape, dtype, mode, bytes_per = CASES[name]
     n = 1
     for s in shape:
@@ -77,16 +91,18 @@ def run_case(name: str, kinds: list[str], warmup: int, reps: int) -> dict:
     for kind in kinds:
         if kind == "torch_fused_adamw" and (mode != "clm" or dtype != torch.float32):
             continue  # torch keeps no fp32 masters and no TD-CLM
-        if kind.startswith("luminav_step_") and mode != "clm":
-            continue  # the AOT kernel set is CLM (Note [AOT kernel set])
+        td_factor = TD_FACTOR.get(name, "factored")
+        if kind == "luminav_step_nvcc" and mode == "tdclm" and td_factor != "tensor":
+            continue  # the nvcc kernels run factored/row in the asynchronous step only
         torch.manual_seed(0)
         p = torch.nn.Parameter(torch.randn(shape, device="cuda").to(dtype))
         p.grad = (0.01 * torch.randn(shape, device="cuda")).to(dtype)
-        opt = optimizer(kind, p, mode)
+        opt = optimizer(kind, p, mode, td_factor)
         per = bytes_per if kind != "torch_fused_adamw" else 28  # no finite check
         ms = cuda_event_median(opt.step, warmup, reps)[0]
         out[kind] = {"ms": ms, "gbs": per * n / (ms * 1e-3) / 1e9, "bytes_per_element": per}
-        print(f"{name:20s} {kind:24s} {ms:8.3f} ms  {out[kind]['gbs']:7.0f} GB/s", flush=True)
+        share = f"  {100 * out[kind]['gbs'] / copy:4.0f}% of copy" if copy else ""
+        print(f"{name:20s} {kind:24s} {ms:8.3f} ms  {out[kind]['gbs']:7.0f} GB/s{share}", flush=True)
         del opt, p
         torch.cuda.empty_cache()
     return out
@@ -142,7 +158,7 @@ def main():
     if not args.skip_compile:
         result["compile"] = compile_times()
     for name in args.cases:
-        result["cases"][name] = run_case(name, args.kinds, args.warmup, args.reps)
+        result["cases"][name] = run_case(name, args.kinds, args.warmup, args.reps, result["copy_gbs"])
     result["wall_s"] = time.time() - t0
     if args.out:
         with open(args.out, "w") as f:

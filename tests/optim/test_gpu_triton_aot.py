@@ -13,12 +13,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from test_gpu_cuda import (F32, BF16, OK, NONFINITE, State, backend_reason, check_against_scalar,  # noqa: E402
                            hyperparams, load_library, scalar_options, step)
-from luminav_ctypes import Options  # noqa: E402
+from luminav_ctypes import Options, Tensor, as_hyper  # noqa: E402
+from luminav_reference import accuracy_factor, assert_within_forward_error, reference_step  # noqa: E402
 
 torch = pytest.importorskip("torch")
 BACKEND_UNAVAILABLE = 3
@@ -72,7 +74,7 @@ def test_a_nonfinite_gradient_is_counted_and_nothing_is_written(lib):
 
 
 @pytest.mark.parametrize("change,needle", [(dict(cautious=1), "no kernel for cautious"),
-                                           (dict(buffer_mode=1), "CLM steps only"),
+                                           (dict(buffer_mode=1, lam=0.3), "no kernel for lam"),
                                            (dict(tau=0.5), "no kernel for tau")])
 def test_options_outside_the_kernel_set_are_refused_before_a_launch(lib, change, needle):
     gen = torch.Generator().manual_seed(9)
@@ -130,3 +132,152 @@ def test_force_backend_runs_luminav_step_and_the_standalone_engine_on_triton_aot
     platform, rest = lines["engine"].split(" ", 1)
     label, err = rest.rsplit(" ", 1)
     assert platform == "cuda" and label.startswith("triton-aot:sm_") and float(err) <= 1e-6, lines
+
+
+# ---- TD-CLM (issue 18 session 5: Note [AOT TD-CLM set], Note [device finalize]) ----------------
+
+TD_FACTOR = {"factored": 0, "row": 1, "tensor": 2}  # LUMINAV_TD_*
+# (R, C): wide tiles with every hint (64 x 1024), wide with R and addresses off 16 (7 x 300), narrow
+# aligned (512 x 48) and not (33 x 100), and a C = 1 tensor (CLM's per-element moments).
+TD_SHAPES = [(64, 1024), (7, 300), (512, 48), (33, 100), (1000, 1)]
+
+
+class TdState(State):
+    """A TD-CLM tensor: exp_avg_sq in the form's layout (R + C, R or 1 floats)."""
+
+    rows = 0
+    td_factor = 0
+
+    def struct(self) -> Tensor:
+        t = super().struct()
+        t.rows, t.td_factor = self.rows, self.td_factor
+        return t
+
+    def to(self, dev) -> "TdState":
+        out = super().to(dev)
+        out.__class__ = TdState
+        out.rows, out.td_factor = self.rows, self.td_factor
+        return out
+
+
+def td_state(gen, rows: int, cols: int, form: str, dtypes, seed: int) -> TdState:
+    param_dtype, grad_dtype, with_master = dtypes
+    s = State.random(gen, rows * cols, 2, param_dtype, grad_dtype, with_master, seed=seed)
+    length = 1 if form == "tensor" else rows if (form == "row" or cols == 1) else rows + cols
+    s.v = ((torch.rand(length, generator=gen, dtype=torch.float64) + 0.05) * 1e-4).float()
+    s.__class__ = TdState
+    s.rows, s.td_factor = rows, TD_FACTOR[form]
+    return s
+
+
+def check_tdclm(hp, form: str, before: TdState, gpu: TdState, host: TdState, what: str):
+    """GPU against the scalar backend under the spec's contract (x and m at 4e-6 s_i for factored),
+    the scalar backend against the float64 spec, 16-bit bits equal where the fp32 masters agree."""
+    b, a, r = before.numpy(), gpu.numpy(), host.numpy()
+    h = as_hyper(hp).with_(td_factor=form)
+    cols = b["g"].size // before.rows
+    factor = accuracy_factor(h) if cols > 1 else 1e-6
+    x_old = b["master"] if b["master"] is not None else b["x"]
+    ref = reference_step(h, x_old, b["m"], b["v"], b["g"], int(hp.step), rows=before.rows)
+    assert_within_forward_error(f"{what} m", a["m"], r["m"], ref.scale_m, factor)
+    assert_within_forward_error(f"{what} second moment", a["v"], r["v"], ref.scale_v)
+    assert_within_forward_error(f"{what} scalar second moment", r["v"], ref.v, ref.scale_v)
+    assert_within_forward_error(f"{what} scalar m", r["m"], ref.m, ref.scale_m, factor)
+    if a["master"] is not None:
+        assert_within_forward_error(f"{what} master", a["master"], r["master"], ref.scale_x, factor)
+        same = a["master"] == r["master"]
+        assert np.array_equal(a["x_bits"][same], r["x_bits"][same]), f"{what}: 16-bit bits differ where fp32 agrees"
+    else:
+        assert_within_forward_error(f"{what} param", a["x"], r["x"], ref.scale_x, factor)
+    assert_within_forward_error(f"{what} scalar x", r["master"] if r["master"] is not None else r["x"], ref.x,
+                                ref.scale_x, factor)
+
+
+@pytest.mark.parametrize("form", list(TD_FACTOR))
+@pytest.mark.parametrize("dtypes", [(F32, F32, False), (BF16, BF16, True)], ids=["f32", "bf16_master_sr"])
+def test_tdclm_matches_the_scalar_backend_and_the_float64_spec(lib, form, dtypes):
+    """TD-CLM factored / row / tensor through luminav_step_multi on triton-aot: every tile shape and
+    alignment the launcher chooses between, three steps (the factors carried between them)."""
+    gen = torch.Generator().manual_seed(40 + TD_FACTOR[form] + 3 * dtypes[0])
+    states = [td_state(gen, r, c, form, dtypes, seed=11 + i) for i, (r, c) in enumerate(TD_SHAPES)]
+    hosts = [s.clone() for s in states]
+    gpus = [s.to(torch.device("cuda")) for s in states]
+    for t in (1, 2, 3):
+        hp = hyperparams(lib, buffer_mode=1, step=t, weight_decay=0.05)
+        befores = [g.to(torch.device("cpu")) for g in gpus]
+        hosts = [b.clone() for b in befores]
+        assert step(lib, hp, hosts, scalar_options()) == OK, lib.luminav_last_error_message()
+        assert step(lib, hp, gpus, aot_options()) == OK, lib.luminav_last_error_message()
+        assert lib.luminav_last_backend().decode().startswith("triton-aot:sm_"), lib.luminav_last_backend()
+        for i, (b, g, h) in enumerate(zip(befores, gpus, hosts)):
+            check_tdclm(hp, form, b, g, h, f"step {t} tensor {i} {TD_SHAPES[i]}")
+
+
+@pytest.mark.parametrize("form", ["factored", "row", "tensor"])
+def test_tdclm_nonfinite_gradient_writes_nothing(lib, form):
+    """A NaN in the second tensor: NONFINITE_GRAD with its exact count, and no parameter, moment or
+    factor of any tensor written (the device finalize kept s and the factors off exp_avg_sq)."""
+    gen = torch.Generator().manual_seed(50 + TD_FACTOR[form])
+    before = [td_state(gen, 64, 1024, form, (F32, F32, False), 1), td_state(gen, 33, 100, form, (F32, F32, False), 2)]
+    before[1].g[[5, 3299]] = float("nan")
+    gpus = [b.to(torch.device("cuda")) for b in before]
+    assert step(lib, hyperparams(lib, buffer_mode=1, step=4), gpus, aot_options()) == NONFINITE
+    message = lib.luminav_last_error_message().decode()
+    assert "tensors[1]" in message and "2 of 3300" in message, message
+    for b, g in zip(before, gpus):
+        assert torch.equal(g.x.cpu(), b.x) and torch.equal(g.m.cpu(), b.m) and torch.equal(g.v.cpu(), b.v)
+
+
+def test_tdclm_split_entry_points_are_refused(lib):
+    """luminav_reduce of TD-CLM on triton-aot: refused with the reason (its finalize is the device's)."""
+    from luminav_ctypes import Partials
+    gen = torch.Generator().manual_seed(60)
+    gpu = td_state(gen, 64, 1024, "tensor", (F32, F32, False), 1).to(torch.device("cuda"))
+    out = Partials()
+    code = lib.luminav_reduce(C.byref(hyperparams(lib, buffer_mode=1, step=1)), C.byref(gpu.struct()), 0, None,
+                              C.byref(out), C.byref(aot_options()))
+    assert code == BACKEND_UNAVAILABLE, code
+    assert "whole steps only" in lib.luminav_last_error_message().decode()
+
+
+def test_standalone_engine_runs_tdclm_on_triton_aot():
+    """The seed's C API (luminav_triton_step_f32, TD-CLM = td_factor tensor) with
+    LUMINAV_FORCE_BACKEND=triton-aot: device pointers run the AOT TD-CLM kernels, and x, m and s are
+    within the spec's 1e-6 s_i of the float64 spec (s formed on the device from the old s)."""
+    code = (
+        "import sys, torch, numpy as np\n"
+        "sys.path.insert(0, %r)\n"
+        "sys.path.insert(0, %r)\n"
+        "import test_gpu_cuda as t\n"
+        "from luminav_reference import Hyper, reference_step, assert_within_forward_error\n"
+        "f = t.f32  # the standalone API's float arguments: the reference gets the same values\n"
+        "hyper = Hyper(lr=f(1e-3), beta1=f(0.9), beta2=f(0.999), eps=f(1e-8), weight_decay=f(0.01),"
+        " buffer_mode=1, td_factor='tensor')\n"
+        "n = 300000\n"
+        "gen = torch.Generator().manual_seed(3)\n"
+        "x = torch.randn(n, generator=gen); g = torch.randn(n, generator=gen) * 0.01\n"
+        "m = torch.randn(n, generator=gen) * 0.001; s = torch.tensor([2e-5])\n"
+        "lib = t.load_library()\n"
+        "e = lib.luminav_triton_engine_create()\n"
+        "assert e, lib.luminav_last_error_message()\n"
+        "p = lambda a: a.data_ptr()\n"
+        "dx, dg, dm, ds = x.cuda(), g.cuda(), m.cuda(), s.cuda()\n"
+        "for step in (1, 2):\n"
+        "    x0, m0, s0 = dx.cpu().numpy(), dm.cpu().numpy(), ds.cpu().numpy()\n"
+        "    rc = lib.luminav_triton_step_f32(e, p(dx), p(dg), p(dm), p(ds), None, None, n, 1e-3, 0.9, 0.999,"
+        " 1e-8, 0.01, 0.0, 0.0, 1, 0, 0, 0.0, step, 0)\n"
+        "    torch.cuda.synchronize()\n"
+        "    assert rc == 0, lib.luminav_last_error_message()\n"
+        "    ref = reference_step(hyper, x0, m0, s0, g.numpy(), step)\n"
+        "    assert_within_forward_error('x', dx.cpu().numpy(), ref.x, ref.scale_x)\n"
+        "    assert_within_forward_error('m', dm.cpu().numpy(), ref.m, ref.scale_m)\n"
+        "    assert_within_forward_error('s', ds.cpu().numpy(), ref.v, ref.scale_v)\n"
+        "print('engine', lib.luminav_triton_get_platform(e).decode(), lib.luminav_last_backend().decode())\n"
+    ) % (str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[1]))
+    env = dict(os.environ, LUMINAV_FORCE_BACKEND="triton-aot")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    if "triton-aot' is unavailable" in out.stderr:
+        pytest.skip(out.stderr.strip().splitlines()[-1])
+    assert out.returncode == 0, out.stderr
+    line = out.stdout.strip().splitlines()[-1]
+    assert line.startswith("engine cuda triton-aot:sm_"), line

@@ -2,7 +2,7 @@
 and every way it cannot run (no kernels, kernels of another build, no GPU) a clear error, never a crash.
 
 Each case runs in a fresh process: the library probes a backend once per process.
-Cost: four interpreter starts, ~3 s in all.
+Cost: six interpreter starts, ~4 s in all.
 """
 from __future__ import annotations
 
@@ -16,24 +16,26 @@ import pytest
 STEP = """
 import numpy as np
 from luminamoon import optim
-x = np.ones(64, np.float32); g = np.full(64, 0.1, np.float32)
-m = np.zeros(64, np.float32); v = np.zeros(64, np.float32)
+x = np.ones((8, 8), np.float32); g = np.full((8, 8), 0.1, np.float32)
+m = np.zeros((8, 8), np.float32)
+mode = {mode!r}
+v = np.zeros(64 if mode == 2 else 16, np.float32)  # CLM: N; TD-CLM factored: R + C
 before = x.copy()
 try:
     optim.step(x, g, m, v, lr=1e-3, beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=0.0, step=1,
-               backend={backend!r})
+               backend={backend!r}, buffer_mode=mode)
     print("OK", optim.last_backend())
 except Exception as e:
     print("ERROR", type(e).__name__, e)
-assert (x == before).all() and (m == 0).all(), "a refused step wrote"
+assert (x == before).all() and (m == 0).all() and (v == 0).all(), "a refused step wrote"
 reason = dict((n, r) for n, a, r in optim.backends())
 print("REASON", reason.get("triton-aot", "not compiled in"))
 """
 
 
-def _run(backend: str, **env) -> tuple[str, str]:
+def _run(backend: str, mode: int = 2, **env) -> tuple[str, str]:
     full = dict(os.environ, **env)
-    out = subprocess.run([sys.executable, "-c", STEP.format(backend=backend)], capture_output=True, text=True,
+    out = subprocess.run([sys.executable, "-c", STEP.format(backend=backend, mode=mode)], capture_output=True, text=True,
                          env=full, timeout=120)
     assert out.returncode == 0, out.stderr
     first, _, rest = out.stdout.partition("\n")
@@ -88,3 +90,17 @@ def test_info_reports_triton_aot_once_with_its_reason():
     assert len(entries) == 1, entries
     if not entries[0]["available"]:
         assert entries[0]["why_not"], entries
+
+
+@pytest.mark.parametrize("backend", ["auto", "triton-aot"])
+def test_tdclm_routes_to_triton_aot_when_forced(backend):
+    """TD-CLM (factored) forced onto triton-aot reaches the backend (no TD-CLM refusal any more) and
+    fails as any step does where it cannot run here (no GPU): the backend's reason, nothing written.
+    On a GPU machine with the kernels the step would run (tests/optim/test_gpu_triton_aot.py)."""
+    env = {"LUMINAV_FORCE_BACKEND": "triton-aot"} if backend == "auto" else {}
+    result, reason = _run(backend, mode=1, **env)
+    if result.startswith("OK"):
+        pytest.skip("triton-aot runs here (a GPU): the GPU tests cover it")
+    assert result.startswith("ERROR"), result
+    assert "CLM steps only" not in result, result
+    assert ("backend 'triton-aot' is unavailable" in result) or ("works on CUDA memory" in result), result

@@ -73,6 +73,12 @@ APPLY_BLOCK = 1024
 REDUCE_BLOCK = 4096
 FINALIZE_BLOCK = 1024
 NUM_WARPS = 4
+# TD-CLM's row and column sums (row_sums_kernel, col_sums_kernel): elements of a program's tile,
+# rows per column-sum chunk (the chunks' sums are added in chunk order) and warps per program, for
+# the JIT and the AOT build alike (the AOT set fixes the tile shapes: build_triton_aot.py).
+FACTOR_TILE = 4096
+FACTOR_CHUNK_ROWS = 256
+FACTOR_WARPS = 8
 # Parameter/gradient dtype codes of the kernels' DTYPE arguments.
 F32, BF16, F16 = 0, 1, 2
 # TD-CLM second-moment kinds (core::SecondMoment); CLM and per-element TD-CLM are ELEMENT.

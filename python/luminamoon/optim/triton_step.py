@@ -29,8 +29,8 @@ from .triton_launch_cache import FOUND_INF, GRAD_SCALE, LaunchRecord
 APPLY_BLOCK = int(os.environ.get("LUMINAV_TRITON_APPLY_BLOCK", tk.APPLY_BLOCK))
 REDUCE_BLOCK = tk.REDUCE_BLOCK
 FINALIZE_BLOCK = tk.FINALIZE_BLOCK
-FACTOR_TILE = 4096        # elements of a row/column-sum program's tile
-FACTOR_CHUNK_ROWS = 256   # rows per column-sum program (their partials are added in chunk order)
+FACTOR_TILE = tk.FACTOR_TILE              # elements of a row/column-sum program's tile
+FACTOR_CHUNK_ROWS = tk.FACTOR_CHUNK_ROWS  # rows per column-sum program (their partials are added in chunk order)
 NUM_WARPS = int(os.environ.get("LUMINAV_TRITON_NUM_WARPS", tk.NUM_WARPS))  # apply and reduce (tuned together)
 # Note [tensor tables]: CLM tensors of a group step two launches per dtype pair (finite check,
 # apply) instead of two per tensor; LUMINAV_TRITON_MULTI_TENSOR=0 keeps one launch per tensor (A/B).
@@ -39,7 +39,7 @@ MULTI_TENSOR = os.environ.get("LUMINAV_TRITON_MULTI_TENSOR", "1") != "0"
 # last recorded one (batched gradients are read from their tables, so their addresses may change)
 # replays its launches; LUMINAV_TRITON_REPLAY=0 launches through the JIT every step (A/B).
 REPLAY = os.environ.get("LUMINAV_TRITON_REPLAY", "1") != "0"
-FACTOR_WARPS = 8  # the row and column sums of TD-CLM (as measured)
+FACTOR_WARPS = tk.FACTOR_WARPS  # the row and column sums of TD-CLM (as measured)
 # Note [no contraction]: the nvcc kernels are built with -fmad=false and the host code with
 # -ffp-contract=off, so a*b+c rounds twice everywhere; Triton would fuse it into an FMA and the
 # fp32 values (hence the stochastic rounding bits) would differ from the other backends'.

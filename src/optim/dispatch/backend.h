@@ -35,6 +35,9 @@ struct ExecContext {
   void* stream = nullptr;
   void* scratch = nullptr;       // caller workspace or nullptr
   size_t scratch_bytes = 0;
+  // The reduce and apply calls of one whole step by the driver (luminav_step, luminav_step_multi),
+  // not the caller's split entry points (luminav_reduce / luminav_apply): Note [device finalize].
+  bool whole_step = false;
 };
 
 // One group of an asynchronous whole step (luminav_groups.h): its constants
@@ -84,6 +87,15 @@ class Backend {
   virtual int load_scalar(const float* address, float* value, const ExecContext&) {
     *value = *address;
     return LUMINAV_STATUS_OK;
+  }
+  // Note [device finalize]: true for a device backend whose reduce of a whole step finalizes
+  // TD-CLM's round 0 on the device (s, the factors, rho) and whose apply reads them there: the
+  // driver then reads no s from the device (load_scalars) and the host's globals of TD-CLM go
+  // unread; the finite verdict still comes back in the partials. Such a backend refuses TD-CLM in
+  // the split entry points, whose globals the caller forms (ExecContext::whole_step false).
+  virtual bool finalizes_on_device(const core::StepConstants& k) const {
+    (void)k;
+    return false;
   }
   // load_scalar for many addresses at once (a GPU backend answers with one
   // round trip instead of one per tensor); the default calls load_scalar.

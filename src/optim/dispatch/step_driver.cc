@@ -171,7 +171,7 @@ core::Status reduce_and_finalize(Backend& backend, const core::StepConstants& k,
   thread_local std::vector<luminav_partials> partials_of_thread;
   std::vector<float>& s_old = s_old_of_thread;
   s_old.assign(work.tensors.size(), 0.0f);
-  if (k.tdclm) {
+  if (k.tdclm && !(ctx.whole_step && backend.finalizes_on_device(k))) {  // Note [device finalize]
     std::vector<const float*> addresses(work.tensors.size());
     for (size_t j = 0; j < work.tensors.size(); ++j) addresses[j] = work.tensors[j].exp_avg_sq;
     const int code = backend.load_scalars(addresses, s_old, ctx);
@@ -223,7 +223,8 @@ core::Status run_step(const luminav_hyperparams* hp, const luminav_tensor* tenso
   if (core::Status s = select_backend(options, work.total_elements, &backend, work.tensors[0].param); !s.ok()) {
     return s;
   }
-  const ExecContext ctx = context_of(options);
+  ExecContext ctx = context_of(options);
+  ctx.whole_step = true;
   const core::StepConstants k = whole_step_constants(*hp);
   std::vector<core::TensorGlobals> globals;
   thread_local std::vector<double> factor_sums;  // reused by the thread's steps

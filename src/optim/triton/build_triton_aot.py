@@ -38,8 +38,9 @@ ALL_TARGETS = ("sm_80", "sm_90", "sm_100", "sm_120", "compute_80", "gfx90a", "gf
 
 
 def _geometry() -> dict:
-    """triton_kernels.py's APPLY_BLOCK, REDUCE_BLOCK, FINALIZE_BLOCK and NUM_WARPS, read without importing triton."""
-    names = {"APPLY_BLOCK", "REDUCE_BLOCK", "FINALIZE_BLOCK", "NUM_WARPS"}
+    """triton_kernels.py's block sizes and warps (Note [Triton block sizes]), read without importing triton."""
+    names = {"APPLY_BLOCK", "REDUCE_BLOCK", "FINALIZE_BLOCK", "NUM_WARPS", "FACTOR_TILE", "FACTOR_CHUNK_ROWS",
+             "FACTOR_WARPS"}
     found = {}
     for node in ast.parse(KERNELS_PY.read_text()).body:
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and getattr(node.targets[0], "id", None) in names:
@@ -53,11 +54,17 @@ def _geometry() -> dict:
 _G = _geometry()
 APPLY_BLOCK, REDUCE_BLOCK, FINALIZE_BLOCK, NUM_WARPS = (_G[k] for k in ("APPLY_BLOCK", "REDUCE_BLOCK",
                                                                          "FINALIZE_BLOCK", "NUM_WARPS"))
+FACTOR_TILE, FACTOR_CHUNK_ROWS, FACTOR_WARPS = _G["FACTOR_TILE"], _G["FACTOR_CHUNK_ROWS"], _G["FACTOR_WARPS"]
 
 
-def _apply(pdtype: int, gdtype: int, master: bool) -> dict:
-    return dict(PDTYPE=pdtype, GDTYPE=gdtype, KIND=0, MASTER=master, SR=pdtype != 0, HAS_LAM=False,
+def _apply(pdtype: int, gdtype: int, master: bool, kind: int = 0) -> dict:
+    return dict(PDTYPE=pdtype, GDTYPE=gdtype, KIND=kind, MASTER=master, SR=pdtype != 0, HAS_LAM=False,
                 HAS_TAU=False, CAUTIOUS=False, BOUND=0, SCALED=False, BLOCK=APPLY_BLOCK)
+
+
+def _finalize(kind: int) -> dict:
+    return dict(ROUND_GRAD=True, ROUND_UPDATE=False, CHECK_FINITE=True, KIND=kind, CAUTIOUS=False,
+                BOUND_TENSOR=False, BLOCK=FINALIZE_BLOCK)
 
 
 VARIANTS = {
@@ -79,6 +86,33 @@ VARIANTS = {
     "luminav_triton_commit": ("commit_kernel", dict(FOUND_INF=False, SKIP_NONFINITE=False), 0),
     "luminav_triton_advance": ("advance_kernel", dict(), 0),
 }
+# Note [AOT TD-CLM set]: TD-CLM's round 0 and pass 2 for the same dtype pairs (second moments
+# tensor, row and factored; a TD-CLM tensor with C = 1 steps as CLM, core/second_moment_layout.h):
+# the tensor form's sum g^2 is the CLM reduce kernel's (GRAD_SUMS reads only the gradient); the
+# row and column sums come at two fixed tile shapes each (the JIT picks one per shape from C; an AOT
+# kernel's tile is a constexpr), "wide" for C of a few hundred and more and "narrow" for small C, named
+# by their tile (rows x columns per program, and the column sums' chunk of rows) so that the C++
+# launcher, which computes the grids from the same numbers, refuses a build of other shapes by name;
+# the device finalize of each form (the verdict, s or the new factors and rho); pass 2 of each form.
+TDCLM_KINDS = {"tensor": 1, "row": 2, "factored": 3}  # triton_kernels.TENSOR, ROW, FACTORED
+ROW_TILES = {"wide": (FACTOR_TILE // 1024, 1024), "narrow": (FACTOR_TILE // 16, 16)}
+COL_TILES = {"wide": (min(FACTOR_TILE // 128, FACTOR_CHUNK_ROWS), 128),
+             "narrow": (min(FACTOR_TILE // 16, FACTOR_CHUNK_ROWS), 16)}
+for _form, _kind in TDCLM_KINDS.items():
+    VARIANTS[f"luminav_triton_finalize_{_form}"] = ("finalize_kernel", _finalize(_kind), 0)
+    VARIANTS[f"luminav_triton_apply_pf32_gf32_{_form}"] = ("apply_kernel", _apply(0, 0, False, _kind), APPLY_BLOCK)
+    VARIANTS[f"luminav_triton_apply_pbf16_gbf16_{_form}"] = ("apply_kernel", _apply(1, 1, True, _kind), APPLY_BLOCK)
+FACTOR_VARIANTS = []
+for _g, _gdtype in (("gf32", 0), ("gbf16", 1)):
+    for _br, _bc in ROW_TILES.values():
+        FACTOR_VARIANTS.append(f"luminav_triton_row_sums_{_g}_{_br}x{_bc}")
+        VARIANTS[FACTOR_VARIANTS[-1]] = ("row_sums_kernel", dict(GDTYPE=_gdtype, SCALED=False, BLOCK_R=_br,
+                                                                 BLOCK_C=_bc), _br * _bc, FACTOR_WARPS)
+    for _br, _bc in COL_TILES.values():
+        FACTOR_VARIANTS.append(f"luminav_triton_col_sums_{_g}_{_br}x{_bc}_chunk{FACTOR_CHUNK_ROWS}")
+        VARIANTS[FACTOR_VARIANTS[-1]] = ("col_sums_kernel", dict(GDTYPE=_gdtype, SCALED=False,
+                                                                 CHUNK_ROWS=FACTOR_CHUNK_ROWS, BLOCK_R=_br,
+                                                                 BLOCK_C=_bc), _br * _bc, FACTOR_WARPS)
 # Note [aligned variants]: the JIT specializes every launch on its arguments: a tensor address that is
 # a multiple of 16 bytes and an element count that is a multiple of 16 reach the compiler as
 # tt.divisibility 16, which lets it vectorize the loads and stores (16 bytes per thread). An AOT
@@ -88,11 +122,16 @@ VARIANTS = {
 # n (and rows); the C++ launcher takes it when a tensor's addresses and N qualify
 # (triton_aot_clm_step.cc), the generic kernel otherwise.
 ALIGNED_ARGS = {"g_ptr", "m_ptr", "v_ptr", "x_ptr", "p_ptr", "master_ptr", "partials_ptr", "n", "rows"}
+# The row and column sums index the gradient as r * cols + c: their _a16 kernels also take C as a
+# multiple of 16 (the launcher checks R, C and the gradient's address).
+FACTOR_ALIGNED_ARGS = ALIGNED_ARGS | {"cols"}
 # bf16 too: their first build faulted on the H200 (session 2) because the manifest gave every kernel
 # the shared memory of the last target compiled (gfx942: 0 bytes) while the sm_90 bf16 apply needs
 # 4096 (its 16-bit loads and fp32 math use different layouts, converted through shared memory); see
 # Note [shared memory per platform].
 for _name in [v for v in VARIANTS if "_reduce_" in v or "_apply_" in v]:
+    VARIANTS[_name + "_a16"] = VARIANTS[_name]
+for _name in FACTOR_VARIANTS:
     VARIANTS[_name + "_a16"] = VARIANTS[_name]
 KERNEL_SETS = {"all": tuple(VARIANTS), "clm_f32": tuple(v for v in VARIANTS if "bf16" not in v)}
 
@@ -177,16 +216,18 @@ def build(out: Path, targets: list[str], kernel_names: list[str]) -> dict:
     trailing = trailing_scratch_ptrs(version)
     artifacts, kernels, timings = [], [], {}
     for variant in kernel_names:
-        fn_name, constexprs, per_program = VARIANTS[variant]
+        fn_name, constexprs, per_program, *rest = VARIANTS[variant]
+        warps = rest[0] if rest else NUM_WARPS
         fn = getattr(tk, fn_name)
         sig, c_args = signature_of(fn, constexprs)
         attrs = {}
         if variant.endswith("_a16"):  # Note [aligned variants]
-            attrs = {(fn.arg_names.index(a),): [["tt.divisibility", 16]] for a in ALIGNED_ARGS if a in sig}
+            hinted = FACTOR_ALIGNED_ARGS if variant.removesuffix("_a16") in FACTOR_VARIANTS else ALIGNED_ARGS
+            attrs = {(fn.arg_names.index(a),): [["tt.divisibility", 16]] for a in hinted if a in sig}
         for arch in targets:
             t0 = time.perf_counter()
             compiled = triton.compile(ASTSource(fn, sig, constexprs=constexprs, attrs=attrs), target=target_of(arch),
-                                      options=dict(num_warps=NUM_WARPS, enable_fp_fusion=False))
+                                      options=dict(num_warps=warps, enable_fp_fusion=False))
             timings[f"{variant}@{arch}"] = round(time.perf_counter() - t0, 3)
             md = compiled.metadata
             scratch = int(getattr(md, "global_scratch_size", 0)) + int(getattr(md, "profile_scratch_size", 0))
@@ -210,13 +251,13 @@ def build(out: Path, targets: list[str], kernel_names: list[str]) -> dict:
             artifacts.append({"arch": arch, "kind": kind, "file": file, "size": len(data),
                               "sha256": hashlib.sha256(data).hexdigest(), "kernel": variant,
                               "symbol": md.name, "platform": platform})
-            artifacts[-1]["threads"] = NUM_WARPS * (64 if kind == "hsaco" else 32)
+            artifacts[-1]["threads"] = warps * (64 if kind == "hsaco" else 32)
             artifacts[-1]["shared_mem_bytes"] = int(md.shared)
             if int(md.shared) > MAX_DYNAMIC_SHARED:
                 raise SystemExit(f"{variant} for {arch} needs {md.shared} bytes of shared memory; the C loader "
                                  f"launches with at most {MAX_DYNAMIC_SHARED} (no opt-in attribute)")
         entry = {"name": variant, "signature": "(" + ", ".join(c_args) + ")",
-                 "num_trailing_scratch_ptrs": trailing, "block_size": NUM_WARPS * 32,
+                 "num_trailing_scratch_ptrs": trailing, "block_size": warps * 32,
                  "elements_per_program": per_program, "constexprs": {k: int(v) for k, v in constexprs.items()}}
         kernels.append(entry)
     # One manifest per platform (its files beside it): the C++ loader reads cuda/ or rocm/.

@@ -7,6 +7,7 @@
 
 #include "optim/cuda/triton_abi.h"
 #include "optim/triton/triton_aot_clm_step.h"
+#include "optim/triton/triton_aot_tdclm_step.h"
 
 namespace luminav::triton_aot {
 namespace {
@@ -48,7 +49,7 @@ bool check_kernel_directory(const std::string& directory, cuda::KernelManifest* 
     *why = where + ": " + reason + " (a build without LUMINA_TRITON_AOT, moved kernels or another Triton's)";
     return false;
   }
-  if (m.platform != "cuda" || !check_clm_kernel_set(m, &reason)) {
+  if (m.platform != "cuda" || !check_clm_kernel_set(m, &reason) || !check_tdclm_kernel_set(m, &reason)) {
     *why = where + ": " + (m.platform != "cuda" ? "platform " + m.platform + ", not cuda" : reason);
     return false;
   }
@@ -131,7 +132,7 @@ const LoadedKernel* CudaKernels::find(std::string_view name) const {
   return nullptr;
 }
 
-bool CudaKernels::launch(std::string_view name, unsigned grid_x, std::span<void* const> user_args,
+bool CudaKernels::launch(std::string_view name, unsigned grid_x, unsigned grid_y, std::span<void* const> user_args,
                          cuda::drv::CUstream stream, std::string* why) const {
   const LoadedKernel* k = find(name);
   if (k == nullptr) {
@@ -139,7 +140,7 @@ bool CudaKernels::launch(std::string_view name, unsigned grid_x, std::span<void*
     return false;
   }
   std::vector<void*> args = cuda::pack_triton_abi_args(user_args, k->entry.num_trailing_scratch_ptrs);
-  if (auto r = driver_->api().cuLaunchKernel(k->function, grid_x, 1, 1, static_cast<unsigned>(k->entry.block_size),
+  if (auto r = driver_->api().cuLaunchKernel(k->function, grid_x, grid_y, 1, static_cast<unsigned>(k->entry.block_size),
                                              1, 1, static_cast<unsigned>(k->entry.shared_mem_bytes), stream,
                                              args.data(), nullptr);
       r != cuda::drv::CUDA_SUCCESS) {

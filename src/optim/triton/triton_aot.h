@@ -18,8 +18,8 @@ namespace luminav::triton_aot {
 std::string kernel_directory();
 
 // DIR/cuda's manifest parsed and checked (Triton version and scratch
-// pointers, the kernel set and the signatures this library packs:
-// check_clm_kernel_set); false with `why` naming the directory and the
+// pointers, the kernel sets and the signatures this library packs:
+// check_clm_kernel_set, check_tdclm_kernel_set); false with `why` naming the directory and the
 // problem. Reads no artifact, needs no GPU.
 bool check_kernel_directory(const std::string& directory, cuda::KernelManifest* manifest, std::string* why);
 
@@ -50,6 +50,11 @@ class CudaKernels {
   // kernel's declared arguments in signature order; the trailing scratch
   // pointers are appended (pack_triton_abi_args).
   bool launch(std::string_view name, unsigned grid_x, std::span<void* const> user_args,
+              cuda::drv::CUstream stream, std::string* why) const {
+    return launch(name, grid_x, 1, user_args, stream, why);
+  }
+  // The same on grid_x x grid_y programs (tl.program_id(1): TD-CLM's column-sum chunks).
+  bool launch(std::string_view name, unsigned grid_x, unsigned grid_y, std::span<void* const> user_args,
               cuda::drv::CUstream stream, std::string* why) const;
 
  private:

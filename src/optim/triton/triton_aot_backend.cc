@@ -9,8 +9,10 @@
 #include <mutex>
 
 #include "optim/core/reduction_rounds.h"
+#include "optim/core/second_moment_layout.h"
 #include "optim/dispatch/backend_error.h"
 #include "optim/triton/triton_aot_clm_step.h"
+#include "optim/triton/triton_aot_tdclm_step.h"
 
 namespace luminav {
 namespace triton_aot {
@@ -34,16 +36,22 @@ struct DeviceBlock {
   float k[8];        // lr, 1 - lr*wd, 1/(1-beta1^t), 1/(1-beta2^t), 1/sigma (triton_kernels.py)
   int64_t step;      // t
   int32_t words[2];  // blocked, first failing position
-  float gl[4];       // a tensor's globals (written by finalize, unread by the CLM variants)
+  float gl[4];       // a CLM tensor's globals (written by finalize, unread by the CLM variants)
   float unused[4];
 };
 constexpr int32_t kNoBad = 0x7FFFFFFF;  // triton_kernels.NO_BAD
 
 // Buffers of one stream (Note [triton-aot workspaces]).
+struct DeviceBuffer {
+  CUdeviceptr address = 0;
+  size_t bytes = 0;
+};
 struct StreamWork {
   CUdeviceptr block = 0;
-  CUdeviceptr partials = 0;
-  size_t partials_bytes = 0;
+  DeviceBuffer partials;
+  // TD-CLM (Note [device finalize]): the row and column sums (reused tensor after tensor) and
+  // each tensor's globals and new factors, written by its finalize in reduce, read by apply.
+  DeviceBuffer row_sums, col_sums, regions;
   int32_t* host_words = nullptr;  // pinned
   std::vector<double> host_partials;
 };
@@ -51,7 +59,10 @@ struct StreamWork {
 // Note [triton-aot workspaces]: the kernels of one device are loaded once; each
 // stream gets its own device block and partials, so that steps on different
 // streams never share the constants a queued kernel still reads. A call holds
-// the device's mutex from its first launch to its return.
+// the device's mutex from its first launch to its return. A TD-CLM tensor's
+// globals and factors stay in its stream's regions from the reduce to the apply
+// of the driver's whole step: two threads stepping on one stream at once race
+// there (as their kernels would on the tensors).
 struct DeviceState {
   std::mutex mutex;
   bool ready = false;
@@ -102,32 +113,37 @@ class TritonAotBackend final : public Backend {
     return true;
   }
 
-  // TD-CLM is refused before its scalar would be read (check_supported).
+  // Note [device finalize]: TD-CLM's s and factors are formed on the device between reduce and
+  // apply; its old s is never read by the host (the driver skips load_scalars for a whole step).
+  bool finalizes_on_device(const core::StepConstants& k) const override { return k.tdclm != 0; }
   int load_scalar(const float*, float*, const ExecContext&) override {
-    return fail(LUMINAV_STATUS_BACKEND_UNAVAILABLE, kClmOnly);
+    return fail(LUMINAV_STATUS_BACKEND_UNAVAILABLE, kWholeStepsOnly);
   }
   int load_scalars(std::span<const float* const>, std::span<float>, const ExecContext&) override {
-    return fail(LUMINAV_STATUS_BACKEND_UNAVAILABLE, kClmOnly);
+    return fail(LUMINAV_STATUS_BACKEND_UNAVAILABLE, kWholeStepsOnly);
   }
 
-  // Round 0 of a CLM step: the finite check of every tensor on the device,
+  // Round 0 of a step: the finite check of every tensor on the device (TD-CLM:
+  // its sums and their finalize, s or the new factors staying on the device),
   // one copy of the words and one synchronisation; the first failing tensor's
   // nonfinite count is then counted exactly (its pass 1 once more, read back).
   int reduce(const core::StepConstants& k, std::span<const luminav_tensor> tensors, int round,
              std::span<const core::TensorGlobals>, std::span<luminav_partials> out, const ExecContext& ctx) override {
     std::fill(out.begin(), out.end(), luminav_partials{});
-    if (int code = check_supported(k, tensors); code != LUMINAV_STATUS_OK) return code;
+    if (int code = check_supported(k, tensors, ctx); code != LUMINAV_STATUS_OK) return code;
     if (!core::round_has_grad_sums(round) || tensors.empty()) return LUMINAV_STATUS_OK;
-    Call call(*this, ctx, tensors);
+    Call call(*this, ctx, k, tensors);
     if (call.code != LUMINAV_STATUS_OK) return call.code;
     if (int code = call.upload(k); code != LUMINAV_STATUS_OK) return code;
     const cuda::drv::Api& a = driver().api();
     std::string why;
     for (size_t j = 0; j < tensors.size(); ++j) {
-      if (!launch_finite_check(call.state->kernels, call.buffers, clm_tensor(tensors[j], j), scalars(k),
-                               call.stream, &why)) {
-        return fail(LUMINAV_STATUS_DRIVER_ERROR, why);
-      }
+      const bool ok = call.plans[j].tdclm
+                          ? launch_tdclm_round0(call.state->kernels, call.buffers, call.scratch, call.plans[j].t,
+                                                scalars(k), call.stream, &why)
+                          : launch_finite_check(call.state->kernels, call.buffers, call.plans[j].t.t, scalars(k),
+                                                call.stream, &why);
+      if (!ok) return fail(LUMINAV_STATUS_DRIVER_ERROR, why);
     }
     CUresult r = a.cuMemcpyDtoHAsync(call.work->host_words, call.buffers.words, 2 * sizeof(int32_t), call.stream);
     if (r == cuda::drv::CUDA_SUCCESS) r = a.cuStreamSynchronize(call.stream);
@@ -141,25 +157,31 @@ class TritonAotBackend final : public Backend {
     return count_nonfinite(call, tensors[first_bad], static_cast<size_t>(first_bad), k, &out[first_bad]);
   }
 
+  // Pass 2 of every tensor (TD-CLM: from the globals and factors its reduce left on the device;
+  // the host's `globals` are not read, Note [device finalize]).
   int apply(const core::StepConstants& k, std::span<const luminav_tensor> tensors,
             std::span<const core::TensorGlobals>, const ExecContext& ctx) override {
-    if (int code = check_supported(k, tensors); code != LUMINAV_STATUS_OK) return code;
-    Call call(*this, ctx, tensors);
+    if (int code = check_supported(k, tensors, ctx); code != LUMINAV_STATUS_OK) return code;
+    Call call(*this, ctx, k, tensors);
     if (call.code != LUMINAV_STATUS_OK) return call.code;
     if (int code = call.upload(k); code != LUMINAV_STATUS_OK) return code;
     std::string why;
     for (size_t j = 0; j < tensors.size(); ++j) {
-      if (!launch_apply(call.state->kernels, call.buffers, clm_tensor(tensors[j], j), scalars(k), call.stream,
-                        &why)) {
-        return fail(LUMINAV_STATUS_DRIVER_ERROR, why);
-      }
+      const bool ok = call.plans[j].tdclm
+                          ? launch_tdclm_apply(call.state->kernels, call.buffers, call.plans[j].t, scalars(k),
+                                               call.stream, &why)
+                          : launch_apply(call.state->kernels, call.buffers, call.plans[j].t.t, scalars(k),
+                                         call.stream, &why);
+      if (!ok) return fail(LUMINAV_STATUS_DRIVER_ERROR, why);
     }
     return LUMINAV_STATUS_OK;
   }
 
  private:
-  static constexpr const char* kClmOnly =
-      "backend 'triton-aot' runs CLM steps only (buffer_mode clm); TD-CLM runs on cuda or LuminaV(backend='triton')";
+  static constexpr const char* kWholeStepsOnly =
+      "backend 'triton-aot' finalizes TD-CLM on the device and runs it in whole steps only (luminav_step, "
+      "luminav_step_multi, luminav_triton_step_f32); luminav_reduce/luminav_apply of TD-CLM run on a CPU "
+      "backend or on cuda (td_factor tensor)";
 
   // The manifest beside the library, checked once per process.
   struct Checked {
@@ -244,14 +266,16 @@ class TritonAotBackend final : public Backend {
 
   // What the kernel set holds (Note [AOT kernel set]); anything else is refused
   // before a launch, naming the option and where it runs.
-  static int check_supported(const core::StepConstants& k, std::span<const luminav_tensor> tensors) {
-    if (k.tdclm) return fail(LUMINAV_STATUS_BACKEND_UNAVAILABLE, kClmOnly);
+  static int check_supported(const core::StepConstants& k, std::span<const luminav_tensor> tensors,
+                             const ExecContext& ctx) {
+    if (k.tdclm && !ctx.whole_step) return fail(LUMINAV_STATUS_BACKEND_UNAVAILABLE, kWholeStepsOnly);
     const char* option = k.lam != 0.0f ? "lam" : k.tau != 0.0f ? "tau" : k.cautious ? "cautious"
                          : k.bound_mode != 0 ? "bound_mode" : k.inv_grad_scale != 1.0f ? "grad_scale" : nullptr;
     if (option != nullptr) {
       return fail(LUMINAV_STATUS_BACKEND_UNAVAILABLE,
                   std::string("backend 'triton-aot' has no kernel for ") + option +
-                      " (its AOT set is AdamW-form CLM; the cuda backend and LuminaV(backend='triton') run every option)");
+                      " (its AOT set is the AdamW-form CLM and TD-CLM step; the cuda backend and "
+                      "LuminaV(backend='triton') run every option)");
     }
     if (k.step >= (uint64_t{1} << 53)) {
       return fail(LUMINAV_STATUS_BACKEND_UNAVAILABLE, "backend 'triton-aot': step must be below 2^53");
@@ -286,6 +310,23 @@ class TritonAotBackend final : public Backend {
     return c;
   }
 
+  // A tensor's launches: CLM's, or TD-CLM's form with its device region (`region`; a TD-CLM
+  // tensor with C = 1 steps as CLM, core/second_moment_layout.h).
+  struct TensorPlan {
+    bool tdclm = false;
+    TdclmTensor t;
+  };
+  static TensorPlan plan_of(const core::StepConstants& k, const luminav_tensor& t, size_t position) {
+    TensorPlan p;
+    p.t.t = clm_tensor(t, position);
+    const core::MomentLayout l = core::moment_layout(k.tdclm != 0, t);
+    p.tdclm = l.kind != core::SecondMoment::kElementwise;
+    p.t.form = static_cast<TdclmForm>(static_cast<int>(l.kind));
+    p.t.rows = core::has_row_factor(l) ? static_cast<int64_t>(l.rows) : p.t.t.n;
+    p.t.cols = core::has_row_factor(l) ? static_cast<int64_t>(l.cols) : 1;
+    return p;
+  }
+
   static ClmScalars scalars(const core::StepConstants& k) {
     return {k.beta1, k.one_minus_beta1, k.beta2, k.one_minus_beta2, k.eps};
   }
@@ -299,10 +340,13 @@ class TritonAotBackend final : public Backend {
     StreamWork* work = nullptr;
     CUstream stream = nullptr;
     ClmStepBuffers buffers;
+    TdclmScratch scratch;
+    std::vector<TensorPlan> plans;
     std::unique_lock<std::mutex> lock;
     std::unique_ptr<Scope> scope;
 
-    Call(TritonAotBackend& backend, const ExecContext& ctx, std::span<const luminav_tensor> tensors) {
+    Call(TritonAotBackend& backend, const ExecContext& ctx, const core::StepConstants& k,
+         std::span<const luminav_tensor> tensors) {
       std::string why;
       if (!backend.device_state(ctx.device_index, &state, &why)) {
         code = fail(LUMINAV_STATUS_BACKEND_UNAVAILABLE, why);
@@ -323,20 +367,40 @@ class TritonAotBackend final : public Backend {
       }
       stream = static_cast<CUstream>(ctx.stream);
       work = &state->streams[stream];
-      size_t partials = 0;
-      for (const luminav_tensor& t : tensors) {
-        partials = std::max(partials, clm_partials_bytes(state->kernels, static_cast<int64_t>(t.num_elements)));
+      // The same tensors give the same regions in reduce and apply (the driver's whole step).
+      size_t partials = 0, row_sums = 0, col_sums = 0, regions = 0;
+      std::vector<size_t> region_offset(tensors.size(), 0);
+      plans.resize(tensors.size());
+      for (size_t j = 0; j < tensors.size(); ++j) {
+        plans[j] = plan_of(k, tensors[j], j);
+        // count_nonfinite runs CLM's finite check on any tensor: its partials fit too.
+        partials = std::max(partials, clm_partials_bytes(state->kernels, plans[j].t.t.n));
+        if (!plans[j].tdclm) continue;
+        partials = std::max(partials, tdclm_partials_bytes(state->kernels, plans[j].t));
+        row_sums = std::max(row_sums, tdclm_row_sums_bytes(plans[j].t));
+        col_sums = std::max(col_sums, tdclm_col_sums_bytes(plans[j].t));
+        region_offset[j] = regions;
+        regions += tdclm_region_bytes(plans[j].t);
       }
-      if (!allocate(work, stream, partials, &why)) {
+      if (!allocate(work, &why) || !grow(&work->partials, partials, stream, &why) ||
+          !grow(&work->row_sums, row_sums, stream, &why) || !grow(&work->col_sums, col_sums, stream, &why) ||
+          !grow(&work->regions, regions, stream, &why)) {
         code = fail(LUMINAV_STATUS_OUT_OF_MEMORY, why);
         return;
       }
+      for (size_t j = 0; j < tensors.size(); ++j) {
+        if (!plans[j].tdclm) continue;
+        plans[j].t.gl = work->regions.address + region_offset[j];
+        plans[j].t.factors = plans[j].t.gl + 4 * sizeof(float);
+      }
+      scratch.row_sums = work->row_sums.address;
+      scratch.col_sums = work->col_sums.address;
       buffers.k = work->block + offsetof(DeviceBlock, k);
       buffers.step = work->block + offsetof(DeviceBlock, step);
       buffers.words = work->block + offsetof(DeviceBlock, words);
       buffers.gl = work->block + offsetof(DeviceBlock, gl);
       buffers.unused = work->block + offsetof(DeviceBlock, unused);
-      buffers.partials = work->partials;
+      buffers.partials = work->partials.address;
     }
 
     // The host's constants for this step (pageable source: the driver stages
@@ -352,7 +416,7 @@ class TritonAotBackend final : public Backend {
                                           : fail(LUMINAV_STATUS_DRIVER_ERROR, driver().error("cuMemcpyHtoDAsync", r));
     }
 
-    static bool allocate(StreamWork* w, CUstream stream, size_t partials, std::string* why) {
+    static bool allocate(StreamWork* w, std::string* why) {
       const cuda::drv::Api& a = driver().api();
       if (w->block == 0) {
         if (CUresult r = a.cuMemAlloc(&w->block, sizeof(DeviceBlock)); r != cuda::drv::CUDA_SUCCESS) {
@@ -367,21 +431,26 @@ class TritonAotBackend final : public Backend {
         }
         w->host_words = static_cast<int32_t*>(pinned);
       }
-      if (w->partials_bytes < partials) {
-        // Kernels queued on this stream may still read the old buffer; it is freed after them.
-        if (w->partials != 0) {
-          a.cuStreamSynchronize(stream);
-          a.cuMemFree(w->partials);
-        }
-        w->partials = 0;
-        w->partials_bytes = 0;
-        if (CUresult r = a.cuMemAlloc(&w->partials, partials); r != cuda::drv::CUDA_SUCCESS) {
-          *why = driver().error("cuMemAlloc", r) + " (" + std::to_string(partials) + " bytes of partials)";
-          w->partials = 0;
-          return false;
-        }
-        w->partials_bytes = partials;
+      return true;
+    }
+
+    // `buffer` of at least `bytes` (none needed: kept as it is).
+    static bool grow(DeviceBuffer* buffer, size_t bytes, CUstream stream, std::string* why) {
+      if (buffer->bytes >= bytes) return true;
+      const cuda::drv::Api& a = driver().api();
+      // Kernels queued on this stream may still read the old buffer; it is freed after them.
+      if (buffer->address != 0) {
+        a.cuStreamSynchronize(stream);
+        a.cuMemFree(buffer->address);
       }
+      buffer->address = 0;
+      buffer->bytes = 0;
+      if (CUresult r = a.cuMemAlloc(&buffer->address, bytes); r != cuda::drv::CUDA_SUCCESS) {
+        *why = driver().error("cuMemAlloc", r) + " (" + std::to_string(bytes) + " bytes of step scratch)";
+        buffer->address = 0;
+        return false;
+      }
+      buffer->bytes = bytes;
       return true;
     }
   };

@@ -18,19 +18,6 @@ constexpr std::string_view kCommit = "luminav_triton_commit";
 constexpr std::string_view kAdvance = "luminav_triton_advance";
 constexpr int kPartialFields = 5;  // triton_kernels.PARTIAL_FIELDS
 
-unsigned programs(const CudaKernels& kernels, std::string_view name, int64_t n) {
-  const LoadedKernel* k = kernels.find(name);
-  const uint64_t per = k != nullptr && k->entry.elements_per_program > 0 ? k->entry.elements_per_program : 1;
-  return static_cast<unsigned>((static_cast<uint64_t>(n) + per - 1) / per);
-}
-
-// Note [aligned variants]: a tensor whose addresses are all multiples of 16 bytes and whose N is a
-// multiple of 16.
-bool aligned(const ClmTensor& t) {
-  const uint64_t any = t.param | t.grad | t.exp_avg | t.exp_avg_sq | t.master;
-  return (any % 16) == 0 && (t.n % 16) == 0;
-}
-
 // Values the variants of the set fix (no lam, no soft clip, no bound, CLM element moments).
 struct Fixed {
   float lam = 0.0f, one_minus_lam = 1.0f, tau = 0.0f, bound_ratio = 0.0f;
@@ -39,14 +26,22 @@ struct Fixed {
 
 }  // namespace
 
+unsigned programs_of(const CudaKernels& kernels, std::string_view name, int64_t n) {
+  const LoadedKernel* k = kernels.find(name);
+  const uint64_t per = k != nullptr && k->entry.elements_per_program > 0 ? k->entry.elements_per_program : 1;
+  return static_cast<unsigned>((static_cast<uint64_t>(n) + per - 1) / per);
+}
+
+bool aligned16(const ClmTensor& t) {
+  const uint64_t any = t.param | t.grad | t.exp_avg | t.exp_avg_sq | t.master;
+  return (any % 16) == 0 && (t.n % 16) == 0;
+}
+
 #define LUMINAV_REDUCE_SIG                                                                                     \
   "m_ptr:*fp32, v_ptr:*fp32, x_ptr:*fp32, partials_ptr:*fp64, k_ptr:*fp32, words_ptr:*i32, gl_ptr:*fp32, "    \
   "row_ptr:*fp32, col_over_rho_ptr:*fp32, n:i64, cols:i64, position:i64, beta1:fp32, one_minus_beta1:fp32, " \
   "beta2:fp32, one_minus_beta2:fp32, eps:fp32, lam:fp32, one_minus_lam:fp32, tau:fp32)"
-#define LUMINAV_APPLY_SIG                                                                                   \
-  "m_ptr:*fp32, v_ptr:*fp32, master_ptr:*fp32, k_ptr:*fp32, step_ptr:*i64, words_ptr:*i32, gl_ptr:*fp32, "  \
-  "new_ptr:*fp32, n:i64, rows:i64, cols:i64, seed:i64, index_offset:i64, beta1:fp32, one_minus_beta1:fp32, " \
-  "beta2:fp32, one_minus_beta2:fp32, eps:fp32, lam:fp32, one_minus_lam:fp32, tau:fp32, bound_ratio:fp32)"
+#define LUMINAV_APPLY_SIG LUMINAV_TRITON_APPLY_SIG
 
 const AotKernelAbi kClmKernelSet[kClmKernelCount] = {
     {kPrepare,
@@ -54,10 +49,7 @@ const AotKernelAbi kClmKernelSet[kClmKernelCount] = {
      "found_inf_ptr:*fp32, status_ptr:*i32, words_ptr:*i32)"},
     {kReduceF32, "(g_ptr:*fp32, " LUMINAV_REDUCE_SIG},
     {kReduceBf16, "(g_ptr:*i16, " LUMINAV_REDUCE_SIG},
-    {kFinalize,
-     "(partials_ptr:*fp64, num_partials:i64, gl_ptr:*fp32, words_ptr:*i32, k_ptr:*fp32, exp_avg_sq_ptr:*fp32, "
-     "row_sums_ptr:*fp64, col_sums_ptr:*fp64, new_ptr:*fp32, n:i64, rows:i64, cols:i64, chunks:i64, "
-     "position:i64, beta2:fp32, one_minus_beta2:fp32, bound_ratio:fp32)"},
+    {kFinalize, LUMINAV_TRITON_FINALIZE_SIG},
     {kApplyF32, "(p_ptr:*fp32, g_ptr:*fp32, " LUMINAV_APPLY_SIG},
     {kApplyBf16, "(p_ptr:*i16, g_ptr:*i16, " LUMINAV_APPLY_SIG},
     // Note [aligned variants] (build_triton_aot.py): the same kernels with 16-byte hints.
@@ -72,7 +64,11 @@ const AotKernelAbi kClmKernelSet[kClmKernelCount] = {
 #undef LUMINAV_APPLY_SIG
 
 bool check_clm_kernel_set(const cuda::KernelManifest& manifest, std::string* why) {
-  for (const AotKernelAbi& abi : kClmKernelSet) {
+  return check_kernel_set(manifest, kClmKernelSet, why);
+}
+
+bool check_kernel_set(const cuda::KernelManifest& manifest, std::span<const AotKernelAbi> set, std::string* why) {
+  for (const AotKernelAbi& abi : set) {
     const cuda::KernelEntry* k = manifest.find_kernel(abi.name);
     if (k == nullptr) {
       *why = "manifest: kernel " + std::string(abi.name) + " is missing (built with LUMINA_TRITON_AOT_KERNELS=all?)";
@@ -84,7 +80,8 @@ bool check_clm_kernel_set(const cuda::KernelManifest& manifest, std::string* why
       return false;
     }
     const bool per_element = abi.name.find("reduce") != std::string_view::npos ||
-                             abi.name.find("apply") != std::string_view::npos;
+                             abi.name.find("apply") != std::string_view::npos ||
+                             abi.name.find("_sums_") != std::string_view::npos;
     if (per_element && k->elements_per_program == 0) {
       *why = "manifest: kernel " + k->name + " does not say its elements_per_program";
       return false;
@@ -94,7 +91,7 @@ bool check_clm_kernel_set(const cuda::KernelManifest& manifest, std::string* why
 }
 
 size_t clm_partials_bytes(const CudaKernels& kernels, int64_t n) {
-  return static_cast<size_t>(programs(kernels, kReduceF32, n)) * kPartialFields * sizeof(double);
+  return static_cast<size_t>(programs_of(kernels, kReduceF32, n)) * kPartialFields * sizeof(double);
 }
 
 bool launch_prepare(const CudaKernels& kernels, const ClmStepBuffers& b, cuda::drv::CUstream stream,
@@ -104,40 +101,57 @@ bool launch_prepare(const CudaKernels& kernels, const ClmStepBuffers& b, cuda::d
   return kernels.launch(kPrepare, 1, args, stream, why);
 }
 
+bool launch_grad_sums(const CudaKernels& kernels, const ClmStepBuffers& b, const ClmTensor& t, const ClmScalars& s,
+                      cuda::drv::CUstream stream, int64_t* num_partials, std::string* why) {
+  ClmStepBuffers v = b;
+  ClmTensor x = t;
+  ClmScalars c = s;
+  Fixed f;
+  const std::string_view reduce = aligned16(t) ? (t.bf16 ? kReduceBf16A16 : kReduceF32A16)
+                                               : (t.bf16 ? kReduceBf16 : kReduceF32);
+  const unsigned grid = programs_of(kernels, reduce, t.n);
+  *num_partials = grid;
+  // The reduce variant reads only the gradient; the others are placeholders of its signature.
+  void* reduce_args[] = {&x.grad, &x.exp_avg, &x.exp_avg_sq, &x.param, &v.partials, &v.k, &v.words, &v.gl,
+                         &v.unused, &v.unused, &x.n, &f.one, &x.position, &c.beta1, &c.one_minus_beta1,
+                         &c.beta2, &c.one_minus_beta2, &c.eps, &f.lam, &f.one_minus_lam, &f.tau};
+  return kernels.launch(reduce, grid, reduce_args, stream, why);
+}
+
 bool launch_finite_check(const CudaKernels& kernels, const ClmStepBuffers& b, const ClmTensor& t,
                          const ClmScalars& s, cuda::drv::CUstream stream, std::string* why) {
   ClmStepBuffers v = b;
   ClmTensor x = t;
   ClmScalars c = s;
   Fixed f;
-  const std::string_view reduce = aligned(t) ? (t.bf16 ? kReduceBf16A16 : kReduceF32A16)
-                                             : (t.bf16 ? kReduceBf16 : kReduceF32);
-  const unsigned grid = programs(kernels, reduce, t.n);
-  int64_t num_partials = grid;
-  // The reduce variant reads only the gradient; the others are placeholders of its signature.
-  void* reduce_args[] = {&x.grad, &x.exp_avg, &x.exp_avg_sq, &x.param, &v.partials, &v.k, &v.words, &v.gl,
-                         &v.unused, &v.unused, &x.n, &f.one, &x.position, &c.beta1, &c.one_minus_beta1,
-                         &c.beta2, &c.one_minus_beta2, &c.eps, &f.lam, &f.one_minus_lam, &f.tau};
+  int64_t num_partials = 0;
   void* finalize_args[] = {&v.partials, &num_partials, &v.gl, &v.words, &v.k, &x.exp_avg_sq, &v.unused,
                            &v.unused, &v.unused, &x.n, &x.n, &f.one, &f.one, &x.position, &c.beta2,
                            &c.one_minus_beta2, &f.bound_ratio};
-  return kernels.launch(reduce, grid, reduce_args, stream, why) &&
+  return launch_grad_sums(kernels, b, t, s, stream, &num_partials, why) &&
          kernels.launch(kFinalize, 1, finalize_args, stream, why);
 }
 
 bool launch_apply(const CudaKernels& kernels, const ClmStepBuffers& b, const ClmTensor& t, const ClmScalars& s,
                   cuda::drv::CUstream stream, std::string* why) {
+  const std::string_view apply = aligned16(t) ? (t.bf16 ? kApplyBf16A16 : kApplyF32A16)
+                                              : (t.bf16 ? kApplyBf16 : kApplyF32);
+  return launch_apply_kernel(kernels, apply, b, t, s, ApplyMoments{b.gl, b.unused, t.n, 1}, stream, why);
+}
+
+bool launch_apply_kernel(const CudaKernels& kernels, std::string_view name, const ClmStepBuffers& b,
+                         const ClmTensor& t, const ClmScalars& s, const ApplyMoments& moments,
+                         cuda::drv::CUstream stream, std::string* why) {
   ClmStepBuffers v = b;
   ClmTensor x = t;
   ClmScalars c = s;
+  ApplyMoments o = moments;
   Fixed f;
-  if (x.master == 0) x.master = x.param;  // the fp32 variant reads no master
-  const std::string_view apply = aligned(x) ? (t.bf16 ? kApplyBf16A16 : kApplyF32A16)
-                                            : (t.bf16 ? kApplyBf16 : kApplyF32);
-  void* args[] = {&x.param, &x.grad, &x.exp_avg, &x.exp_avg_sq, &x.master, &v.k, &v.step, &v.words, &v.gl,
-                  &v.unused, &x.n, &x.n, &f.one, &x.seed, &x.index_offset, &c.beta1, &c.one_minus_beta1,
+  if (x.master == 0) x.master = x.param;  // the fp32 variants read no master
+  void* args[] = {&x.param, &x.grad, &x.exp_avg, &x.exp_avg_sq, &x.master, &v.k, &v.step, &v.words, &o.gl,
+                  &o.factors, &x.n, &o.rows, &o.cols, &x.seed, &x.index_offset, &c.beta1, &c.one_minus_beta1,
                   &c.beta2, &c.one_minus_beta2, &c.eps, &f.lam, &f.one_minus_lam, &f.tau, &f.bound_ratio};
-  return kernels.launch(apply, programs(kernels, apply, t.n), args, stream, why);
+  return kernels.launch(name, programs_of(kernels, name, t.n), args, stream, why);
 }
 
 bool launch_commit(const CudaKernels& kernels, const ClmStepBuffers& b, cuda::drv::CUstream stream,

@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -43,10 +44,28 @@ struct AotKernelAbi {
 inline constexpr int kClmKernelCount = 12;
 extern const AotKernelAbi kClmKernelSet[kClmKernelCount];
 
-// Every kernel of kClmKernelSet is in `manifest` with exactly that signature,
-// the pass kernels say how many elements a program takes; false with `why`
-// naming the kernel and what differs (a manifest of another build of the kernels).
+// The argument lists of the kernels the CLM and TD-CLM sets share (finalize_kernel and
+// apply_kernel of triton_kernels.py, whatever their constexprs), after the apply's p_ptr and g_ptr.
+#define LUMINAV_TRITON_FINALIZE_SIG                                                                          \
+  "(partials_ptr:*fp64, num_partials:i64, gl_ptr:*fp32, words_ptr:*i32, k_ptr:*fp32, exp_avg_sq_ptr:*fp32, " \
+  "row_sums_ptr:*fp64, col_sums_ptr:*fp64, new_ptr:*fp32, n:i64, rows:i64, cols:i64, chunks:i64, "           \
+  "position:i64, beta2:fp32, one_minus_beta2:fp32, bound_ratio:fp32)"
+#define LUMINAV_TRITON_APPLY_SIG                                                                            \
+  "m_ptr:*fp32, v_ptr:*fp32, master_ptr:*fp32, k_ptr:*fp32, step_ptr:*i64, words_ptr:*i32, gl_ptr:*fp32, "  \
+  "new_ptr:*fp32, n:i64, rows:i64, cols:i64, seed:i64, index_offset:i64, beta1:fp32, one_minus_beta1:fp32, " \
+  "beta2:fp32, one_minus_beta2:fp32, eps:fp32, lam:fp32, one_minus_lam:fp32, tau:fp32, bound_ratio:fp32)"
+
+// Every kernel of `set` is in `manifest` with exactly that signature, the pass
+// kernels say how many elements a program takes; false with `why` naming the
+// kernel and what differs (a manifest of another build of the kernels).
+bool check_kernel_set(const cuda::KernelManifest& manifest, std::span<const AotKernelAbi> set, std::string* why);
 bool check_clm_kernel_set(const cuda::KernelManifest& manifest, std::string* why);
+
+// Note [aligned variants]: a tensor whose addresses are all multiples of 16 bytes and whose N is a
+// multiple of 16.
+bool aligned16(const ClmTensor& t);
+// Programs of `name` for `n` elements (its manifest's elements_per_program; 1 when it does not say).
+unsigned programs_of(const CudaKernels& kernels, std::string_view name, int64_t n);
 
 // fp64 partials pass 1 writes for a tensor of `n` elements (5 per program).
 size_t clm_partials_bytes(const CudaKernels& kernels, int64_t n);
@@ -58,9 +77,23 @@ bool launch_prepare(const CudaKernels& kernels, const ClmStepBuffers& b, cuda::d
 // Pass 1 of one tensor: the finite check into the words (smallest failing position wins).
 bool launch_finite_check(const CudaKernels& kernels, const ClmStepBuffers& b, const ClmTensor& t,
                          const ClmScalars& s, cuda::drv::CUstream stream, std::string* why);
+// Pass 1's gradient sums of one tensor alone (nonfinite count and sum g^2 per program into
+// b.partials, field-major); *num_partials: the programs launched.
+bool launch_grad_sums(const CudaKernels& kernels, const ClmStepBuffers& b, const ClmTensor& t, const ClmScalars& s,
+                      cuda::drv::CUstream stream, int64_t* num_partials, std::string* why);
 // Pass 2 of one tensor (writes nothing when the words hold a failure).
 bool launch_apply(const CudaKernels& kernels, const ClmStepBuffers& b, const ClmTensor& t, const ClmScalars& s,
                   cuda::drv::CUstream stream, std::string* why);
+// The second moment pass 2 reads besides the tensor's own buffers: `gl` (fp32[4], the tensor's
+// globals), `factors` (TD-CLM's new row, col and col/rho) and R, C (CLM: b.gl, none, N, 1).
+struct ApplyMoments {
+  uint64_t gl = 0, factors = 0;
+  int64_t rows = 0, cols = 1;
+};
+// Pass 2 through the named apply kernel (any form of apply_kernel: they share LUMINAV_TRITON_APPLY_SIG).
+bool launch_apply_kernel(const CudaKernels& kernels, std::string_view name, const ClmStepBuffers& b,
+                         const ClmTensor& t, const ClmScalars& s, const ApplyMoments& moments,
+                         cuda::drv::CUstream stream, std::string* why);
 // The verdict into the status word, then the step counter.
 bool launch_commit(const CudaKernels& kernels, const ClmStepBuffers& b, cuda::drv::CUstream stream,
                    std::string* why);

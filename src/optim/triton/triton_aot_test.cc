@@ -20,6 +20,7 @@
 
 #include "optim/cuda/triton_abi.h"
 #include "optim/triton/triton_aot_clm_step.h"
+#include "optim/triton/triton_aot_tdclm_step.h"
 
 namespace luminav::triton_aot {
 namespace {
@@ -123,14 +124,19 @@ TEST(TritonAot, WrongScratchPointerCountIsRefused) {
 
 // ---- the triton-aot backend's kernel directory (no GPU) ----------------------------------
 
-// A CUDA manifest of the CLM kernel set as build_triton_aot.py writes it (the
+// A CUDA manifest of the CLM and TD-CLM kernel sets as build_triton_aot.py writes it (the
 // artifacts are never read by the directory check); `edit` changes one kernel.
 std::string clm_manifest(const std::string& version, int trailing,
                          const std::function<void(std::string& name, std::string& signature, int& per)>& edit) {
   std::string artifacts, kernels;
-  for (const AotKernelAbi& abi : kClmKernelSet) {
+  std::vector<AotKernelAbi> both(std::begin(kClmKernelSet), std::end(kClmKernelSet));
+  both.insert(both.end(), std::begin(kTdclmKernelSet), std::end(kTdclmKernelSet));
+  for (const AotKernelAbi& abi : both) {
     std::string name(abi.name), signature(abi.signature);
-    int per = name.find("reduce") != std::string::npos ? 4096 : name.find("apply") != std::string::npos ? 1024 : 0;
+    // The sums kernels' tiles are all FACTOR_TILE = 4096 elements (build_triton_aot.py).
+    int per = name.find("reduce") != std::string::npos || name.find("_sums_") != std::string::npos ? 4096
+              : name.find("apply") != std::string::npos                                            ? 1024
+                                                                                                    : 0;
     edit(name, signature, per);
     if (name.empty()) continue;  // dropped
     artifacts += std::string(artifacts.empty() ? "" : ",") + R"({"arch": "sm_90", "kind": "cubin", "file": ")" +
@@ -170,6 +176,108 @@ TEST(TritonAotDirectory, TheKernelSetAsBuiltIsAccepted) {
   const std::string base = built.substr(0, built.size() - 5);
   EXPECT_TRUE(check_kernel_directory(base, &m, &why)) << why;
   for (const AotKernelAbi& abi : kClmKernelSet) EXPECT_NE(m.find_kernel(abi.name), nullptr) << abi.name;
+  for (const AotKernelAbi& abi : kTdclmKernelSet) EXPECT_NE(m.find_kernel(abi.name), nullptr) << abi.name;
+}
+
+// Every TD-CLM kernel of the build is there for every target the CLM kernels were built for
+// (cubins, PTX and hsaco alike), with the signature this library packs.
+TEST(TritonAotDirectory, TheTdclmKernelsAreBuiltForEveryTargetOfTheClmOnes) {
+  int platforms = 0;
+  for (const char* platform : {"cuda", "rocm"}) {
+    cuda::KernelManifest m;
+    std::string json, why;
+    if (!read_built(platform, &m, &json)) continue;
+    ++platforms;
+    auto archs_of = [&](std::string_view kernel) {
+      std::vector<std::string> archs;
+      for (const cuda::ArtifactEntry& a : m.artifacts) {
+        if (a.kernel == kernel) archs.push_back(a.arch);
+      }
+      std::sort(archs.begin(), archs.end());
+      return archs;
+    };
+    const std::vector<std::string> clm_archs = archs_of("luminav_triton_apply_pf32_gf32");
+    ASSERT_FALSE(clm_archs.empty()) << platform;
+    EXPECT_TRUE(check_tdclm_kernel_set(m, &why)) << platform << ": " << why;
+    for (const AotKernelAbi& abi : kTdclmKernelSet) {
+      const cuda::KernelEntry* k = m.find_kernel(abi.name);
+      ASSERT_NE(k, nullptr) << platform << " " << abi.name;
+      EXPECT_EQ(k->signature, abi.signature) << abi.name;
+      EXPECT_EQ(k->num_trailing_scratch_ptrs, cuda::triton_trailing_scratch_ptrs(m.triton_version)) << abi.name;
+      EXPECT_EQ(archs_of(abi.name), clm_archs) << platform << " " << abi.name;
+    }
+  }
+  if (platforms == 0) GTEST_SKIP() << "built without LUMINA_TRITON_AOT (no triton at build time)";
+}
+
+TEST(TritonAotDirectory, TdclmKernelsMissingOrOfAnotherTileAreRefused) {
+  cuda::KernelManifest m;
+  std::string why;
+  auto no_factored = [](std::string& name, std::string&, int&) {
+    if (name == "luminav_triton_finalize_factored") name.clear();
+  };
+  EXPECT_FALSE(check_kernel_directory(directory_with(clm_manifest("3.6.0", 2, no_factored), "tdset"), &m, &why));
+  EXPECT_NE(why.find("luminav_triton_finalize_factored is missing"), std::string::npos) << why;
+  // A row-sum kernel of another tile than its name (and this launcher's grid) says.
+  auto other_tile = [](std::string& name, std::string&, int& per) {
+    if (name == "luminav_triton_row_sums_gf32_4x1024") per = 2048;
+  };
+  EXPECT_FALSE(check_kernel_directory(directory_with(clm_manifest("3.6.0", 2, other_tile), "tile"), &m, &why));
+  EXPECT_NE(why.find("luminav_triton_row_sums_gf32_4x1024 covers 2048 elements per program"), std::string::npos)
+      << why;
+  // A column-sum kernel packed with other arguments.
+  auto col_sig = [](std::string& name, std::string& sig, int&) {
+    if (name == "luminav_triton_col_sums_gbf16_256x16_chunk256") sig = "(g_ptr:*fp32, col_sums_ptr:*fp64)";
+  };
+  EXPECT_FALSE(check_kernel_directory(directory_with(clm_manifest("3.6.0", 2, col_sig), "colsig"), &m, &why));
+  EXPECT_NE(why.find("kernel luminav_triton_col_sums_gbf16_256x16_chunk256 has signature"), std::string::npos) << why;
+}
+
+// The launcher's choices: every kernel it names for a TD-CLM tensor is in the set (so in any
+// accepted manifest), wide tiles from C = 256 and the _a16 ones only where their hints hold;
+// the scratch sizes cover the grids.
+TEST(TritonAotTdclm, LaunchesNameKernelsOfTheSetAndSizeTheirScratch) {
+  auto in_set = [](const std::string& name) {
+    for (const AotKernelAbi& abi : kTdclmKernelSet) {
+      if (abi.name == name) return true;
+    }
+    return false;
+  };
+  for (const auto [rows, cols] : {std::pair<int64_t, int64_t>{64, 1024}, {7, 300}, {512, 48}, {33, 100}}) {
+    for (const TdclmForm form : {TdclmForm::kTensor, TdclmForm::kRow, TdclmForm::kFactored}) {
+      for (const bool bf16 : {false, true}) {
+        for (const uint64_t base : {uint64_t{1} << 20, (uint64_t{1} << 20) + 4}) {
+          TdclmTensor t;
+          t.t.param = base, t.t.grad = base + (1 << 24), t.t.exp_avg = base + (2 << 24);
+          t.t.exp_avg_sq = (uint64_t{3} << 24), t.t.master = bf16 ? (uint64_t{4} << 24) : 0;
+          t.t.n = rows * cols, t.t.bf16 = bf16;
+          t.form = form;
+          t.rows = form == TdclmForm::kTensor ? t.t.n : rows;
+          t.cols = form == TdclmForm::kTensor ? 1 : cols;
+          const std::string apply = tdclm_apply_kernel(t);
+          EXPECT_TRUE(in_set(apply)) << apply;
+          const bool hints = base % 16 == 0 && t.t.n % 16 == 0 && t.rows % 16 == 0;
+          EXPECT_EQ(apply.ends_with("_a16"), hints) << apply;
+          EXPECT_EQ(tdclm_region_bytes(t) % 16, 0u);
+          if (form == TdclmForm::kTensor) {
+            EXPECT_EQ(tdclm_row_sums_bytes(t), 0u);
+            continue;
+          }
+          const std::string row = tdclm_row_sums_kernel(t), col = tdclm_col_sums_kernel(t);
+          EXPECT_TRUE(in_set(row)) << row;
+          EXPECT_TRUE(in_set(col)) << col;
+          EXPECT_EQ(row.find(cols >= 256 ? "_4x1024" : "_256x16") != std::string::npos, true) << row;
+          EXPECT_EQ(col.find(cols >= 256 ? "_32x128_" : "_256x16_") != std::string::npos, true) << col;
+          const bool factor_hints = base % 16 == 0 && rows % 16 == 0 && cols % 16 == 0;
+          EXPECT_EQ(row.ends_with("_a16"), factor_hints) << row;
+          EXPECT_EQ(tdclm_row_sums_bytes(t), static_cast<size_t>(rows) * 8);
+          EXPECT_GE(tdclm_region_bytes(t), (4 + rows + (form == TdclmForm::kFactored ? 2 * cols : 0)) * 4u);
+          EXPECT_EQ(tdclm_col_sums_bytes(t),
+                    form == TdclmForm::kFactored ? static_cast<size_t>((rows + 255) / 256 * cols) * 8 : 0u);
+        }
+      }
+    }
+  }
 }
 
 TEST(TritonAotDirectory, MissingOrMismatchedKernelsAreRefusedWithTheReason) {
