@@ -998,13 +998,17 @@ class CudaBackend final : public Backend {
         const uint32_t tiles = grid([](const FactorSlot& f) {
           return dispatch::factor_chunks(f.rows) * dispatch::factor_strips(f.cols);
         });
-        if (int c = launch_struct(*sums, tiles, &fp, stream); c != LUMINAV_STATUS_OK) return c;
+        if (tiles > 0) {
+          if (int c = launch_struct(*sums, tiles, &fp, stream); c != LUMINAV_STATUS_OK) return c;
+        }
       }
       if (sharded != nullptr) {  // one block per tensor (Note [sharded phases on the device])
         if (int c = launch_struct(*sharded_kernel, fp.num_slots, &fp, stream); c != LUMINAV_STATUS_OK) return c;
       } else {
         const uint32_t row_blocks = grid([](const FactorSlot& f) { return dispatch::factor_row_blocks(f.rows); });
-        if (int c = launch_struct(*rows_kernel, row_blocks, &fp, stream); c != LUMINAV_STATUS_OK) return c;
+        if (row_blocks > 0) {  // empty tensors have none
+          if (int c = launch_struct(*rows_kernel, row_blocks, &fp, stream); c != LUMINAV_STATUS_OK) return c;
+        }
         const uint32_t col_blocks = grid([](const FactorSlot& f) {
           return f.col_new == nullptr ? uint64_t{1} : (f.cols + kBlockSize - 1) / kBlockSize;
         });
