@@ -20,6 +20,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from harness import cuda_event_median  # noqa: E402
+from optim_training_loop import graphed_step  # noqa: E402  (opt.step() captured in a CUDA graph)
 
 LLAMA = dict(hidden=768, layers=12, heads=12, mlp=2048, vocab=8192, seq=512)  # bench/optim_training_loop.py's
 
@@ -28,19 +29,6 @@ def llama_shapes() -> list[tuple[int, ...]]:
     from llama_model import llama
     model = llama("meta", **LLAMA)
     return [tuple(p.shape) for p in model.parameters()]
-
-
-def replay_of(opt):
-    """opt.step() captured in a CUDA graph (as bench/optim_training_loop.py's graphed_step)."""
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        opt.step()
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        opt.step()
-    return graph.replay
 
 
 def measure(shapes, mode: str, backend: str, reps: int) -> dict:
@@ -55,7 +43,7 @@ def measure(shapes, mode: str, backend: str, reps: int) -> dict:
     eager = cuda_event_median(opt.step, 3, reps)[0]
     row = {"eager_ms": eager}
     try:
-        replay = replay_of(opt)
+        replay = graphed_step(opt)
         row["replay_ms"] = cuda_event_median(replay, 3, reps)[0]
     except Exception as exc:  # report, do not hide
         row["replay_error"] = f"{type(exc).__name__}: {exc}"
