@@ -12,6 +12,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "optim/core/dtype.h"
 #include "optim/core/reduction_rounds.h"
 #include "optim/core/second_moment_layout.h"
 #include "optim/dispatch/async_workspace.h"
@@ -870,6 +871,8 @@ class CudaBackend final : public Backend {
     uint32_t fields = 0;
     if (core::round_has_grad_sums(round)) fields |= kReduceGrad;
     if (core::round_has_update_sums(g.k, round)) fields |= kReduceUpdate;
+    // The unsharded step's factor sums read and check row/factored gradients (Note [factor tiles]).
+    if (finalize && round == 0 && g.k.tdclm) fields |= kReduceFactorGrads;
     std::vector<core::TensorGlobals> initial(g.tensors.size(), core::initial_globals(g.k, 0.0f));
     LaunchParams lp{};
     lp.k = g.k;
@@ -965,12 +968,23 @@ class CudaBackend final : public Backend {
                      dispatch::AsyncStepWords* words, unsigned char* base,
                      const dispatch::AsyncWorkspaceLayout& layout, size_t* offset, LaunchTarget stream,
                      const dispatch::ShardedLayout* sharded = nullptr, uint32_t mode = 0, double* exchange = nullptr) {
-    const Kernel* update = find_kernel(state, sharded ? "luminav_sharded_factors" : "luminav_factor_update");
-    if (update == nullptr) return fail(LUMINAV_STATUS_INTERNAL, "factor kernels missing from the module");
+    const Kernel* rows_kernel = find_kernel(state, "luminav_factor_rows");
+    const Kernel* cols_kernel = find_kernel(state, "luminav_factor_cols");
+    const Kernel* sharded_kernel = find_kernel(state, "luminav_sharded_factors");
+    if (rows_kernel == nullptr || cols_kernel == nullptr || sharded_kernel == nullptr) {
+      return fail(LUMINAV_STATUS_INTERNAL, "factor kernels missing from the module");
+    }
     auto* views = reinterpret_cast<dispatch::FactorView*>(base + layout.factor_views);
     auto* globals = reinterpret_cast<core::TensorGlobals*>(base + layout.globals);
     FactorParams fp{};
     int grad_dtype = -1;
+    // Each kernel's grid: its blocks per slot, as the prefix sum in first_block.
+    auto grid = [&](auto blocks_of) {
+      for (uint32_t i = 0; i < fp.num_slots; ++i) {
+        fp.first_block[i + 1] = fp.first_block[i] + static_cast<uint32_t>(blocks_of(fp.slots[i]));
+      }
+      return fp.first_block[fp.num_slots];
+    };
     auto flush = [&]() -> int {
       if (fp.num_slots == 0) return LUMINAV_STATUS_OK;
       static const char* kNames[] = {"f32", "bf16", "f16"};
@@ -978,10 +992,28 @@ class CudaBackend final : public Backend {
       if (sums == nullptr) return fail(LUMINAV_STATUS_INTERNAL, "luminav_factor_sums missing from the module");
       fp.exchange = exchange;
       fp.mode = mode;
-      if (mode != kExchangeFold) {
-        if (int c = launch_struct(*sums, fp.first_block[fp.num_slots], &fp, stream); c != LUMINAV_STATUS_OK) return c;
+      fp.finite_check = sharded == nullptr ? 1u : 0u;  // the sharded step's verdict comes from the fold
+      fp.first_block[0] = 0;
+      if (mode != kExchangeFold) {  // Note [factor tiles]
+        const uint32_t tiles = grid([](const FactorSlot& f) {
+          return dispatch::factor_chunks(f.rows) * dispatch::factor_strips(f.cols);
+        });
+        if (tiles > 0) {
+          if (int c = launch_struct(*sums, tiles, &fp, stream); c != LUMINAV_STATUS_OK) return c;
+        }
       }
-      if (int c = launch_struct(*update, fp.num_slots, &fp, stream); c != LUMINAV_STATUS_OK) return c;
+      if (sharded != nullptr) {  // one block per tensor (Note [sharded phases on the device])
+        if (int c = launch_struct(*sharded_kernel, fp.num_slots, &fp, stream); c != LUMINAV_STATUS_OK) return c;
+      } else {
+        const uint32_t row_blocks = grid([](const FactorSlot& f) { return dispatch::factor_row_blocks(f.rows); });
+        if (row_blocks > 0) {  // empty tensors have none
+          if (int c = launch_struct(*rows_kernel, row_blocks, &fp, stream); c != LUMINAV_STATUS_OK) return c;
+        }
+        const uint32_t col_blocks = grid([](const FactorSlot& f) {
+          return f.col_new == nullptr ? uint64_t{1} : (f.cols + kBlockSize - 1) / kBlockSize;
+        });
+        if (int c = launch_struct(*cols_kernel, col_blocks, &fp, stream); c != LUMINAV_STATUS_OK) return c;
+      }
       fp = FactorParams{};
       return LUMINAV_STATUS_OK;
     };
@@ -1001,6 +1033,7 @@ class CudaBackend final : public Backend {
       f.grad = t.grad;
       f.old_factors = t.exp_avg_sq;
       f.row_sums = reinterpret_cast<double*>(at + a.row_sums);
+      f.row_block_sums = reinterpret_cast<double*>(at + a.row_block_sums);
       f.col_sums = factored ? reinterpret_cast<double*>(at + a.col_sums) : nullptr;
       f.row_new = reinterpret_cast<float*>(at + a.row_new);
       f.col_new = factored ? reinterpret_cast<float*>(at + a.col_new) : nullptr;
@@ -1009,18 +1042,15 @@ class CudaBackend final : public Backend {
       f.globals = globals + dense + j;
       f.rows = m.rows;
       f.cols = m.cols;
-      f.row_blocks = static_cast<uint32_t>((m.rows + kFactorRowsPerBlock - 1) / kFactorRowsPerBlock);
-      f.col_blocks = factored ? static_cast<uint32_t>((m.cols + kBlockSize - 1) / kBlockSize) : 0u;
+      // Vector loads of 4 elements: every row starts on a 4-element boundary.
+      const uintptr_t group_bytes = 4u * static_cast<uintptr_t>(core::dtype_size(t.grad_dtype));
+      f.vector_ok = (m.cols % 4 == 0 && reinterpret_cast<uintptr_t>(t.grad) % group_bytes == 0) ? 1u : 0u;
       f.position = g.positions[j];
       if (sharded) f.exchange_cols = sharded->tensors[g.positions[j]].columns;
-      const uint64_t col_blocks = uint64_t{f.col_blocks} * dispatch::factor_chunks(m.rows);
       if (fp.num_slots == 0) {
         fp.k_device = k;
         fp.words = words;
-        fp.first_block[0] = 0;
       }
-      fp.first_block[fp.num_slots + 1] = fp.first_block[fp.num_slots] + f.row_blocks +
-                                         static_cast<uint32_t>(col_blocks);
       ++fp.num_slots;
     }
     return flush();

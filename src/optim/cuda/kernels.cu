@@ -227,16 +227,51 @@ __device__ __forceinline__ void update_element(const StepConstants& k, const Ten
   x = core::apply_update(o, k, gl, x, e.u, g);
 }
 
-// vhat_i of a TD-CLM row/factored element (Note [factors on the device]).
-__device__ __forceinline__ float factor_vhat(const cuda::FactorView& f, uint64_t i) {
-  const uint64_t r = i / f.cols;
+// Row and column of element i: one 32-bit division where both fit (the
+// 64-bit one is a long subroutine on the GPU).
+__device__ __forceinline__ void row_and_column(const cuda::FactorView& f, uint64_t i, uint64_t* r, uint64_t* c) {
+  if (((i | f.cols) >> 32) == 0) {
+    const uint32_t q = static_cast<uint32_t>(i) / static_cast<uint32_t>(f.cols);
+    *r = q;
+    *c = static_cast<uint32_t>(i) - q * static_cast<uint32_t>(f.cols);
+  } else {
+    *r = i / f.cols;
+    *c = i - *r * f.cols;
+  }
+}
+
+// vhat of a TD-CLM row/factored element at row r, column c (Note [factors on the device]).
+__device__ __forceinline__ float factor_vhat(const cuda::FactorView& f, uint64_t r, uint64_t c) {
   if (f.col_over_rho == nullptr) return f.row[r];
-  return core::factored_vhat(ScalarOps{}, f.row[r], f.col_over_rho[i - r * f.cols]);
+  return core::factored_vhat(ScalarOps{}, f.row[r], f.col_over_rho[c]);
 }
 
 // The TD-CLM second moment of element i: the tensor's s, or vhat_i.
 __device__ __forceinline__ float tdclm_second(const TensorGlobals& gl, const cuda::FactorView* f, uint64_t i) {
-  return f == nullptr ? gl.second_moment : factor_vhat(*f, i);
+  if (f == nullptr) return gl.second_moment;
+  uint64_t r, c;
+  row_and_column(*f, i, &r, &c);
+  return factor_vhat(*f, r, c);
+}
+
+// The same for the four elements i..i+3 (one division, then the next column).
+__device__ __forceinline__ void tdclm_second4(const TensorGlobals& gl, const cuda::FactorView* f, uint64_t i,
+                                              float* v) {
+  if (f == nullptr) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) v[e] = gl.second_moment;
+    return;
+  }
+  uint64_t r, c;
+  row_and_column(*f, i, &r, &c);
+#pragma unroll
+  for (int e = 0; e < 4; ++e) {
+    v[e] = factor_vhat(*f, r, c);
+    if (++c == f->cols) {
+      c = 0;
+      ++r;
+    }
+  }
 }
 
 // The state both passes read for an element group pair: m, v (CLM's v_i, or
@@ -251,8 +286,9 @@ __device__ __forceinline__ void load_state(const StepConstants& k, const TensorG
   if (!k.tdclm) {
     load_groups<F32>(s.exp_avg_sq, i0, i1, two, v);
   } else {
-#pragma unroll
-    for (int e = 0; e < 8; ++e) v[e] = tdclm_second(gl, f, (e < 4 ? i0 : i1) + (e & 3));
+    tdclm_second4(gl, f, i0, v);
+    if (two) tdclm_second4(gl, f, i1, v + 4);
+    else v[4] = v[5] = v[6] = v[7] = v[0];  // not stored (a finite stand-in)
   }
   if (s.master != nullptr) load_groups<F32>(s.master, i0, i1, two, x);
   else load_groups<P>(s.param, i0, i1, two, x);
@@ -531,6 +567,15 @@ __device__ __forceinline__ void reduce_tile(const LaunchParams& lp) {
   const uint32_t fields = lp.reduce_fields;
   const bool need_state = (fields & kReduceUpdate) != 0;
   Accum a;
+  const auto kind = static_cast<core::SecondMoment>(s.moment_kind);
+  if ((fields & kReduceFactorGrads) && !need_state &&
+      (kind == core::SecondMoment::kRow || kind == core::SecondMoment::kFactored)) {
+    // luminav_factor_sums reads and checks this gradient (Note [factor tiles]);
+    // the slot's finalize still runs (its globals reset for the round).
+    store_tile_partial(lp, a);
+    finish_tile(lp, t);
+    return;
+  }
   if (!need_state && s.vector_ok) {
     // The finite check and sum g^2 read the gradient alone: four groups in
     // flight per thread, or a warp keeps too few bytes in flight to reach the
@@ -589,50 +634,105 @@ __device__ __forceinline__ const cuda::FactorSlot* factor_slot_of(const cuda::Fa
   return &fp.slots[lo];
 }
 
-// Sums of g^2 (g unscaled) over each row, a warp per row (lanes in a fixed
-// order, then a fixed shuffle tree), and over each column, a thread per
-// column adding the rows in order in four interleaved accumulators combined
-// in a fixed order: the bits depend on the shape alone.
+// Four consecutive elements of row r from column c (g unscaled; columns
+// past the end read as 0, which adds nothing to a sum of squares).
+template <int G>
+__device__ __forceinline__ void load_row_group(const cuda::FactorSlot& f, const StepConstants& k, uint64_t r,
+                                               uint64_t c, float* out) {
+  const uint64_t at = r * f.cols + c;
+  if (f.vector_ok && c + 4 <= f.cols) {
+    Elem<G>::load4(f.grad, at, out);
+  } else {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) out[e] = c + e < f.cols ? core::load_as_f32<G>(f.grad, at + e) : 0.0f;
+  }
+#pragma unroll
+  for (int e = 0; e < 4; ++e) out[e] = unscaled(k, out[e]);
+}
+
+// Note [factor tiles] (dispatch/async_workspace.h): block (chunk, strip)
+// reads rows [128 chunk, +128) x columns [256 strip, +256) of the gradient
+// once. Warp w takes the tile's rows w, w + 8, ...; lane l columns 4l..4l+3
+// and 128 + 4l..+3 of the strip (two 16-byte loads per row for fp32, each
+// warp-wide load one contiguous 512 bytes). A row's partial: the lane's
+// eight squares in a fixed tree, then the warp's shuffle tree; a column's:
+// its lane adds its warp's rows in order, then the eight warps are added in
+// order through shared memory. Nothing depends on timing or on the grid.
+// In the unsharded step the block also does these tensors' finite check
+// (the smallest position wins, as in finalize_slot).
+inline constexpr int kFactorWarps = kBlockSize / 32;
+inline constexpr int kFactorRowsPerWarp = static_cast<int>(dispatch::kFactorChunkRows) / kFactorWarps;
+static_assert(dispatch::kFactorTileCols == 2 * 4 * 32, "a lane covers two groups of 4 columns");
+static_assert(dispatch::kFactorTileCols == kBlockSize, "the column combine takes a thread per column");
+
 template <int G>
 __device__ __forceinline__ void factor_sums(const cuda::FactorParams& fp) {
-  if (fp.words->blocked) return;
+  if (fp.words->blocked) return;  // uniform: nothing will be applied
   uint32_t local = 0;
   const cuda::FactorSlot& f = *factor_slot_of(fp, &local);
-  const StepConstants& k = *fp.k_device;
-  if (local < f.row_blocks) {
-    const uint64_t r = uint64_t{local} * cuda::kFactorRowsPerBlock + threadIdx.x / 32;
-    if (r >= f.rows) return;
-    const uint32_t lane = threadIdx.x & 31;
-    double sum = 0.0;
-    for (uint64_t c = lane; c < f.cols; c += 32) {
-      const double g = unscaled(k, core::load_as_f32<G>(f.grad, r * f.cols + c));
-      sum += g * g;
+  const StepConstants k = *fp.k_device;  // a copy: read once, not after every store
+  const uint64_t strips = dispatch::factor_strips(f.cols);
+  const uint64_t chunk = local / strips;
+  const uint64_t strip = local % strips;
+  const uint32_t warp = threadIdx.x / 32, lane = threadIdx.x & 31;
+  const uint64_t c0 = strip * dispatch::kFactorTileCols + 4 * lane;
+  const uint64_t c1 = c0 + 128;
+  const uint64_t row0 = chunk * dispatch::kFactorChunkRows;
+  double col[8] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
+  bool bad = false;
+  // Two rows per iteration: four loads in flight per thread before any use.
+#pragma unroll 1
+  for (int q = 0; q < kFactorRowsPerWarp; q += 2) {
+    const uint64_t ra = row0 + warp + uint64_t(q) * kFactorWarps;
+    const uint64_t rb = ra + kFactorWarps;
+    float a[8] = {}, b[8] = {};
+    const bool has_a = ra < f.rows, has_b = rb < f.rows;  // uniform over the warp
+    if (has_a) {
+      load_row_group<G>(f, k, ra, c0, a);
+      load_row_group<G>(f, k, ra, c1, a + 4);
     }
+    if (has_b) {
+      load_row_group<G>(f, k, rb, c0, b);
+      load_row_group<G>(f, k, rb, c1, b + 4);
+    }
+    if (!has_a) break;
 #pragma unroll
-    for (int offset = 16; offset > 0; offset /= 2) sum += __shfl_down_sync(0xffffffffu, sum, offset);
-    if (lane == 0) f.row_sums[r] = sum;
-    return;
-  }
-  const uint32_t block = local - f.row_blocks;
-  const uint64_t chunk = block / f.col_blocks;
-  const uint64_t c = uint64_t{block % f.col_blocks} * cuda::kBlockSize + threadIdx.x;
-  if (c >= f.cols) return;
-  const uint64_t r0 = chunk * dispatch::kFactorChunkRows;
-  const uint64_t r1 = r0 + dispatch::kFactorChunkRows < f.rows ? r0 + dispatch::kFactorChunkRows : f.rows;
-  double acc[4] = {0.0, 0.0, 0.0, 0.0};
-  uint64_t r = r0;
-  for (; r + 4 <= r1; r += 4) {
+    for (int pass = 0; pass < 2; ++pass) {
+      if (pass == 1 && !has_b) break;
+      const float* x = pass == 0 ? a : b;
+      const uint64_t r = pass == 0 ? ra : rb;
+      double sq[8];
 #pragma unroll
-    for (int q = 0; q < 4; ++q) {
-      const double g = unscaled(k, core::load_as_f32<G>(f.grad, (r + q) * f.cols + c));
-      acc[q] += g * g;
+      for (int e = 0; e < 8; ++e) {
+        bad |= !is_finite_bits(x[e]);
+        sq[e] = static_cast<double>(x[e]) * static_cast<double>(x[e]);
+        col[e] += sq[e];
+      }
+      double sum = ((sq[0] + sq[1]) + (sq[2] + sq[3])) + ((sq[4] + sq[5]) + (sq[6] + sq[7]));
+#pragma unroll
+      for (int offset = 16; offset > 0; offset /= 2) sum += __shfl_down_sync(0xffffffffu, sum, offset);
+      if (lane == 0) f.row_sums[strip * f.rows + r] = sum;
     }
   }
-  for (; r < r1; ++r) {
-    const double g = unscaled(k, core::load_as_f32<G>(f.grad, r * f.cols + c));
-    acc[0] += g * g;
+  if (f.col_sums != nullptr) {
+    __shared__ double warp_cols[kFactorWarps][dispatch::kFactorTileCols];
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      warp_cols[warp][4 * lane + e] = col[e];
+      warp_cols[warp][128 + 4 * lane + e] = col[4 + e];
+    }
+    __syncthreads();
+    const uint64_t c = strip * dispatch::kFactorTileCols + threadIdx.x;
+    if (c < f.cols) {
+      double sum = 0.0;
+#pragma unroll
+      for (int w = 0; w < kFactorWarps; ++w) sum += warp_cols[w][threadIdx.x];  // warp order
+      f.col_sums[chunk * f.cols + c] = sum;
+    }
   }
-  f.col_sums[chunk * f.cols + c] = (acc[0] + acc[1]) + (acc[2] + acc[3]);
+  if (fp.finite_check && k.check_finite) {
+    if (__syncthreads_or(bad) && threadIdx.x == 0) atomicMin(&fp.words->first_bad, f.position);
+  }
 }
 
 }  // namespace
@@ -802,15 +902,27 @@ LUMINAV_FACTOR_SUMS_FOR(f16, LUMINAV_DTYPE_F16)
 namespace luminav::cuda {
 namespace {
 
-// The new row factors of a slot's rows (local rows: a shard's own) and their
-// sum in double by the block's fixed tree (valid in thread 0).
+// A row's sum of g^2: its strips' partials added in strip order (Note
+// [factor tiles]).
+__device__ __forceinline__ double row_sum_of(const FactorSlot& f, uint64_t r) {
+  const uint64_t strips = dispatch::factor_strips(f.cols);
+  double sum = 0.0;
+  for (uint64_t q = 0; q < strips; ++q) sum += f.row_sums[q * f.rows + r];  // strip order
+  return sum;
+}
+
+// The new row factor of row r (local rows: a shard's own).
+__device__ __forceinline__ float new_row_factor(const FactorSlot& f, const core::StepConstants& k, uint64_t r) {
+  const float row = core::factor_ema(k, f.old_factors[r], core::factor_mean(row_sum_of(f, r), static_cast<double>(f.cols)));
+  f.row_new[r] = row;
+  return row;
+}
+
+// The new row factors of all of a slot's rows and their sum in double by the
+// block's fixed tree (valid in thread 0): the sharded step's one block per tensor.
 __device__ double update_row_factors(const FactorSlot& f, const core::StepConstants& k) {
   Accum a;
-  for (uint64_t r = threadIdx.x; r < f.rows; r += kBlockSize) {
-    const float row = core::factor_ema(k, f.old_factors[r], core::factor_mean(f.row_sums[r], static_cast<double>(f.cols)));
-    f.row_new[r] = row;
-    a.grad_sq += static_cast<double>(row);
-  }
+  for (uint64_t r = threadIdx.x; r < f.rows; r += kBlockSize) a.grad_sq += static_cast<double>(new_row_factor(f, k, r));
   return block_sum(a).grad_sq;
 }
 
@@ -825,17 +937,21 @@ __device__ void write_factor_view(const FactorSlot& f) {
   *f.view = v;
 }
 
-// The new column factors and col/rho from each column's sum of g^2 over the
-// logical tensor's `logical_rows` rows.
+// Column c's new factor and col/rho from its sum of g^2 over the logical
+// tensor's `logical_rows` rows.
+__device__ __forceinline__ void new_column_factor(const FactorSlot& f, const core::StepConstants& k, float rho,
+                                                  uint64_t logical_rows, uint64_t c, double column_sum) {
+  const float col = core::factor_ema(k, f.old_factors[f.rows + c],
+                                     core::factor_mean(column_sum, static_cast<double>(logical_rows)));
+  f.col_new[c] = col;
+  f.col_over_rho[c] = core::column_over_rho(col, rho);
+}
+
+// The same for every column of the slot (one block).
 template <class ColumnSum>
 __device__ void update_column_factors(const FactorSlot& f, const core::StepConstants& k, float rho,
                                       uint64_t logical_rows, ColumnSum column_sum) {
-  for (uint64_t c = threadIdx.x; c < f.cols; c += kBlockSize) {
-    const float col = core::factor_ema(k, f.old_factors[f.rows + c],
-                                       core::factor_mean(column_sum(c), static_cast<double>(logical_rows)));
-    f.col_new[c] = col;
-    f.col_over_rho[c] = core::column_over_rho(col, rho);
-  }
+  for (uint64_t c = threadIdx.x; c < f.cols; c += kBlockSize) new_column_factor(f, k, rho, logical_rows, c, column_sum(c));
 }
 
 // A slot's column sums of g^2, its chunks added in chunk order.
@@ -849,27 +965,55 @@ __device__ __forceinline__ double chunked_column_sum(const FactorSlot& f, uint64
 }  // namespace
 }  // namespace luminav::cuda
 
-// One block per tensor: the new row factors and rho (their mean, summed in
-// double by the block's fixed tree), then the new column factors and col/rho;
-// the view pass 2 reads; rho and R in the tensor's globals.
+// Note [factor tiles]: block b of a slot forms the new row factors of rows
+// [kFactorRowBlock b, +kFactorRowBlock) (a thread per row) and their sum in
+// double by the block's fixed tree.
 extern "C" __global__ void __launch_bounds__(luminav::cuda::kBlockSize)
-    luminav_factor_update(const __grid_constant__ FactorParams params) {
+    luminav_factor_rows(const __grid_constant__ FactorParams params) {
+  using namespace luminav;
+  using namespace luminav::cuda;
+  static_assert(dispatch::kFactorRowBlock == kBlockSize, "a thread per row");
+  if (params.words->blocked) return;
+  uint32_t local = 0;
+  const FactorSlot& f = *factor_slot_of(params, &local);
+  const core::StepConstants& k = *params.k_device;
+  const uint64_t r = uint64_t{local} * dispatch::kFactorRowBlock + threadIdx.x;
+  Accum a;
+  if (r < f.rows) a.grad_sq = static_cast<double>(new_row_factor(f, k, r));
+  const double sum = block_sum(a).grad_sq;
+  if (threadIdx.x == 0) f.row_block_sums[local] = sum;
+}
+
+// Block b of a slot: rho (the row blocks' sums added by the block's fixed
+// tree, the same bits in every block), the new column factors and col/rho
+// of columns [kBlockSize b, +kBlockSize); block 0 also writes rho and R into
+// the tensor's globals and the view pass 2 reads. A row tensor has one block.
+extern "C" __global__ void __launch_bounds__(luminav::cuda::kBlockSize)
+    luminav_factor_cols(const __grid_constant__ FactorParams params) {
   using namespace luminav;
   using namespace luminav::cuda;
   if (params.words->blocked) return;
-  const FactorSlot& f = params.slots[blockIdx.x];
+  uint32_t local = 0;
+  const FactorSlot& f = *factor_slot_of(params, &local);
   const core::StepConstants& k = *params.k_device;
-  const double row_sum = update_row_factors(f, k);
+  Accum a;
+  const uint64_t row_blocks = dispatch::factor_row_blocks(f.rows);
+  for (uint64_t b = threadIdx.x; b < row_blocks; b += kBlockSize) a.grad_sq += f.row_block_sums[b];  // block order
+  const double row_sum = block_sum(a).grad_sq;
   __shared__ float rho;
   if (threadIdx.x == 0) {
     rho = core::factor_mean(row_sum, static_cast<double>(f.rows));
-    f.globals->row_factor_mean = rho;
-    f.globals->logical_rows = f.rows;
-    write_factor_view(f);
+    if (local == 0) {
+      f.globals->row_factor_mean = rho;
+      f.globals->logical_rows = f.rows;
+      write_factor_view(f);
+    }
   }
   __syncthreads();
   if (f.col_new == nullptr) return;
-  update_column_factors(f, k, rho, f.rows, [&](uint64_t c) { return chunked_column_sum(f, c); });
+  const uint64_t c = uint64_t{local} * kBlockSize + threadIdx.x;
+  if (c >= f.cols) return;
+  new_column_factor(f, k, rho, f.rows, c, chunked_column_sum(f, c));
 }
 
 // The sharded step's factors (Note [sharded phases on the device] in

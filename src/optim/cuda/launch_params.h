@@ -29,12 +29,15 @@ inline constexpr int kMaxSlots = 40;        // keeps LaunchParams under the 4 Ki
 // whenever LaunchParams changes, so that stale artifact directories are refused.
 // (Every kernel takes one by-value struct: LaunchParams, or PrepareParams and
 // CommitParams for the first and last kernel of an asynchronous step.)
-inline constexpr const char* kLaunchAbi = "(const LaunchParams) luminav-cuda-abi-5";
+inline constexpr const char* kLaunchAbi = "(const LaunchParams) luminav-cuda-abi-6";
 
 // Which fields of luminav_partials a reduction fills (Note [reduction rounds]).
 enum ReduceFields : uint32_t {
   kReduceGrad = 1u,    // nonfinite_count, grad_sq_sum
   kReduceUpdate = 2u,  // agree_count, update_sq_sum, weight_sq_sum
+  // Unsharded TD-CLM round 0: row/factored tensors' gradients are read (and
+  // checked) by luminav_factor_sums, so their reduction tiles read nothing.
+  kReduceFactorGrads = 4u,
 };
 
 // What luminav_sharded_exchange does (Note [sharded phases on the device] in
@@ -117,36 +120,41 @@ struct PrepareParams {
 };
 static_assert(sizeof(PrepareParams) <= 4096, "kernel parameters must fit the 4 KiB limit");
 
-// The factor kernels of an asynchronous step (Note [factors on the device]):
-// luminav_factor_sums_g* sums g^2 of every row (a warp per row) and every
-// column (a thread per column and chunk of rows, rows in order), in double,
-// each chunk's column partials apart (dispatch::kFactorChunkRows); luminav_factor_update
-// (a block per tensor) forms the new factors, rho and col/rho.
-inline constexpr uint32_t kFactorRowsPerBlock = kBlockSize / 32;
+// The factor kernels of an asynchronous step (Note [factors on the device],
+// Note [factor tiles] in dispatch/async_workspace.h): luminav_factor_sums_g*
+// reads the gradient once in tiles of kFactorChunkRows x kFactorTileCols
+// and writes each tile's row and column partials of g^2 (in double), and, in
+// the unsharded step, does the finite check of these tensors (round 0's
+// reduction skips their gradients: kReduceFactorGrads); luminav_factor_rows
+// forms the new row factors (blocks of kFactorRowBlock rows) and each block's
+// sum of them; luminav_factor_cols forms rho, the new column factors and
+// col/rho (blocks of kBlockSize columns) and the view pass 2 reads. Each
+// kernel's grid is its own prefix sum in first_block (set per launch).
 struct FactorSlot {
   const void* grad;
   const float* old_factors;  // exp_avg_sq: row then col
-  double* row_sums;
-  double* col_sums;          // factored only
+  double* row_sums;          // factor_strips(cols) x rows partials
+  double* row_block_sums;    // factor_row_blocks(rows)
+  double* col_sums;          // factored only: factor_chunks(rows) x cols partials
   float* row_new;
   float* col_new;            // factored only
   float* col_over_rho;       // factored only
   FactorView* view;
   core::TensorGlobals* globals;
   uint64_t rows, cols;
-  uint32_t row_blocks;       // ceil(rows / kFactorRowsPerBlock)
-  uint32_t col_blocks;       // per chunk of rows: ceil(cols / kBlockSize) (factored), else 0
   uint64_t exchange_cols;    // sharded: float64 offset of its column sums in the exchange
-  uint32_t position;         // sharded: its position in the call (its exchange record)
-  uint32_t reserved;
+  uint32_t position;         // its position in the call (status word; sharded: its exchange record)
+  uint32_t vector_ok;        // 1: cols % 4 == 0 and the gradient aligned to 4 elements (vector loads)
 };
 inline constexpr int kMaxFactorSlots = 32;
 struct FactorParams {
   const core::StepConstants* k_device;
-  const dispatch::AsyncStepWords* words;
+  dispatch::AsyncStepWords* words;
   double* exchange;          // luminav_sharded_factors: the exchange buffer
   uint32_t num_slots;
   uint32_t mode;             // luminav_sharded_factors: kExchangePack or kExchangeFold (finish)
+  uint32_t finite_check;     // luminav_factor_sums: 1 in the unsharded step (kReduceFactorGrads)
+  uint32_t reserved;
   uint32_t first_block[kMaxFactorSlots + 1];
   FactorSlot slots[kMaxFactorSlots];
 };

@@ -36,22 +36,34 @@ struct FactorView {
 
 // One row/factored tensor's arrays in the workspace, 16-byte aligned each.
 struct FactorArrays {
-  size_t row_sums = 0, col_sums = 0, row_new = 0, col_new = 0, col_over_rho = 0;  // offsets from its base
+  size_t row_sums = 0, row_block_sums = 0, col_sums = 0;  // offsets from its base
+  size_t row_new = 0, col_new = 0, col_over_rho = 0;
   size_t bytes = 0;
 };
 
-// Column sums are formed in chunks of kFactorChunkRows rows (one partial per
-// chunk and column, added in chunk order), so that tall tensors spread over
-// the device.
+// Note [factor tiles]: the sums of g^2 read the gradient once, in tiles of
+// kFactorChunkRows rows by kFactorTileCols columns. A tile gives one partial
+// per row (its strip of columns) and one per column (its chunk of rows):
+// row partials strip-major (factor_strips(C) x R), column partials
+// chunk-major (factor_chunks(R) x C), each added in strip or chunk order
+// afterwards, so the bits depend on the shape alone and tall or wide tensors
+// both spread over the device. The row factors are then formed in blocks of
+// kFactorRowBlock rows, each block's sum of new row factors kept
+// (row_block_sums) for rho, added in block order.
 inline constexpr uint64_t kFactorChunkRows = 128;
+inline constexpr uint64_t kFactorTileCols = 256;
+inline constexpr uint64_t kFactorRowBlock = 256;
 LUMINAV_HD uint64_t factor_chunks(uint64_t rows) { return (rows + kFactorChunkRows - 1) / kFactorChunkRows; }
+LUMINAV_HD uint64_t factor_strips(uint64_t cols) { return (cols + kFactorTileCols - 1) / kFactorTileCols; }
+LUMINAV_HD uint64_t factor_row_blocks(uint64_t rows) { return (rows + kFactorRowBlock - 1) / kFactorRowBlock; }
 
 inline FactorArrays factor_arrays(const core::MomentLayout& l) {
   auto align = [](size_t n) { return (n + 15) & ~size_t{15}; };
   FactorArrays a;
   const bool factored = l.kind == core::SecondMoment::kFactored;
-  a.row_sums = 0;
-  a.col_sums = align(a.row_sums + l.rows * sizeof(double));  // factor_chunks(rows) x C partials
+  a.row_sums = 0;  // factor_strips(C) x R partials
+  a.row_block_sums = align(a.row_sums + factor_strips(l.cols) * l.rows * sizeof(double));
+  a.col_sums = align(a.row_block_sums + factor_row_blocks(l.rows) * sizeof(double));  // factor_chunks(R) x C
   a.row_new = align(a.col_sums + (factored ? factor_chunks(l.rows) * l.cols * sizeof(double) : 0));
   a.col_new = align(a.row_new + l.rows * sizeof(float));
   a.col_over_rho = align(a.col_new + (factored ? l.cols * sizeof(float) : 0));
