@@ -1,8 +1,8 @@
 """luminav_step_groups_enqueue on the vulkan backend (lavapipe in CI; Note [Vulkan asynchronous
 step] in src/optim/vulkan/vulkan_async.cc): bit-identical to the synchronous path with imported
 host arrays and with staging buffers over many chunks, under the validation layer, with the step
-counters and found_inf read and written on the device; a NaN reported by the next call and nothing
-written; the call returning before the step ran; the process exiting
+counters and found_inf read and written on the device, TD-CLM's second moment formed on the device;
+a NaN reported by the next call and nothing written; the call returning before the step ran; the process exiting
 with steps in flight. Each case runs vulkan_async_child.py in a fresh process, so that the
 environment read when the Vulkan context is made applies."""
 from __future__ import annotations
@@ -42,6 +42,7 @@ def test_enqueued_steps_equal_the_synchronous_path_and_report_a_nan_later(env):
     result = json.loads(out.stdout.strip().splitlines()[-1])
     assert result["bit_identical_cases"] == 5
     assert result["device_word_cases"] == 4  # step counters, lr, found_inf (Note [device step counter])
+    assert result["tdclm_cases"] == 4  # factored, row, tensor, one column: the second moment on the device
     if not env:
         timing = result["timing"]
         print(f"enqueue {timing['enqueue_s'] * 1e3:.2f} ms of a {timing['step_s']:.3f} s step (N = {timing['n']})")

@@ -46,7 +46,7 @@ class State:
         self.master = x.copy() if master else None
 
     def copy(self):
-        other = object.__new__(State)
+        other = object.__new__(type(self))
         other.__dict__ = {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in self.__dict__.items()}
         return other
 
@@ -263,21 +263,66 @@ def nonfinite_reported_at_next_call(lib_hp):
     return accepted
 
 
-def outside_the_async_path(lib_hp):
-    """TD-CLM (factors on the host) runs synchronously through the same call: complete on return."""
-    s = State(4096, 12)
-    s.v = np.zeros(1, np.float32)
-    mirror = s.copy()
-    hp = lib_hp(step=2, buffer_mode=1)
-    tensor_mode = lambda st: Tensor(st.param.ctypes.data, st.grad.ctypes.data, st.m.ctypes.data,  # noqa: E731
-                                    st.v.ctypes.data, None, st.param.size, 0, 7, F32, F32, 0, 2)
-    for st, fn in ((mirror, lib.luminav_step_groups), (s, lib.luminav_step_groups_enqueue)):
-        arr = (Tensor * 1)(tensor_mode(st))
-        g = (Group * 1)(Group(C.pointer(hp), arr, 1, None, None, 0))
-        status = StepStatus(0xDEAD, 0, 0, 0)
-        check(fn(g, 1, C.byref(VULKAN), C.byref(Async(C.pointer(status), None, None, None, 0))) == 0, message())
-        check(status.verdict == 0, "the synchronous fallback fills the status on return")
-    check(s.bits() == mirror.bits(), "TD-CLM through enqueue differs")
+TD_FACTORED, TD_ROW, TD_TENSOR = 0, 1, 2
+
+
+class TdState(State):
+    """A TD-CLM tensor: exp_avg_sq holds its second moment (row then col, row, or s), positive."""
+
+    def __init__(self, n, seed, td_factor, rows, pdtype=F32, master=False, bad_at=None):
+        super().__init__(n, seed, pdtype, F32, master, bad_at)
+        self.td_factor, self.rows = td_factor, rows
+        length = lib.luminav_exp_avg_sq_length(n, rows, 1, td_factor)  # LUMINAV_MODE_TDCLM
+        self.v = np.abs(np.random.default_rng(seed + 1).standard_normal(length) * 1e-4).astype(np.float32)
+
+    def tensor(self, seed=7):
+        t = super().tensor(seed)
+        t.rows, t.td_factor = self.rows, self.td_factor
+        return t
+
+
+def tdclm_on_the_device(lib_hp):
+    """TD-CLM (factored, row, tensor, one column) enqueued: the second moment formed on the device
+    (lv_finalize.comp's factors mode), the same bits as the synchronous step (whose factors the host
+    forms: the shader states its formulas in its order); a NaN writes nothing, factors included, and
+    is reported by the next call."""
+    cases = [
+        ("factored-cautious-tensorbound", lib_hp(step=3, buffer_mode=1, cautious=1, bound_mode=1, bound_ratio=1e-3),
+         [TdState(64 * 300, 40, TD_FACTORED, 64)]),
+        ("factored-wide-rows-tau-bf16-sr", lib_hp(step=3, buffer_mode=1, tau=0.5),
+         [TdState(24 * 700, 41, TD_FACTORED, 24, BF16, master=True)]),
+        ("row-lam-and-tensor-cautious", lib_hp(step=5, buffer_mode=1, lam=0.3, cautious=1),
+         [TdState(100 * 50, 42, TD_ROW, 100), TdState(9000, 43, TD_TENSOR, 1)]),
+        ("one-column-and-tensor", lib_hp(step=2, buffer_mode=1, bound_mode=2, bound_ratio=5e-3),
+         [TdState(4000, 44, TD_FACTORED, 4000), TdState(3000, 45, TD_TENSOR, 1, F16)]),
+    ]
+    for name, hp, states in cases:
+        mirror = [s.copy() for s in states]
+        old_v = [s.v.copy() for s in states]
+        for _ in range(5):
+            check(call(lib.luminav_step_groups, [(hp, mirror)]) == 0, f"{name}: synchronous: {message()}")
+        check(all(not np.array_equal(s.v, v) for s, v in zip(mirror, old_v)), f"{name}: the second moment is unchanged")
+        for k in range(5):
+            status = StepStatus(0xDEAD, 0, 0, 0)
+            check(call(lib.luminav_step_groups_enqueue, [(hp, states)], status) == 0, f"{name}: enqueue: {message()}")
+            if k == 0:
+                check(status.verdict == 0xDEAD, f"{name}: TD-CLM ran synchronously")
+        check(lib.luminav_synchronize(C.byref(VULKAN)) == 0, f"{name}: synchronize: {message()}")
+        for i, (s, t) in enumerate(zip(states, mirror)):
+            check(s.bits() == t.bits(), f"{name}: tensor {i} differs from the synchronous path")
+    # A NaN in the factored tensor: nothing of the call written (factors, s, moments, parameters).
+    hp = lib_hp(step=2, buffer_mode=1, cautious=1)
+    good, bad = TdState(32 * 200, 46, TD_TENSOR, 1), TdState(32 * 200, 47, TD_FACTORED, 32, bad_at=999)
+    before = [good.bits(), bad.bits()]
+    check(call(lib.luminav_step_groups_enqueue, [(hp, [good, bad])]) == 0, message())
+    code = call(lib.luminav_step_groups_enqueue, [(hp, [good, bad])])
+    if code == 0:
+        code = lib.luminav_synchronize(C.byref(VULKAN))
+    else:
+        check(lib.luminav_synchronize(C.byref(VULKAN)) == 0, "reported twice: " + message())
+    check(code == NONFINITE and "position 1" in message(), f"{code} {message()}")
+    check([good.bits(), bad.bits()] == before, "a TD-CLM step with a NaN wrote")
+    return len(cases)
 
 
 def python_front_end():
@@ -323,11 +368,12 @@ def main() -> int:
     lib_hp = lambda **kw: hyperparams(lib, **kw)  # noqa: E731
     if sys.argv[1] == "exit-in-flight":
         for _ in range(3):
-            s = State(1 << 20, 13)
-            check(call(lib.luminav_step_groups_enqueue, [(lib_hp(step=2), [s])]) == 0, message())
+            s, f = State(1 << 20, 13), TdState(1 << 18, 14, TD_FACTORED, 512)
+            check(call(lib.luminav_step_groups_enqueue, [(lib_hp(step=2), [s]), (lib_hp(step=2, buffer_mode=1), [f])])
+                  == 0, message())
             # The caller's memory must outlive its steps; the interpreter frees its objects before
             # the C exit handlers run, so these arrays are leaked on purpose.
-            for a in (s.param, s.grad, s.m, s.v):
+            for a in (s.param, s.grad, s.m, s.v, f.param, f.grad, f.m, f.v):
                 C.pythonapi.Py_IncRef(C.py_object(a))
         print("enqueued", flush=True)
         return 0  # the process exits with steps in flight
@@ -336,7 +382,7 @@ def main() -> int:
         out["bit_identical_cases"] = bit_identical(lib_hp, 70001 if "--quick" in sys.argv else (1 << 20) + 4099)
         out["accepted_after_nan"] = nonfinite_reported_at_next_call(lib_hp)
         out["device_word_cases"] = device_words(lib_hp)
-        outside_the_async_path(lib_hp)
+        out["tdclm_cases"] = tdclm_on_the_device(lib_hp)
         python_front_end()
         if "--timing" in sys.argv:
             out["timing"] = returns_before_completion(lib_hp, 1 << 19)

@@ -1,7 +1,16 @@
 // Note [Vulkan asynchronous step]: luminav_step_groups with `async` on the
-// vulkan backend (host tensors, CLM) records pass 1 (lv_reduce.comp), the
+// vulkan backend (host tensors, CLM and TD-CLM) records pass 1 (lv_reduce.comp), the
 // finalize (lv_finalize.comp) and pass 2 (lv_apply.comp, indirect) of every
-// tensor in one command buffer, submits it with a fence and returns. Nothing
+// tensor in one command buffer, submits it with a fence and returns.
+// * TD-CLM: round 0 of pass 1 also sums g^2 per row and column
+//   (lv_factor_sums.comp, lv_column_totals.comp, as the synchronous pass);
+//   lv_finalize.comp in factors mode then forms the new second moment (s,
+//   or the row and column factors and rho) from the old one, copied into the
+//   arena, with the host's formulas in the host's order (the same bits as
+//   the synchronous step); round 1 (K and the norms, which read vhat) runs
+//   over the same partials where cautious or the tensor bound asks; after
+//   pass 2 an indirect lv_copy.comp stores the new second moment into
+//   exp_avg_sq, emptied with pass 2 when the step must not write. Nothing
 // waits on the step's path: the fence is looked at (vkGetFenceStatus) by the
 // next step, waited for by luminav_synchronize and by any synchronous Vulkan
 // pass, which also runs on this queue and may touch the same arrays.
@@ -48,6 +57,7 @@
 // call is made (host memory; no earlier step writes them).
 #include "optim/vulkan/vulkan_async.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
@@ -175,6 +185,15 @@ struct Bindings {
 struct StepChunk {
   size_t tensor, first, count;
   size_t partials_at = 0;  // bytes into the arena
+  // Row layouts: its rows [row0, row0 + rows), the sums of g^2 of its rows
+  // and (factored) of its columns per row block, its factor table (bytes).
+  size_t row0 = 0, rows = 0, sums_at = 0, blocks_at = 0, table_at = 0;
+};
+
+// A TD-CLM tensor's second moment in the arena (FactorJob; bytes).
+struct StepFactors {
+  size_t length = 0, job_at = 0, old_at = 0, new_at = 0, totals_at = 0;
+  Bound exp_avg_sq;  // the caller's array, bound once
 };
 
 // The slot of the caller's word `host` for a step (Note [device step
@@ -284,13 +303,22 @@ int enqueue_async_step(Context& c, std::span<AsyncTensor> tensors, const AsyncWo
   for (size_t j = 0; j < tensors.size(); ++j) {
     const size_t per = chunk_elements(c, tensors[j].job.layout);
     for (size_t first = 0; first < tensors[j].job.num_elements; first += per) {
-      chunks.push_back({j, first, std::min(per, tensors[j].job.num_elements - first)});
+      StepChunk ch{j, first, std::min(per, tensors[j].job.num_elements - first)};
+      if (core::has_row_factor(tensors[j].job.layout)) {
+        ch.row0 = first / tensors[j].job.layout.cols;
+        ch.rows = ch.count / tensors[j].job.layout.cols;
+      }
+      chunks.push_back(ch);
     }
   }
   const VkDeviceSize jobs_at = round_up(tensors.size() * kParamsSlotBytes, align);
   const VkDeviceSize chunks_at = round_up(jobs_at + tensors.size() * sizeof(FinalizeJob), align);
+  // Pass 2's indirect dispatches: each chunk's, then each TD-CLM tensor's store of its second moment.
+  const size_t stores = static_cast<size_t>(std::count_if(tensors.begin(), tensors.end(),
+                                                          [](const AsyncTensor& t) { return t.factors != nullptr; }));
+  const size_t indirect = chunks.size() + stores;
   const VkDeviceSize args_at = round_up(chunks_at + chunks.size() * sizeof(FinalizeChunk), align);
-  const VkDeviceSize increments_at = round_up(args_at + chunks.size() * 3 * sizeof(uint32_t), align);
+  const VkDeviceSize increments_at = round_up(args_at + indirect * 3 * sizeof(uint32_t), align);
   VkDeviceSize alternatives_end = round_up(increments_at + increments.size() * sizeof(uint32_t), align);
   std::vector<VkDeviceSize> alternatives_at(tensors.size(), 0);
   for (size_t j = 0; j < tensors.size(); ++j) {
@@ -299,13 +327,59 @@ int enqueue_async_step(Context& c, std::span<AsyncTensor> tensors, const AsyncWo
     alternatives_at[j] = alternatives_end;
     alternatives_end += alternatives[s] * kParamsSlotBytes;
   }
-  const VkDeviceSize outcome_at = round_up(alternatives_end, align);
+  // TD-CLM: each tensor's FactorJob and its chunks' FactorRegion entries.
+  std::vector<StepFactors> factors(tensors.size());
+  VkDeviceSize factor_tables_end = alternatives_end;
+  for (size_t j = 0; j < tensors.size(); ++j) {
+    if (!tensors[j].factors) continue;
+    const core::MomentLayout& layout = tensors[j].job.layout;
+    factors[j].length = core::exp_avg_sq_length(tensors[j].job.num_elements, layout.rows, LUMINAV_MODE_TDCLM,
+                                                layout.kind == core::SecondMoment::kTensor ? LUMINAV_TD_TENSOR
+                                                : layout.kind == core::SecondMoment::kRow  ? LUMINAV_TD_ROW
+                                                                                           : LUMINAV_TD_FACTORED);
+    factors[j].job_at = factor_tables_end;
+    factor_tables_end += sizeof(FactorJob);
+  }
+  const VkDeviceSize regions_at = factor_tables_end;
+  for (const StepChunk& ch : chunks) {
+    if (tensors[ch.tensor].factors && core::has_row_factor(tensors[ch.tensor].job.layout)) {
+      factor_tables_end += sizeof(FactorRegion);
+    }
+  }
+  const VkDeviceSize outcome_at = round_up(factor_tables_end, align);
   const VkDeviceSize mirrored = round_up(outcome_at + sizeof(FinalizeOutcome), align);
   VkDeviceSize arena = mirrored;
   for (StepChunk& ch : chunks) {
     if (!tensors[ch.tensor].needs_reduce) continue;
     ch.partials_at = arena;
     arena = round_up(arena + div_up(ch.count, kTileElements) * sizeof(TilePartial), align);
+  }
+  // Device-only: the old and new second moments, the column totals, and
+  // each chunk's row sums, column blocks and factor table.
+  for (size_t j = 0; j < tensors.size(); ++j) {
+    if (!tensors[j].factors) continue;
+    StepFactors& f = factors[j];
+    f.old_at = arena;
+    arena = round_up(arena + f.length * sizeof(float), align);
+    f.new_at = arena;
+    arena = round_up(arena + f.length * sizeof(float), align);
+    if (tensors[j].job.layout.kind == core::SecondMoment::kFactored) {
+      f.totals_at = arena;
+      arena = round_up(arena + tensors[j].job.layout.cols * sizeof(double), align);
+    }
+  }
+  for (StepChunk& ch : chunks) {
+    const core::MomentLayout& layout = tensors[ch.tensor].job.layout;
+    if (!tensors[ch.tensor].factors || !core::has_row_factor(layout)) continue;
+    const bool factored = layout.kind == core::SecondMoment::kFactored;
+    ch.sums_at = arena;
+    arena = round_up(arena + ch.rows * sizeof(double), align);
+    if (factored) {
+      ch.blocks_at = arena;
+      arena = round_up(arena + div_up(ch.rows, kRowBlock) * layout.cols * sizeof(double), align);
+    }
+    ch.table_at = arena;
+    arena = round_up(arena + (ch.rows + (factored ? layout.cols : 0)) * sizeof(float), align);
   }
 
   auto batch = std::make_unique<Batch>(c);
@@ -350,6 +424,40 @@ int enqueue_async_step(Context& c, std::span<AsyncTensor> tensors, const AsyncWo
     args[3 * i + 1] = static_cast<uint32_t>(div_up(groups, args[3 * i]));
     args[3 * i + 2] = 1;
   }
+  auto indirect_args = [](uint32_t* at, size_t elements) {
+    const size_t groups = div_up(elements, kWorkgroup);
+    at[0] = static_cast<uint32_t>(std::min<size_t>(groups, kMaxGroups));
+    at[1] = static_cast<uint32_t>(div_up(groups, at[0]));
+    at[2] = 1;
+  };
+  {
+    auto word = [](VkDeviceSize bytes) { return static_cast<uint32_t>(bytes / 4); };
+    size_t store = chunks.size();
+    for (size_t j = 0; j < tensors.size(); ++j) {
+      if (!tensors[j].factors) continue;
+      const StepFactors& f = factors[j];
+      const core::MomentLayout& layout = tensors[j].job.layout;
+      auto* fj = reinterpret_cast<FactorJob*>(base_ptr + f.job_at);
+      fj->length = static_cast<uint32_t>(f.length);
+      fj->rows = static_cast<uint32_t>(layout.rows);
+      fj->cols = static_cast<uint32_t>(layout.cols);
+      fj->old_at = word(f.old_at);
+      fj->new_at = word(f.new_at);
+      fj->totals_at = word(f.totals_at);
+      jobs[j].factor_at = word(f.job_at);
+      indirect_args(args + 3 * store++, f.length);
+    }
+    VkDeviceSize region = regions_at;
+    for (const StepChunk& ch : chunks) {
+      if (!tensors[ch.tensor].factors || !core::has_row_factor(tensors[ch.tensor].job.layout)) continue;
+      auto* fj = reinterpret_cast<FactorJob*>(base_ptr + factors[ch.tensor].job_at);
+      if (fj->regions++ == 0) fj->first_region = word(region);
+      *reinterpret_cast<FactorRegion*>(base_ptr + region) = {static_cast<uint32_t>(ch.row0),
+                                                              static_cast<uint32_t>(ch.rows), word(ch.sums_at),
+                                                              word(ch.table_at)};
+      region += sizeof(FactorRegion);
+    }
+  }
   auto arena_bound = [](VkBuffer buffer, VkDeviceSize at, VkDeviceSize bytes) {
     Bound b;
     b.buffer = buffer;
@@ -362,11 +470,29 @@ int enqueue_async_step(Context& c, std::span<AsyncTensor> tensors, const AsyncWo
   // A staged array is copied now, so it must already hold what the steps in
   // flight write into it (they copy back only when done): those wait first.
   batch->before_staging([&c](std::string* w) { return complete_async_steps(c, true, w); });
-  if (int code = batch->begin(static_cast<uint32_t>(2 * chunks.size() + 2), why); code) return code;
+  // Descriptor sets: per chunk pass 1 (round 0, the factor sums, the column
+  // totals, round 1) and pass 2, a store per TD-CLM tensor, three finalizes.
+  if (int code = batch->begin(static_cast<uint32_t>(5 * chunks.size() + stores + 3), why); code) return code;
   batch->after_earlier_submissions();
+  std::vector<VkBufferCopy> totals;
+  for (size_t j = 0; j < tensors.size(); ++j) {
+    if (factors[j].totals_at) totals.push_back({0, factors[j].totals_at, tensors[j].job.layout.cols * sizeof(double)});
+  }
+  batch->zero(device, totals);  // the column totals start from 0 (made visible by the copy's barrier)
   batch->copy(host, device, {{0, 0, outcome_at}}, true);
+  // The old second moments into the arena (the factors mode reads them there).
+  PassStats stats;
+  for (size_t j = 0; j < tensors.size(); ++j) {
+    if (!tensors[j].factors) continue;
+    StepFactors& f = factors[j];
+    Source src;
+    src.host = tensors[j].factors;
+    if (int code = batch->bind(src, 0, f.length, 4, true, &f.exp_avg_sq, stats, why); code) return code;
+    batch->copy(f.exp_avg_sq.buffer, device,
+                {{f.exp_avg_sq.offset + f.exp_avg_sq.shift * sizeof(float), f.old_at, f.length * sizeof(float)}}, true);
+  }
   // lv_finalize.comp, in either mode, over the arena, the status and the device words.
-  enum class FinalizeMode : uint32_t { kDecide = kFinalizeDecide, kPrepare = kFinalizePrepare };
+  enum class FinalizeMode : uint32_t { kDecide = kFinalizeDecide, kPrepare = kFinalizePrepare, kFactors = kFinalizeFactors };
   auto finalize = [&](FinalizeMode mode) {
     Bound b[kBindingCount];
     for (Bound& x : b) x = unused;
@@ -379,7 +505,7 @@ int enqueue_async_step(Context& c, std::span<AsyncTensor> tensors, const AsyncWo
     push.jobs_at = static_cast<uint32_t>(jobs_at / 4);
     push.chunks_at = static_cast<uint32_t>(chunks_at / 4);
     push.args_at = static_cast<uint32_t>(args_at / 4);
-    push.args = static_cast<uint32_t>(chunks.size());
+    push.args = static_cast<uint32_t>(indirect);
     push.skip_nonfinite = skip_nonfinite ? 1u : 0u;
     push.increments_at = static_cast<uint32_t>(increments_at / 4);
     push.increments = static_cast<uint32_t>(increments.size());
@@ -394,9 +520,20 @@ int enqueue_async_step(Context& c, std::span<AsyncTensor> tensors, const AsyncWo
     batch->shader_barrier();
   }
   // Every array of every chunk bound once, for both passes.
-  PassStats stats;
   std::vector<Bindings> bound(chunks.size());
   std::vector<ChunkPush> pushes(chunks.size());
+  // Pass 1 (lv_reduce.comp) over chunk i, into its tile partials.
+  auto reduce_chunk = [&](size_t i) {
+    const StepChunk& ch = chunks[i];
+    const TensorJob& job = tensors[ch.tensor].job;
+    Bound reduce[kBindingCount];
+    std::copy(bound[i].b, bound[i].b + kBindingCount, reduce);
+    reduce[kBindOut] = arena_bound(device, ch.partials_at, div_up(ch.count, kTileElements) * sizeof(TilePartial));
+    VkPipeline pipeline = c.pipeline(Shader::kReduce, job.param_dtype, job.grad_dtype, why);
+    return pipeline ? batch->dispatch(pipeline, reduce, pushes[i], static_cast<uint32_t>(div_up(ch.count, kTileElements)),
+                                      1, why)
+                    : LUMINAV_STATUS_DRIVER_ERROR;
+  };
   for (size_t i = 0; i < chunks.size(); ++i) {
     const StepChunk& ch = chunks[i];
     TensorJob& job = tensors[ch.tensor].job;
@@ -405,7 +542,9 @@ int enqueue_async_step(Context& c, std::span<AsyncTensor> tensors, const AsyncWo
     b[kBindParams] = arena_bound(device, ch.tensor * kParamsSlotBytes, sizeof(StepParams));
     int code = batch->bind(job.grad, ch.first, ch.count, dtype_bytes(job.grad_dtype), false, &b[kBindGrad], stats, why);
     if (!code) code = batch->bind(job.exp_avg, ch.first, ch.count, 4, true, &b[kBindExpAvg], stats, why);
-    if (!code) code = batch->bind(job.exp_avg_sq, ch.first, ch.count, 4, true, &b[kBindExpAvgSq], stats, why);
+    if (!code && job.exp_avg_sq.present()) {
+      code = batch->bind(job.exp_avg_sq, ch.first, ch.count, 4, true, &b[kBindExpAvgSq], stats, why);
+    }
     if (!code && job.master.present()) {
       code = batch->bind(job.master, ch.first, ch.count, 4, true, &b[kBindMaster], stats, why);
     }
@@ -419,18 +558,38 @@ int enqueue_async_step(Context& c, std::span<AsyncTensor> tensors, const AsyncWo
     push.m_shift = b[kBindExpAvg].shift;
     push.v_shift = b[kBindExpAvgSq].shift;
     push.master_shift = b[kBindMaster].shift;
+    const bool row_factors = tensors[ch.tensor].factors && core::has_row_factor(job.layout);
+    const bool factored = job.layout.kind == core::SecondMoment::kFactored;
+    if (row_factors) {
+      push.rows = static_cast<uint32_t>(ch.rows);
+      b[kBindFactor] = arena_bound(device, ch.table_at, (ch.rows + (factored ? job.layout.cols : 0)) * sizeof(float));
+    }
     if (tensors[ch.tensor].needs_reduce) {
-      Bound reduce[kBindingCount];
-      std::copy(b, b + kBindingCount, reduce);
-      reduce[kBindOut] = arena_bound(device, ch.partials_at, div_up(ch.count, kTileElements) * sizeof(TilePartial));
-      VkPipeline pipeline = c.pipeline(Shader::kReduce, job.param_dtype, job.grad_dtype, why);
-      code = pipeline ? batch->dispatch(pipeline, reduce, push, static_cast<uint32_t>(div_up(ch.count, kTileElements)),
-                                        1, why)
-                      : LUMINAV_STATUS_DRIVER_ERROR;
+      if (int code = reduce_chunk(i); code) return code;
+    }
+    if (row_factors) {
+      const Bound blocks = arena_bound(device, ch.blocks_at, div_up(ch.rows, kRowBlock) * job.layout.cols * sizeof(double));
+      const Bound totals = arena_bound(device, factors[ch.tensor].totals_at, job.layout.cols * sizeof(double));
+      code = record_factor_sums(c, *batch, job, b, push, arena_bound(device, ch.sums_at, ch.rows * sizeof(double)),
+                                factored ? &blocks : nullptr, factored ? &totals : nullptr, why);
       if (code) return code;
     }
   }
   batch->shader_barrier();
+  if (stores > 0) {
+    // TD-CLM: the new second moments, then round 1 (K and the norms read
+    // vhat) over the same partials, which the decide then reads.
+    if (int code = finalize(FinalizeMode::kFactors); code) return code;
+    batch->shader_barrier();
+    bool second_round = false;
+    for (size_t i = 0; i < chunks.size(); ++i) {
+      const AsyncTensor& t = tensors[chunks[i].tensor];
+      if (!t.factors || !(t.job.params.cautious != 0 || t.job.params.bound_mode == LUMINAV_BOUND_TENSOR)) continue;
+      if (int code = reduce_chunk(i); code) return code;
+      second_round = true;
+    }
+    if (second_round) batch->shader_barrier();
+  }
   if (int code = finalize(FinalizeMode::kDecide); code) return code;
   batch->indirect_barrier();
   for (size_t i = 0; i < chunks.size(); ++i) {
@@ -438,6 +597,24 @@ int enqueue_async_step(Context& c, std::span<AsyncTensor> tensors, const AsyncWo
     const Bound (&b)[kBindingCount] = bound[i].b;
     VkPipeline pipeline = c.pipeline(Shader::kApply, job.param_dtype, job.grad_dtype, why);
     const int code = pipeline ? batch->dispatch_indirect(pipeline, b, pushes[i], device, args_at + 12 * i, why)
+                              : LUMINAV_STATUS_DRIVER_ERROR;
+    if (code) return code;
+  }
+  // TD-CLM: the new second moments into exp_avg_sq (lv_copy.comp), emptied
+  // with pass 2 when the step must not write.
+  size_t store = chunks.size();
+  for (size_t j = 0; j < tensors.size(); ++j) {
+    if (!tensors[j].factors) continue;
+    const StepFactors& f = factors[j];
+    Bound b[kBindingCount];
+    for (Bound& x : b) x = unused;
+    b[kBindGrad] = arena_bound(device, f.new_at, f.length * sizeof(float));
+    b[kBindExpAvg] = f.exp_avg_sq;
+    ChunkPush push{};
+    push.n = static_cast<uint32_t>(f.length);
+    push.m_shift = f.exp_avg_sq.shift;
+    VkPipeline pipeline = c.pipeline(Shader::kCopy, 0, 0, why);
+    const int code = pipeline ? batch->dispatch_indirect(pipeline, b, push, device, args_at + 12 * store++, why)
                               : LUMINAV_STATUS_DRIVER_ERROR;
     if (code) return code;
   }

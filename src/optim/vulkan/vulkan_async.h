@@ -27,6 +27,9 @@ struct AsyncTensor {
   bool check_finite = false;
   bool needs_reduce = false;  // the group has a reduction round (finite check, K, norms)
   uint32_t group = 0;         // index into AsyncWords::counters
+  // TD-CLM tensor/row/factored: exp_avg_sq (the second moment, formed on
+  // the device from it and written back only when the step applies).
+  float* factors = nullptr;
 };
 
 // The caller's words that the step reads and writes when it runs (Note

@@ -82,9 +82,9 @@ constexpr size_t kTensorsPerPass = 64;
 // falls back to the synchronous step (the last line of the backend's
 // devices, so `luminamoon info` and luminav_backend_devices say it).
 constexpr const char* kSynchronousOptions =
-    "asynchronous step (luminav_step_groups_enqueue): CLM groups of at most 64 tensors in a call, every option "
-    "and dtype, masters, stochastic rounding, step_counter / lr / grad_scale / found_inf; synchronous fallback: "
-    "TD-CLM (its factors are formed on the host between the passes) and calls of more than 64 tensors";
+    "asynchronous step (luminav_step_groups_enqueue): CLM and TD-CLM (factored, row, tensor: the second moment "
+    "formed on the device) groups of at most 64 tensors in a call, every option and dtype, masters, stochastic "
+    "rounding, step_counter / lr / grad_scale / found_inf; synchronous fallback: calls of more than 64 tensors";
 
 // run_pass over `jobs` in batches of kTensorsPerPass.
 int run_batched(Context& c, Pass pass, std::vector<TensorJob>& jobs, std::string* why) {
@@ -193,9 +193,8 @@ class VulkanBackend final : public Backend {
     return LUMINAV_STATUS_OK;
   }
 
-  // Note [Vulkan asynchronous step] (vulkan_async.cc): CLM (TD-CLM's
-  // factors are formed on the host between the passes: synchronous, see
-  // kSynchronousOptions), at most kTensorsPerPass tensors; the step counters
+  // Note [Vulkan asynchronous step] (vulkan_async.cc): CLM and TD-CLM (its
+  // second moment formed on the device), at most kTensorsPerPass tensors; the step counters
   // and found_inf are read and written on the device (Note [device step
   // counter]), lr and the gradient scale read now.
   int enqueue_host_step(std::span<const AsyncGroup> groups, const luminav_async& async, bool* enqueued) override {
@@ -205,7 +204,11 @@ class VulkanBackend final : public Backend {
     size_t count = 0;
     bool supported = !groups.empty();
     for (const AsyncGroup& g : groups) {
-      supported = supported && !g.k.tdclm;
+      // A row longer than a storage buffer is refused by the synchronous pass, with its message.
+      for (const luminav_tensor& t : g.tensors) {
+        const MomentLayout layout = core::moment_layout(g.k.tdclm, t);
+        supported = supported && (!core::has_row_factor(layout) || chunk_elements(*c, layout) > 0);
+      }
       count += g.tensors.size();
     }
     std::string why;
@@ -232,7 +235,9 @@ class VulkanBackend final : public Backend {
     auto job_at = [](const StepConstants& k, const luminav_tensor& t) {
       TensorJob job = job_of(k, t, core::initial_globals(k, 0.0f));
       job.params.want_grad_sums = 1u;
-      job.params.want_update_sums = core::needs_update_sums(k) ? 1u : 0u;
+      // TD-CLM's K and the norms read vhat: the factors mode asks for them (round 1).
+      job.params.want_update_sums =
+          core::needs_update_sums(k) && job.layout.kind == SecondMoment::kElementwise ? 1u : 0u;
       return job;
     };
     std::vector<AsyncTensor> tensors;
@@ -250,6 +255,7 @@ class VulkanBackend final : public Backend {
         t.check_finite = k.check_finite != 0;
         t.needs_reduce = core::reduction_rounds(k) > 0;
         t.group = static_cast<uint32_t>(gi);
+        if (t.job.layout.kind != SecondMoment::kElementwise) t.factors = g.tensors[j].exp_avg_sq;
         tensors.push_back(t);
         origin.emplace_back(gi, j);
       }

@@ -374,4 +374,13 @@ class Batch {
   std::function<int(std::string*)> before_staging_;
 };
 
+// TD-CLM row/factored, round 0, one chunk whose bindings are `b`:
+// lv_factor_sums.comp (the sums of g^2 of the chunk's rows into `rows`;
+// factored, of its columns per row block into *blocks), then, factored,
+// lv_column_totals.comp adding the blocks onto *totals (zeroed before the
+// tensor's first chunk), after a barrier (the blocks, the chunk before).
+int record_factor_sums(Context& context, Batch& batch, const TensorJob& job, const Bound (&b)[kBindingCount],
+                       const ChunkPush& push, const Bound& rows, const Bound* blocks, const Bound* totals,
+                       std::string* why);  // vulkan_passes.cc
+
 }  // namespace luminav::vulkan

@@ -192,13 +192,14 @@ vk::TensorJob device_job(const core::StepConstants& k, const core::MomentLayout&
   return job;
 }
 
-// `count` asynchronous CLM steps on device-local arrays enqueued back to back,
+// `count` asynchronous steps on device-local arrays enqueued back to back,
 // then one synchronize: the seconds of the whole, and each enqueue call's.
 // With `counter`, the step count is read and advanced on the device (Note
-// [device step counter]).
+// [device step counter]). TD-CLM: its second moment (`factors`, R + C
+// floats) is a host array, formed on the device (Note [Vulkan asynchronous step]).
 double device_async_steps(vk::Context& c, const luminav_hyperparams& hp, const luminav_tensor& shape, VkBuffer p,
                           VkBuffer g, VkBuffer m, VkBuffer v, int count, std::vector<double>& enqueue_seconds,
-                          float* counter = nullptr) {
+                          float* counter = nullptr, float* factors = nullptr) {
   auto tensor_at = [&](uint64_t step) {
     luminav_hyperparams at = hp;
     at.step = step;
@@ -207,9 +208,11 @@ double device_async_steps(vk::Context& c, const luminav_hyperparams& hp, const l
     vk::AsyncTensor t;
     t.job = device_job(k, layout, shape, p, g, m, v, core::initial_globals(k, 0.0f));
     t.job.params.want_grad_sums = 1;
-    t.job.params.want_update_sums = core::needs_update_sums(k) ? 1 : 0;
+    const bool elementwise = layout.kind == core::SecondMoment::kElementwise;
+    t.job.params.want_update_sums = core::needs_update_sums(k) && elementwise ? 1 : 0;  // TD-CLM: round 1 asks
     t.check_finite = k.check_finite != 0;
     t.needs_reduce = core::reduction_rounds(k) > 0;
+    t.factors = elementwise ? nullptr : factors;
     return t;
   };
   vk::AsyncTensor t = tensor_at(hp.step);
@@ -367,10 +370,12 @@ int main(int argc, char** argv) {
                   "\"pass1_seconds\": %.6g, \"pass2_seconds\": %.6g}\n",
                   lg, name, median(pass_seconds[0]), median(pass_seconds[1]));
       std::fflush(stdout);
-      if (mode == LUMINAV_MODE_CLM) {
+      {
         std::vector<double> enqueue_s, warm;
-        device_async_steps(*c, hp, shape, p, g, m, v, 1, warm);  // warm-up
-        const double async_s = device_async_steps(*c, hp, shape, p, g, m, v, reps, enqueue_s) / reps;
+        std::vector<float> async_factors(shape.rows + cols, 0.0f);
+        float* f = mode == LUMINAV_MODE_CLM ? nullptr : async_factors.data();
+        device_async_steps(*c, hp, shape, p, g, m, v, 1, warm, nullptr, f);  // warm-up
+        const double async_s = device_async_steps(*c, hp, shape, p, g, m, v, reps, enqueue_s, nullptr, f) / reps;
         report("vulkan_device_local_async", async_s);
         std::printf("{\"log2n\": %d, \"mode\": \"%s\", \"memory\": \"vulkan_device_local_async\", "
                     "\"steps\": %d, \"enqueue_seconds_median\": %.6g}\n",
@@ -380,7 +385,7 @@ int main(int argc, char** argv) {
         float counter = static_cast<float>(hp.step - 1);
         std::vector<double> counter_enqueue_s;
         const double counter_s =
-            device_async_steps(*c, hp, shape, p, g, m, v, reps, counter_enqueue_s, &counter) / reps;
+            device_async_steps(*c, hp, shape, p, g, m, v, reps, counter_enqueue_s, &counter, f) / reps;
         report("vulkan_device_local_async_counter", counter_s);
         std::printf("{\"log2n\": %d, \"mode\": \"%s\", \"memory\": \"vulkan_device_local_async_counter\", "
                     "\"steps\": %d, \"enqueue_seconds_median\": %.6g, \"counter_after\": %.1f}\n",
@@ -412,7 +417,7 @@ int main(int argc, char** argv) {
         report(memory, median_seconds(reps, [&] { host_step(backend); }));
       };
       if (host) host_case("vulkan", "vulkan_host_import");
-      if (host && mode == LUMINAV_MODE_CLM) {
+      if (host) {
         // The asynchronous step on the same host arrays through the C API.
         luminav_options o{};
         o.backend = "vulkan";

@@ -47,7 +47,9 @@ static_assert(offsetof(StepParams, bound_ratio) == 16 * 4 && offsetof(StepParams
 // the constants of the tensors whose step count is read on the device are
 // chosen (Note [device step counter] in vulkan_async.cc); kFinalizeDecide:
 // the verdict, the scales, the status, the counters and found_inf.
-inline constexpr uint32_t kFinalizeDecide = 0, kFinalizePrepare = 1;
+// kFinalizeFactors (TD-CLM, between pass 1's round 0 and the rest): each
+// tensor's new second moment (FactorJob).
+inline constexpr uint32_t kFinalizeDecide = 0, kFinalizePrepare = 1, kFinalizeFactors = 2;
 struct FinalizePush {
   uint32_t jobs, jobs_at, chunks_at, args_at, args, skip_nonfinite;
   uint32_t increments_at, increments;  // the step counters' slots to advance when the step applies
@@ -61,11 +63,27 @@ static_assert(sizeof(FinalizePush) == sizeof(ChunkPush));
 // of its group's step counter (0: none); then its constants at step
 // base + 1 + i are the i-th of `alternatives` slots of kParamsSlotBytes at
 // word `alternatives_at`, and the prepare copies the one of the counter's
-// value into its constants at `params_at`.
+// value into its constants at `params_at`. factor_at: the word of its
+// FactorJob (TD-CLM tensor/row/factored), else 0.
 struct FinalizeJob {
   uint32_t first_chunk, chunks, position, check_finite, params_at, counter;
   double num_elements;
-  uint32_t base, alternatives, alternatives_at, pad;
+  uint32_t base, alternatives, alternatives_at, factor_at;
+};
+// A TD-CLM tensor's second moment formed on the device (lv_finalize.comp,
+// factors mode), word offsets into the arena: `length` floats of the old one
+// at old_at (copied from exp_avg_sq), the new one written at new_at (stored
+// into exp_avg_sq after pass 2 when the step applies); row/factored: its
+// chunks' FactorRegion entries from word first_region and, factored, the
+// column totals of g^2 (doubles) at totals_at.
+struct FactorJob {
+  uint32_t length, rows, cols, old_at, new_at, first_region, regions, totals_at;
+};
+// One chunk of a row/factored tensor: rows [row0, row0 + rows), the sums of
+// g^2 of its rows (doubles) at sums_at, and the factor table pass 2 reads
+// (its rows' row_r, then col_c / rho of every column) at table_at.
+struct FactorRegion {
+  uint32_t row0, rows, sums_at, table_at;
 };
 static_assert(sizeof(FinalizeJob) == 48 && offsetof(FinalizeJob, num_elements) == 24 &&
               offsetof(FinalizeJob, base) == 32);

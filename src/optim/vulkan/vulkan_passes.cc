@@ -83,6 +83,34 @@ struct Chunk {
 
 }  // namespace
 
+int record_factor_sums(Context& context, Batch& batch, const TensorJob& job, const Bound (&bindings)[kBindingCount],
+                       const ChunkPush& push, const Bound& rows, const Bound* blocks, const Bound* totals,
+                       std::string* why) {
+  // lv_factor_sums.comp: y = 0 the rows, y = 1 the (row block, column)
+  // pairs; then lv_column_totals.comp adds the blocks onto the totals.
+  Bound b[kBindingCount];
+  std::copy(bindings, bindings + kBindingCount, b);
+  const bool factored = blocks != nullptr;
+  b[kBindOut] = rows;
+  if (factored) b[kBindOut2] = *blocks;
+  const size_t chunk_rows = push.rows;
+  const size_t block_count = factored ? div_up(chunk_rows, kRowBlock) : 0;
+  const bool wide = job.layout.cols >= 256;
+  const size_t row_groups = wide ? chunk_rows : div_up(chunk_rows, kWorkgroup);
+  const size_t pair_groups = div_up(block_count * job.layout.cols, kWorkgroup);
+  const uint32_t x = static_cast<uint32_t>(std::min<size_t>(std::max(row_groups, pair_groups), kMaxGroups));
+  VkPipeline sums = context.pipeline(Shader::kFactorSums, 0, job.grad_dtype, why);
+  int code = sums ? batch.dispatch(sums, b, push, x, factored ? 2u : 1u, why) : LUMINAV_STATUS_DRIVER_ERROR;
+  if (!code && factored) {
+    b[kBindOut] = *totals;
+    batch.shader_barrier();  // the blocks, and the totals of the chunk before
+    const uint32_t cx = static_cast<uint32_t>(std::min<size_t>(div_up(job.layout.cols, kWorkgroup), kMaxGroups));
+    VkPipeline add = context.pipeline(Shader::kColumnTotals, 0, 0, why);
+    code = add ? batch.dispatch(add, b, push, cx, 1, why) : LUMINAV_STATUS_DRIVER_ERROR;
+  }
+  return code;
+}
+
 size_t chunk_elements(const Context& context, const core::MomentLayout& layout) {
   // Every array of a chunk, imported with up to an alignment unit either side,
   // stays within one descriptor range; tiles and groups within kMaxGroups.
@@ -254,26 +282,11 @@ int run_pass(Context& context, Pass pass, std::span<TensorJob> jobs, std::string
       code = pipeline ? batch.dispatch(pipeline, b, push, static_cast<uint32_t>(div_up(c.count, kTileElements)), 1, why)
                       : LUMINAV_STATUS_DRIVER_ERROR;
       if (!code && rows && job.params.want_grad_sums) {
-        // lv_factor_sums.comp: y = 0 the rows, y = 1 the (row block, column)
-        // pairs; then lv_column_totals.comp adds the blocks onto the totals.
-        b[kBindOut] = arena_bound(c.rows_at, c.rows * sizeof(double));
-        const size_t blocks = factored ? div_up(c.rows, kRowBlock) : 0;
-        const VkDeviceSize block_bytes = blocks * job.layout.cols * sizeof(double);
-        if (factored) b[kBindOut2] = arena_bound(c.blocks_at, block_bytes);
         download.push_back({c.rows_at, c.rows_at, c.rows * sizeof(double)});
-        const bool wide = job.layout.cols >= 256;
-        const size_t row_groups = wide ? c.rows : div_up(c.rows, kWorkgroup);
-        const size_t pair_groups = div_up(blocks * job.layout.cols, kWorkgroup);
-        const uint32_t x = static_cast<uint32_t>(std::min<size_t>(std::max(row_groups, pair_groups), kMaxGroups));
-        VkPipeline sums = context.pipeline(Shader::kFactorSums, 0, gd, why);
-        code = sums ? batch.dispatch(sums, b, push, x, factored ? 2u : 1u, why) : LUMINAV_STATUS_DRIVER_ERROR;
-        if (!code && factored) {
-          b[kBindOut] = arena_bound(c.totals_at, job.layout.cols * sizeof(double));
-          batch.shader_barrier();  // the blocks, and the totals of the chunk before
-          const uint32_t cx = static_cast<uint32_t>(std::min<size_t>(div_up(job.layout.cols, kWorkgroup), kMaxGroups));
-          VkPipeline add = context.pipeline(Shader::kColumnTotals, 0, 0, why);
-          code = add ? batch.dispatch(add, b, push, cx, 1, why) : LUMINAV_STATUS_DRIVER_ERROR;
-        }
+        const Bound blocks = arena_bound(c.blocks_at, div_up(c.rows, kRowBlock) * job.layout.cols * sizeof(double));
+        const Bound totals = arena_bound(c.totals_at, job.layout.cols * sizeof(double));
+        code = record_factor_sums(context, batch, job, b, push, arena_bound(c.rows_at, c.rows * sizeof(double)),
+                                  factored ? &blocks : nullptr, factored ? &totals : nullptr, why);
       }
     }
     if (code) return code;

@@ -13,7 +13,8 @@
 // The same shader in prepare mode runs first, before pass 1, where a step
 // counter is read on the device (Note [device step counter] in
 // vulkan_async.cc): each such tensor's constants are chosen among the ones
-// the host formed for the steps the counter can be at. The counters and
+// the host formed for the steps the counter can be at. In factors mode, for
+// TD-CLM, it forms the new second moment after pass 1's round 0 (factors()). The counters and
 // found_inf are fp32 words of binding 1 (the process's slots).
 layout(local_size_x = 256) in;
 
@@ -26,6 +27,7 @@ layout(push_constant) uniform Push {
   uint mode, found_inf;
 } pc;
 #define MODE_PREPARE 1u
+#define MODE_FACTORS 2u
 #define JOB_WORDS 12u
 #define PARAMS_SLOT_WORDS 64u  // kParamsSlotBytes / 4
 #define PARAMS_WORDS 30u       // sizeof(StepParams) / 4
@@ -38,11 +40,130 @@ layout(push_constant) uniform Push {
 #define WORD_CAUTIOUS 22u
 #define WORD_BOUND_MODE 23u
 #define BOUND_TENSOR 1u
+#define WORD_BETA2 7u
+#define WORD_ONE_MINUS_BETA2 8u
+#define WORD_SECOND_MOMENT 18u
+#define WORD_KIND 21u
+#define WORD_WANT_UPDATE_SUMS 27u
+// Second-moment kinds (lv_common.glsl, core/second_moment_layout.h).
+#define KIND_TENSOR 1u
+#define KIND_FACTORED 3u
 
 shared double lane_sum[5][256];  // sum g^2, sum (lr*u*phi)^2, sum x^2, nonfinite, K
 shared uint first_bad, refuse, blocked, applied;
 
 double word_double(uint at) { return packDouble2x32(uvec2(w[at], w[at + 1u])); }
+
+// The tensor's tile partials combined in the order of Note [tile combination
+// order]; the sums are in lane_sum[k][0] on return (every invocation calls it).
+void combine(uint job) {
+  const uint l = gl_LocalInvocationID.x;
+  const uint first_chunk = w[job], chunks = w[job + 1u];
+  double acc[5] = double[5](0.0LF, 0.0LF, 0.0LF, 0.0LF, 0.0LF);
+  uint before = 0u;  // tiles of the job's earlier chunks
+  for (uint c = 0u; c < chunks; ++c) {
+    const uint chunk = pc.chunks_at + 2u * (first_chunk + c);
+    const uint at = w[chunk], tiles = w[chunk + 1u];
+    // Lane l takes the tiles whose index over the whole tensor is l mod 256.
+    for (uint t = (l + 256u - before % 256u) % 256u; t < tiles; t += 256u) {
+      const uint p = at + 8u * t;
+      acc[0] += word_double(p);
+      acc[1] += word_double(p + 2u);
+      acc[2] += word_double(p + 4u);
+      acc[3] += double(w[p + 6u]);
+      acc[4] += double(w[p + 7u]);
+    }
+    before += tiles;
+  }
+  for (uint k = 0u; k < 5u; ++k) lane_sum[k][l] = acc[k];
+  barrier();
+  for (uint s = 128u; s > 0u; s >>= 1u) {
+    if (l < s) {
+      for (uint k = 0u; k < 5u; ++k) lane_sum[k][l] += lane_sum[k][l + s];
+    }
+    barrier();
+  }
+}
+
+// Factors (TD-CLM, after pass 1's round 0, before its update sums and pass
+// 2): each tensor's new second moment from its old one (copied into the
+// arena) and round 0's sums, with the host's formulas (core/factor_update.cc,
+// core/update_math.h: factor_mean, factor_ema, column_over_rho) in the same
+// order of operations, so the same bits: tensor, s into the constants;
+// row/factored, row_r, rho (the updated rows summed in row order in double,
+// as core::row_factor_sum) and col_c, then each chunk's factor table (its
+// rows, then col_c / rho) that pass 2 reads. Nothing of the caller's is
+// written here: the new factors wait in the arena for the guarded store.
+// A quotient of two fp32 numbers is formed in double and rounded once to
+// fp32, which is the correctly rounded fp32 quotient (53 >= 2 * 24 + 2), as
+// the host's fp32 division gives (fp32 OpFDiv may be less exact on a device).
+shared double rho_sum;
+
+float ema(uint params, float old, float mean) {
+  precise float v = uintBitsToFloat(w[params + WORD_BETA2]) * old + uintBitsToFloat(w[params + WORD_ONE_MINUS_BETA2]) * mean;
+  return v;
+}
+
+void factors() {
+  const uint l = gl_LocalInvocationID.x;
+  for (uint j = 0u; j < pc.jobs; ++j) {
+    const uint job = pc.jobs_at + JOB_WORDS * j;
+    const uint f = w[job + 11u];
+    if (f == 0u) continue;
+    const uint params = w[job + 4u];
+    const uint kind = w[params + WORD_KIND];
+    const uint rows = w[f + 1u], cols = w[f + 2u], old_at = w[f + 3u], new_at = w[f + 4u];
+    if (kind == KIND_TENSOR) {
+      combine(job);
+      if (l == 0u) {
+        const float q = float(lane_sum[0][0] / word_double(job + 6u));
+        const float s = ema(params, uintBitsToFloat(w[old_at]), q);
+        w[params + WORD_SECOND_MOMENT] = floatBitsToUint(s);
+        w[new_at] = floatBitsToUint(s);
+      }
+    } else {
+      // Rows, chunk by chunk (region: row0, rows, row sums' word, factor table's word).
+      const uint first_region = w[f + 5u], regions = w[f + 6u];
+      for (uint k = 0u; k < regions; ++k) {
+        const uint g = first_region + 4u * k;
+        const uint row0 = w[g], chunk_rows = w[g + 1u], sums = w[g + 2u], table = w[g + 3u];
+        for (uint r = l; r < chunk_rows; r += 256u) {
+          const float mean = float(word_double(sums + 2u * r) / double(cols));
+          const float row = ema(params, uintBitsToFloat(w[old_at + row0 + r]), mean);
+          w[new_at + row0 + r] = floatBitsToUint(row);
+          w[table + r] = floatBitsToUint(row);
+        }
+      }
+      if (kind == KIND_FACTORED) {
+        memoryBarrierBuffer();
+        barrier();
+        if (l == 0u) {
+          double sum = 0.0LF;
+          for (uint r = 0u; r < rows; ++r) sum += double(uintBitsToFloat(w[new_at + r]));
+          rho_sum = sum;
+        }
+        barrier();
+        const float rho = float(rho_sum / double(rows));
+        const uint totals = w[f + 7u];
+        for (uint c = l; c < cols; c += 256u) {
+          const float mean = float(word_double(totals + 2u * c) / double(rows));
+          const float col = ema(params, uintBitsToFloat(w[old_at + rows + c]), mean);
+          w[new_at + rows + c] = floatBitsToUint(col);
+          const float over_rho = rho > 0.0 ? float(double(col) / double(rho)) : 0.0;
+          for (uint k = 0u; k < regions; ++k) {
+            const uint g = first_region + 4u * k;
+            w[w[g + 3u] + w[g + 1u] + c] = floatBitsToUint(over_rho);
+          }
+        }
+      }
+    }
+    // K and the norms read vhat: round 1 of pass 1 (core::reduction_rounds).
+    if (l == 0u && (w[params + WORD_CAUTIOUS] != 0u || w[params + WORD_BOUND_MODE] == BOUND_TENSOR)) {
+      w[params + WORD_WANT_UPDATE_SUMS] = 1u;
+    }
+    barrier();
+  }
+}
 
 // Prepare: the constants of the step the counter is at (the host's
 // alternatives start at its value when the call was made; the clamp only
@@ -64,6 +185,10 @@ void main() {
     prepare();
     return;
   }
+  if (pc.mode == MODE_FACTORS) {
+    factors();
+    return;
+  }
   const uint l = gl_LocalInvocationID.x;
   if (l == 0u) {
     refuse = S.failed;
@@ -74,31 +199,7 @@ void main() {
   barrier();
   for (uint j = 0u; j < pc.jobs; ++j) {
     const uint job = pc.jobs_at + JOB_WORDS * j;
-    const uint first_chunk = w[job], chunks = w[job + 1u];
-    double acc[5] = double[5](0.0LF, 0.0LF, 0.0LF, 0.0LF, 0.0LF);
-    uint before = 0u;  // tiles of the job's earlier chunks
-    for (uint c = 0u; c < chunks; ++c) {
-      const uint chunk = pc.chunks_at + 2u * (first_chunk + c);
-      const uint at = w[chunk], tiles = w[chunk + 1u];
-      // Lane l takes the tiles whose index over the whole tensor is l mod 256.
-      for (uint t = (l + 256u - before % 256u) % 256u; t < tiles; t += 256u) {
-        const uint p = at + 8u * t;
-        acc[0] += word_double(p);
-        acc[1] += word_double(p + 2u);
-        acc[2] += word_double(p + 4u);
-        acc[3] += double(w[p + 6u]);
-        acc[4] += double(w[p + 7u]);
-      }
-      before += tiles;
-    }
-    for (uint k = 0u; k < 5u; ++k) lane_sum[k][l] = acc[k];
-    barrier();
-    for (uint s = 128u; s > 0u; s >>= 1u) {
-      if (l < s) {
-        for (uint k = 0u; k < 5u; ++k) lane_sum[k][l] += lane_sum[k][l + s];
-      }
-      barrier();
-    }
+    combine(job);
     if (l == 0u) {
       const uint params = w[job + 4u];
       const double n = word_double(job + 6u);
