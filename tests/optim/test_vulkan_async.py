@@ -43,9 +43,20 @@ def test_enqueued_steps_equal_the_synchronous_path_and_report_a_nan_later(env):
     assert result["bit_identical_cases"] == 5
     assert result["device_word_cases"] == 4  # step counters, lr, found_inf (Note [device step counter])
     assert result["tdclm_cases"] == 4  # factored, row, tensor, one column: the second moment on the device
+    assert result["many_tensors"] == 150  # one step over 3 batches of 64: one verdict, a NaN in the last writes nothing
     if not env:
         timing = result["timing"]
         print(f"enqueue {timing['enqueue_s'] * 1e3:.2f} ms of a {timing['step_s']:.3f} s step (N = {timing['n']})")
+
+
+@pytest.mark.parametrize("limit, mode", [("2000", ()), ("1200", ("--expect-sync",))],
+                         ids=["one-step-in-flight", "synchronous-fallback"])
+def test_the_allocation_budget_bounds_the_steps_in_flight_and_the_call(limit, mode):
+    # 150 tensors: async_step_allocations ~800; the budget is half the limit: 1000 holds one step
+    # (the next waits for it), 600 none (the call runs synchronously). The same bits either way.
+    out = _child({"LUMINAV_VULKAN_MAX_ALLOCATIONS": limit}, "many", *mode)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert json.loads(out.stdout.strip().splitlines()[-1])["many_tensors"] == 150
 
 
 def test_validation_layer_reports_no_error_on_the_asynchronous_step():

@@ -3,7 +3,9 @@ is made applies: LUMINAV_VULKAN_IMPORT, LUMINAV_VULKAN_MAX_RANGE, LUMINAV_VULKAN
 luminav_step_groups_enqueue on the vulkan backend (Note [Vulkan asynchronous step]) against the
 synchronous luminav_step_groups on the same backend, bit for bit, and its error and memory rules.
 `python vulkan_async_child.py checks [--timing] [--quick]` exits 1 with the failure, else prints a JSON line;
-`python vulkan_async_child.py exit-in-flight` enqueues a large step and exits at once."""
+`python vulkan_async_child.py exit-in-flight` enqueues a large step and exits at once;
+`python vulkan_async_child.py many [--expect-sync]` runs only the 150-tensor call (with a lowered
+LUMINAV_VULKAN_MAX_ALLOCATIONS: back-pressure, or the synchronous fallback)."""
 from __future__ import annotations
 
 import ctypes as C
@@ -325,6 +327,48 @@ def tdclm_on_the_device(lib_hp):
     return len(cases)
 
 
+def many_tensors(lib_hp, expect_async=True):
+    """A call of 150 tensors (3 batches of the synchronous passes' 64; CLM and TD-CLM groups): pass
+    1 of all, the one verdict, pass 2 of all, in one step (Note [Vulkan asynchronous step]): the
+    same bits as the synchronous step; a NaN in the last tensor writes nothing in any tensor (the
+    first batch's included) and is reported by the next call. `expect_async` False: the
+    allocation budget (LUMINAV_VULKAN_MAX_ALLOCATIONS) is below the call's, which runs
+    synchronously, with the same bits."""
+    def states(bad=False):
+        clm = [State(500 + 37 * i, 100 + i, BF16 if i % 3 == 0 else F32) for i in range(100)]
+        td = [TdState(16 * (20 + i), 300 + i, (TD_FACTORED, TD_ROW, TD_TENSOR)[i % 3], 1 if i % 3 == 2 else 16)
+              for i in range(50)]
+        if bad:
+            td[-1].grad[5] = np.nan
+        return [(lib_hp(step=3, cautious=1), clm), (lib_hp(step=3, buffer_mode=1, bound_mode=1, bound_ratio=1e-3), td)]
+    specs, mirror = states(), states()
+    for _ in range(2):
+        check(call(lib.luminav_step_groups, mirror) == 0, f"150 tensors: synchronous: {message()}")
+    for k in range(2):
+        status = StepStatus(0xDEAD, 0, 0, 0)
+        check(call(lib.luminav_step_groups_enqueue, specs, status) == 0, f"150 tensors: enqueue: {message()}")
+        if k == 0:
+            check((status.verdict == 0xDEAD) == expect_async,
+                  f"150 tensors: {'ran synchronously' if expect_async else 'enqueued beyond the allocation budget'}")
+    check(lib.luminav_synchronize(C.byref(VULKAN)) == 0, f"150 tensors: synchronize: {message()}")
+    for (_, a), (_, b) in zip(specs, mirror):
+        for i, (s, t) in enumerate(zip(a, b)):
+            check(s.bits() == t.bits(), f"150 tensors: tensor {i} differs from the synchronous path")
+    if not expect_async:
+        return 150
+    bad = states(bad=True)
+    before = [s.bits() for _, group in bad for s in group]
+    check(call(lib.luminav_step_groups_enqueue, bad) == 0, message())
+    code = call(lib.luminav_step_groups_enqueue, bad)
+    if code == 0:
+        code = lib.luminav_synchronize(C.byref(VULKAN))
+    else:
+        check(lib.luminav_synchronize(C.byref(VULKAN)) == 0, "reported twice: " + message())
+    check(code == NONFINITE and "position 149" in message(), f"{code} {message()}")
+    check([s.bits() for _, group in bad for s in group] == before, "a step of 150 tensors with a NaN in the last wrote")
+    return 150
+
+
 def python_front_end():
     """luminamoon.optim.step(asynchronous=True): the same bits as the synchronous step; the arrays
     held until synchronize() even when the caller drops them; the NaN raised by synchronize()."""
@@ -378,11 +422,20 @@ def main() -> int:
         print("enqueued", flush=True)
         return 0  # the process exits with steps in flight
     out = {}
+    if sys.argv[1] == "many":  # under a lowered allocation budget
+        try:
+            out["many_tensors"] = many_tensors(lib_hp, expect_async="--expect-sync" not in sys.argv)
+        except AssertionError as e:
+            print(f"FAIL: {e}", file=sys.stderr)
+            return 1
+        print(json.dumps(out))
+        return 0
     try:
         out["bit_identical_cases"] = bit_identical(lib_hp, 70001 if "--quick" in sys.argv else (1 << 20) + 4099)
         out["accepted_after_nan"] = nonfinite_reported_at_next_call(lib_hp)
         out["device_word_cases"] = device_words(lib_hp)
         out["tdclm_cases"] = tdclm_on_the_device(lib_hp)
+        out["many_tensors"] = many_tensors(lib_hp)
         python_front_end()
         if "--timing" in sys.argv:
             out["timing"] = returns_before_completion(lib_hp, 1 << 19)

@@ -1,7 +1,12 @@
 // Note [Vulkan asynchronous step]: luminav_step_groups with `async` on the
 // vulkan backend (host tensors, CLM and TD-CLM) records pass 1 (lv_reduce.comp), the
 // finalize (lv_finalize.comp) and pass 2 (lv_apply.comp, indirect) of every
-// tensor in one command buffer, submits it with a fence and returns.
+// tensor in one command buffer, submits it with a fence and returns. A call
+// has any number of tensors: pass 1 of all of them, then the one verdict
+// over all of them, then pass 2 of all of them, so a non-finite gradient in
+// any tensor writes nothing in any (the synchronous passes run batches of
+// kTensorsPerPass, but each batch's own submission); the limit is the
+// memory allocations (async_allocation_budget), not the tensor count.
 // * TD-CLM: round 0 of pass 1 also sums g^2 per row and column
 //   (lv_factor_sums.comp, lv_column_totals.comp, as the synchronous pass);
 //   lv_finalize.comp in factors mode then forms the new second moment (s,
@@ -33,8 +38,10 @@
 //   host array holds their results only once they are copied back).
 //   The caller's arrays must stay alive and untouched until the step is
 //   complete: luminav_synchronize returns, or a synchronous call on the
-//   vulkan backend has run. At most kMaxInFlight steps are in flight; the
-//   next one waits for the oldest (back-pressure, as a full launch queue).
+//   vulkan backend has run. At most kMaxInFlight steps are in flight, and
+//   their allocations together within async_allocation_budget; the next one
+//   waits for the oldest until it fits (back-pressure, as a full launch
+//   queue).
 //
 // Note [device step counter]: a group's step_counter (fp32 t - 1) and
 // GradScaler's found_inf are host words that the step reads and writes
@@ -81,6 +88,7 @@ struct SlotUse {
 
 struct InFlight {
   std::unique_ptr<Batch> batch;
+  size_t allocations = 0;  // async_step_allocations
   std::vector<SlotUse> uses;
   const FinalizeOutcome* outcome = nullptr;  // in the step's host arena
   luminav_step_status* caller_status = nullptr;
@@ -88,6 +96,7 @@ struct InFlight {
 
 struct Registry {
   std::deque<InFlight> steps;
+  size_t allocations = 0;  // of the steps in flight
   std::atomic<bool> used{false};
   std::atomic<size_t> count{0};
   // The status word (host-visible, coherent), made on first use.
@@ -159,6 +168,7 @@ void retire_oldest() {
     slot.pending -= u.increments;
     --slot.users;
   }
+  r.allocations -= s.allocations;
   r.steps.pop_front();
   r.count = r.steps.size();
 }
@@ -226,6 +236,17 @@ uint32_t free_slots() {
 
 }  // namespace
 
+size_t async_step_allocations(const Context& c, std::span<const AsyncTensor> tensors) {
+  constexpr size_t kArraysPerChunk = 5;  // param, grad, exp_avg, exp_avg_sq, master
+  size_t n = 2;                          // the arena's host and device buffers
+  for (const AsyncTensor& t : tensors) {
+    n += kArraysPerChunk * div_up(t.job.num_elements, chunk_elements(c, t.job.layout)) + (t.factors ? 1 : 0);
+  }
+  return n;
+}
+
+size_t async_allocation_budget(const Context& c) { return c.max_allocations() / 2; }
+
 size_t async_steps_in_flight() { return registry().count.load(); }
 bool async_steps_used() { return registry().used.load(); }
 
@@ -262,7 +283,9 @@ int enqueue_async_step(Context& c, std::span<AsyncTensor> tensors, const AsyncWo
     if (int code = complete_async_steps(c, true, why); code) return code;
     return report_pending(why);
   }
-  while (!r.steps.empty() && (r.steps.size() >= kMaxInFlight || free_slots() < words.counters.size() + 1)) {
+  const size_t allocations = async_step_allocations(c, tensors);
+  while (!r.steps.empty() && (r.steps.size() >= kMaxInFlight || free_slots() < words.counters.size() + 1 ||
+                              r.allocations + allocations > async_allocation_budget(c))) {
     if (int code = r.steps.front().batch->wait(why); code) return code;
     retire_oldest();
   }
@@ -623,6 +646,8 @@ int enqueue_async_step(Context& c, std::span<AsyncTensor> tensors, const AsyncWo
   step.outcome = reinterpret_cast<const FinalizeOutcome*>(base_ptr + outcome_at);
   step.caller_status = caller_status;
   step.batch = std::move(batch);
+  step.allocations = allocations;
+  r.allocations += allocations;
   for (const SlotUse& u : uses) r.slots[u.slot].pending += u.increments;
   step.uses = std::move(uses);
   release.uses = nullptr;

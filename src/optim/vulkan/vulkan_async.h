@@ -42,7 +42,18 @@ struct AsyncWords {
   std::function<StepParams(size_t tensor, uint64_t step)> params_at_step;
 };
 
-// Enqueues one step; returns once it is submitted. Before that it completes
+// The memory allocations a step of `tensors` holds until it completes, at
+// most: each chunk of each array one import or staging buffer, each TD-CLM
+// tensor's second moment one, the arena's two buffers.
+size_t async_step_allocations(const Context& c, std::span<const AsyncTensor> tensors);
+// The allocations the steps in flight may hold together: half the device's
+// maxMemoryAllocationCount (the rest is left to the synchronous passes and
+// the caller). A call needing more runs synchronously; steps in flight are
+// waited for, oldest first, until the next one fits.
+size_t async_allocation_budget(const Context& c);
+
+// Enqueues one step of any number of tensors (within the budget above);
+// returns once it is submitted. Before that it completes
 // the steps that have finished; when one of them found a non-finite gradient
 // (without skip_nonfinite) that was not yet reported, it waits for the rest,
 // clears the failure and returns LUMINAV_STATUS_NONFINITE_GRAD with `why`

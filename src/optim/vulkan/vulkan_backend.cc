@@ -83,8 +83,10 @@ constexpr size_t kTensorsPerPass = 64;
 // devices, so `luminamoon info` and luminav_backend_devices say it).
 constexpr const char* kSynchronousOptions =
     "asynchronous step (luminav_step_groups_enqueue): CLM and TD-CLM (factored, row, tensor: the second moment "
-    "formed on the device) groups of at most 64 tensors in a call, every option and dtype, masters, stochastic "
-    "rounding, step_counter / lr / grad_scale / found_inf; synchronous fallback: calls of more than 64 tensors";
+    "formed on the device), any number of tensors in a call (one submission, one verdict), every option and dtype, "
+    "masters, stochastic rounding, step_counter / lr / grad_scale / found_inf; synchronous fallback: a call whose "
+    "arrays need more than half the device's memory allocations (maxMemoryAllocationCount), rows longer than one "
+    "storage buffer";
 
 // run_pass over `jobs` in batches of kTensorsPerPass.
 int run_batched(Context& c, Pass pass, std::vector<TensorJob>& jobs, std::string* why) {
@@ -194,7 +196,9 @@ class VulkanBackend final : public Backend {
   }
 
   // Note [Vulkan asynchronous step] (vulkan_async.cc): CLM and TD-CLM (its
-  // second moment formed on the device), at most kTensorsPerPass tensors; the step counters
+  // second moment formed on the device), any number of tensors within
+  // async_allocation_budget (pass 1 of all, one verdict, pass 2 of all, in
+  // one submission); the step counters
   // and found_inf are read and written on the device (Note [device step
   // counter]), lr and the gradient scale read now.
   int enqueue_host_step(std::span<const AsyncGroup> groups, const luminav_async& async, bool* enqueued) override {
@@ -212,14 +216,15 @@ class VulkanBackend final : public Backend {
       count += g.tensors.size();
     }
     std::string why;
-    if (!supported || count > kTensorsPerPass) {
-      // The synchronous driver runs it: the steps in flight first.
+    // The synchronous driver runs what the asynchronous step cannot: the steps in flight first.
+    auto fall_back = [&]() {
       if (int code = synchronize_async_steps(*c, &why); code != LUMINAV_STATUS_OK) {
         set_backend_error("vulkan: " + why);
         return code;
       }
-      return LUMINAV_STATUS_OK;
-    }
+      return static_cast<int>(LUMINAV_STATUS_OK);
+    };
+    if (!supported) return fall_back();
     // Each group's constants as the host driver forms them, at step t.
     auto constants_at = [&async](const AsyncGroup& g, uint64_t step) {
       StepConstants k = g.k;
@@ -260,6 +265,7 @@ class VulkanBackend final : public Backend {
         origin.emplace_back(gi, j);
       }
     }
+    if (async_step_allocations(*c, tensors) > async_allocation_budget(*c)) return fall_back();
     AsyncWords words;
     words.counters = counters;
     words.found_inf = async.found_inf;

@@ -394,6 +394,11 @@ bool Context::init(std::string* why_not) {
     const unsigned long long v = std::strtoull(limit, nullptr, 10);
     if (v >= 65536 && v < max_range_) max_range_ = v;
   }
+  max_allocations_ = p.props.limits.maxMemoryAllocationCount;
+  if (const char* limit = std::getenv("LUMINAV_VULKAN_MAX_ALLOCATIONS"); limit && *limit) {
+    const unsigned long long v = std::strtoull(limit, nullptr, 10);
+    if (v >= 16 && v < max_allocations_) max_allocations_ = static_cast<uint32_t>(v);
+  }
   import_alignment_ = p.import_alignment;
   host_import_ = p.host_import && !env_is("LUMINAV_VULKAN_IMPORT", "0");
   // The shader set (lv_common.glsl): the hash in 32-bit pairs without

@@ -70,6 +70,9 @@ class Context {
   // Bytes one descriptor may cover (maxStorageBufferRange, at most one
   // allocation; LUMINAV_VULKAN_MAX_RANGE lowers it, for tests).
   VkDeviceSize max_range() const { return max_range_; }
+  // Memory allocations alive at once (maxMemoryAllocationCount;
+  // LUMINAV_VULKAN_MAX_ALLOCATIONS lowers it, for tests).
+  uint32_t max_allocations() const { return max_allocations_; }
   uint32_t subgroup_size() const { return subgroup_size_; }
   float timestamp_period_ns() const { return timestamp_period_; }
   bool auto_routed() const { return auto_routed_; }
@@ -129,6 +132,7 @@ class Context {
   VkDeviceSize import_alignment_ = 4096;
   VkDeviceSize storage_alignment_ = 256;
   VkDeviceSize max_range_ = 0;
+  uint32_t max_allocations_ = 4096;
   uint32_t subgroup_size_ = 0;
   float timestamp_period_ = 1.0f;
   std::vector<DeviceReport> reports_;
