@@ -2,10 +2,19 @@
 native call alone, and cProfile's view, with the GPU kept busy so that nothing waits.
 
   python bench/optim_host_profile.py
+  LUMINAV_TRACE_HOST=1 python bench/optim_host_profile.py --device cpu [--steps 40]
+
+--device cpu: the same question for the CPU step, right after a backward pass (the
+"cold" case: new gradient tensors made by autograd, caches full of the model's work)
+and again at once ("warm": the same gradients), on a Llama of 111 tiny tensors (the
+H200 model's tensor count) against torch's fused AdamW in the same process; with
+LUMINAV_TRACE_HOST=1 also the median of each host stage (Note [host trace]).
 """
 from __future__ import annotations
 
+import argparse
 import cProfile
+import os
 import pstats
 import statistics
 import sys
@@ -15,6 +24,41 @@ import torch
 
 from luminamoon.optim import LuminaV
 from optim_training_loop import Loop, llama
+
+
+def cpu_after_backward(steps: int) -> None:
+    torch.set_num_threads(2)
+    cfg = dict(hidden=64, layers=12, heads=4, mlp=128, vocab=256, seq=32)
+    loops = {}
+    for kind in ("luminav", "torch_fused"):
+        model = llama("cpu", **cfg)
+        opt = (LuminaV(model.parameters(), lr=6e-4, betas=(0.9, 0.95), weight_decay=0.1) if kind == "luminav"
+               else torch.optim.AdamW(model.parameters(), lr=6e-4, betas=(0.9, 0.95), weight_decay=0.1, fused=True))
+        loops[kind] = Loop(model, opt, 2, cfg["seq"], cfg["vocab"], "cpu")
+        for _ in range(3):
+            loops[kind].step()
+    tensors = sum(1 for _ in loops["luminav"].model.parameters())
+    plan = loops["luminav"].opt._plans[0].native
+    times = {(kind, when): [] for kind in loops for when in ("cold", "warm")}
+    stages: dict[str, list[float]] = {}
+    for i in range(steps):
+        for kind, loop in (loops.items() if i % 2 == 0 else reversed(loops.items())):  # alternated
+            loop.opt.zero_grad(set_to_none=True)
+            loop.forward_backward()
+            for when in ("cold", "warm"):  # right after the backward pass, then at once again
+                t0 = time.perf_counter()
+                loop.opt.step()
+                times[(kind, when)].append(time.perf_counter() - t0)
+                if kind == "luminav" and when == "cold":
+                    for name, us in plan.last_trace:
+                        stages.setdefault(name, []).append(us)
+    print(f"CPU, Llama of {tensors} tensors ({sum(p.numel() for p in loops['luminav'].model.parameters())} "
+          f"parameters), {steps} steps each, medians; load {os.getloadavg()[0]:.1f}")
+    for (kind, when), v in times.items():
+        print(f"{kind:12s} {when} opt.step {statistics.median(v) * 1e6:8.1f} us "
+              f"({statistics.median(v) * 1e6 / tensors:6.2f} us per tensor)")
+    for name, v in stages.items():
+        print(f"  luminav cold: {name:16s} {statistics.median(v):8.1f} us")
 
 
 def main():
@@ -75,4 +119,11 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--device", default="cuda")
+    ap.add_argument("--steps", type=int, default=40, help="--device cpu: steps per optimizer")
+    args = ap.parse_args()
+    if args.device == "cpu":
+        cpu_after_backward(args.steps)
+    else:
+        main()
