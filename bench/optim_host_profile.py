@@ -6,8 +6,8 @@ native call alone, and cProfile's view, with the GPU kept busy so that nothing w
 
 --device cpu: the same question for the CPU step, right after a backward pass (the
 "cold" case: new gradient tensors made by autograd, caches full of the model's work)
-and again at once ("warm": the same gradients), on a Llama of 111 tiny tensors (the
-H200 model's tensor count) against torch's fused AdamW in the same process; with
+and again at once ("warm": the same gradients), on a model of 111 tiny tensors (the
+H200 Llama's tensor count, TinyDeepModel) against torch's fused AdamW in the same process; with
 LUMINAV_TRACE_HOST=1 also the median of each host stage (Note [host trace]).
 """
 from __future__ import annotations
@@ -23,37 +23,56 @@ import time
 import torch
 
 from luminamoon.optim import LuminaV
-from optim_training_loop import Loop, llama
+
+
+class TinyDeepModel(torch.nn.Module):
+    """111 tensors (the H200 Llama's count) of at most 32 x 32: on the CPU the step's arithmetic is
+    nil and its cost is the front end's; plain torch (no transformers needed)."""
+
+    def __init__(self, width: int = 32, layers: int = 55):
+        super().__init__()
+        torch.manual_seed(0)
+        self.layers = torch.nn.ModuleList(torch.nn.Linear(width, width) for _ in range(layers))
+        self.head = torch.nn.Linear(width, 1, bias=False)
+        self.x = torch.randn(8, width)
+
+    def loss(self) -> torch.Tensor:
+        h = self.x
+        for layer in self.layers:
+            h = torch.tanh(layer(h))
+        return self.head(h).square().mean()
 
 
 def cpu_after_backward(steps: int) -> None:
     torch.set_num_threads(2)
-    cfg = dict(hidden=64, layers=12, heads=4, mlp=128, vocab=256, seq=32)
-    loops = {}
+    runs = {}
     for kind in ("luminav", "torch_fused"):
-        model = llama("cpu", **cfg)
+        model = TinyDeepModel()
         opt = (LuminaV(model.parameters(), lr=6e-4, betas=(0.9, 0.95), weight_decay=0.1) if kind == "luminav"
                else torch.optim.AdamW(model.parameters(), lr=6e-4, betas=(0.9, 0.95), weight_decay=0.1, fused=True))
-        loops[kind] = Loop(model, opt, 2, cfg["seq"], cfg["vocab"], "cpu")
+        runs[kind] = (model, opt)
         for _ in range(3):
-            loops[kind].step()
-    tensors = sum(1 for _ in loops["luminav"].model.parameters())
-    plan = loops["luminav"].opt._plans[0].native
-    times = {(kind, when): [] for kind in loops for when in ("cold", "warm")}
+            opt.zero_grad(set_to_none=True)
+            model.loss().backward()
+            opt.step()
+    model = runs["luminav"][0]
+    tensors = sum(1 for _ in model.parameters())
+    plan = runs["luminav"][1]._plans[0].native
+    times = {(kind, when): [] for kind in runs for when in ("cold", "warm")}
     stages: dict[str, list[float]] = {}
     for i in range(steps):
-        for kind, loop in (loops.items() if i % 2 == 0 else reversed(loops.items())):  # alternated
-            loop.opt.zero_grad(set_to_none=True)
-            loop.forward_backward()
+        for kind, (model, opt) in (runs.items() if i % 2 == 0 else reversed(runs.items())):  # alternated
+            opt.zero_grad(set_to_none=True)
+            model.loss().backward()
             for when in ("cold", "warm"):  # right after the backward pass, then at once again
                 t0 = time.perf_counter()
-                loop.opt.step()
+                opt.step()
                 times[(kind, when)].append(time.perf_counter() - t0)
                 if kind == "luminav" and when == "cold":
                     for name, us in plan.last_trace:
                         stages.setdefault(name, []).append(us)
-    print(f"CPU, Llama of {tensors} tensors ({sum(p.numel() for p in loops['luminav'].model.parameters())} "
-          f"parameters), {steps} steps each, medians; load {os.getloadavg()[0]:.1f}")
+    print(f"CPU, {tensors} tensors ({sum(p.numel() for p in model.parameters())} parameters), {steps} steps "
+          f"each, medians; load {os.getloadavg()[0]:.1f}")
     for (kind, when), v in times.items():
         print(f"{kind:12s} {when} opt.step {statistics.median(v) * 1e6:8.1f} us "
               f"({statistics.median(v) * 1e6 / tensors:6.2f} us per tensor)")
@@ -62,6 +81,7 @@ def cpu_after_backward(steps: int) -> None:
 
 
 def main():
+    from optim_training_loop import Loop, llama  # transformers: the GPU machine's model
     cfg = dict(hidden=768, layers=12, heads=12, mlp=2048, vocab=8192, seq=512)
     model = llama("cuda", **cfg)
     opt = LuminaV(model.parameters(), lr=6e-4, betas=(0.9, 0.95), weight_decay=0.1)
