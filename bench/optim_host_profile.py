@@ -2,10 +2,19 @@
 native call alone, and cProfile's view, with the GPU kept busy so that nothing waits.
 
   python bench/optim_host_profile.py
+  LUMINAV_TRACE_HOST=1 python bench/optim_host_profile.py --device cpu [--steps 40]
+
+--device cpu: the same question for the CPU step, right after a backward pass (the
+"cold" case: new gradient tensors made by autograd, caches full of the model's work)
+and again at once ("warm": the same gradients), on a model of 111 tiny tensors (the
+H200 Llama's tensor count, TinyDeepModel) against torch's fused AdamW in the same process; with
+LUMINAV_TRACE_HOST=1 also the median of each host stage (Note [host trace]).
 """
 from __future__ import annotations
 
+import argparse
 import cProfile
+import os
 import pstats
 import statistics
 import sys
@@ -14,10 +23,65 @@ import time
 import torch
 
 from luminamoon.optim import LuminaV
-from optim_training_loop import Loop, llama
+
+
+class TinyDeepModel(torch.nn.Module):
+    """111 tensors (the H200 Llama's count) of at most 32 x 32: on the CPU the step's arithmetic is
+    nil and its cost is the front end's; plain torch (no transformers needed)."""
+
+    def __init__(self, width: int = 32, layers: int = 55):
+        super().__init__()
+        torch.manual_seed(0)
+        self.layers = torch.nn.ModuleList(torch.nn.Linear(width, width) for _ in range(layers))
+        self.head = torch.nn.Linear(width, 1, bias=False)
+        self.x = torch.randn(8, width)
+
+    def loss(self) -> torch.Tensor:
+        h = self.x
+        for layer in self.layers:
+            h = torch.tanh(layer(h))
+        return self.head(h).square().mean()
+
+
+def cpu_after_backward(steps: int) -> None:
+    torch.set_num_threads(2)
+    runs = {}
+    for kind in ("luminav", "torch_fused"):
+        model = TinyDeepModel()
+        opt = (LuminaV(model.parameters(), lr=6e-4, betas=(0.9, 0.95), weight_decay=0.1) if kind == "luminav"
+               else torch.optim.AdamW(model.parameters(), lr=6e-4, betas=(0.9, 0.95), weight_decay=0.1, fused=True))
+        runs[kind] = (model, opt)
+        for _ in range(3):
+            opt.zero_grad(set_to_none=True)
+            model.loss().backward()
+            opt.step()
+    model = runs["luminav"][0]
+    tensors = sum(1 for _ in model.parameters())
+    plan = runs["luminav"][1]._plans[0].native
+    times = {(kind, when): [] for kind in runs for when in ("cold", "warm")}
+    stages: dict[str, list[float]] = {}
+    for i in range(steps):
+        for kind, (model, opt) in (runs.items() if i % 2 == 0 else reversed(runs.items())):  # alternated
+            opt.zero_grad(set_to_none=True)
+            model.loss().backward()
+            for when in ("cold", "warm"):  # right after the backward pass, then at once again
+                t0 = time.perf_counter()
+                opt.step()
+                times[(kind, when)].append(time.perf_counter() - t0)
+                if kind == "luminav" and when == "cold":
+                    for name, us in plan.last_trace:
+                        stages.setdefault(name, []).append(us)
+    print(f"CPU, {tensors} tensors ({sum(p.numel() for p in model.parameters())} parameters), {steps} steps "
+          f"each, medians; load {os.getloadavg()[0]:.1f}")
+    for (kind, when), v in times.items():
+        print(f"{kind:12s} {when} opt.step {statistics.median(v) * 1e6:8.1f} us "
+              f"({statistics.median(v) * 1e6 / tensors:6.2f} us per tensor)")
+    for name, v in stages.items():
+        print(f"  luminav cold: {name:16s} {statistics.median(v):8.1f} us")
 
 
 def main():
+    from optim_training_loop import Loop, llama  # transformers: the GPU machine's model
     cfg = dict(hidden=768, layers=12, heads=12, mlp=2048, vocab=8192, seq=512)
     model = llama("cuda", **cfg)
     opt = LuminaV(model.parameters(), lr=6e-4, betas=(0.9, 0.95), weight_decay=0.1)
@@ -75,4 +139,11 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--device", default="cuda")
+    ap.add_argument("--steps", type=int, default=40, help="--device cpu: steps per optimizer")
+    args = ap.parse_args()
+    if args.device == "cpu":
+        cpu_after_backward(args.steps)
+    else:
+        main()

@@ -10,12 +10,16 @@
 // LR scheduler writes them). Anything else that changed (a parameter's
 // storage, a missing gradient, a group's mode) makes step() answer
 // kRebuild, and the front end describes the optimizer anew. Torch is reached
-// only through its Python objects (attributes and methods, by vectorcall),
-// so the extension does not link against libtorch.
+// only through its Python objects (attributes and methods, by vectorcall)
+// and the C functions its tensor type publishes for DLPack (Note [tensor
+// reads through DLPack]), so the extension does not link against libtorch.
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/pair.h>
 #include <nanobind/stl/tuple.h>
+#include <nanobind/stl/vector.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -27,8 +31,12 @@
 #include <vector>
 
 #include "luminav/luminav.h"
+#include "luminav/luminav_trace.h"
+#include "python/tensor_exchange.h"
 
 namespace nb = nanobind;
+using luminamoon::python::TensorExchange;
+using luminamoon::python::TensorFacts;
 
 namespace {
 
@@ -164,8 +172,12 @@ class PlanClaim {
 
 class StepPlan {
  public:
-  StepPlan(std::string backend, int device_type, int device_index)
-      : backend_(std::move(backend)) {
+  // `tensor_type` and `parameter_type` (torch.Tensor, torch.nn.Parameter;
+  // None for neither) are the types whose tensors are read through DLPack's
+  // exchange table (Note [tensor reads through DLPack]).
+  StepPlan(std::string backend, int device_type, int device_index, nb::handle tensor_type,
+           nb::handle parameter_type)
+      : backend_(std::move(backend)), exchange_(tensor_type, parameter_type) {
     options_.device_type = device_type;
     options_.device_index = device_index;
   }
@@ -275,6 +287,7 @@ class StepPlan {
     return luminav_sharded_exchanges(c.data(), c.size());
   }
   bool sharded() const { return sharded_; }
+  bool reads_through_dlpack() const { return exchange_.usable(); }
 
   // One step. Reads the gradients and refreshes the pointers and numeric
   // hyperparameters, then one luminav_step_groups call with the GIL released.
@@ -284,16 +297,42 @@ class StepPlan {
       if (StepResult r = refresh(); std::get<0>(r) != 0) return r;
       return call(stream, grad_scale, found_inf, skip_nonfinite, -1, 0);
     }
-    // Where the host time of a step goes (bench/optim_host_profile.py).
+    // Where the host time of a step goes (bench/optim_host_profile.py):
+    // timed first, written after (Note [host trace]).
     using clock = std::chrono::steady_clock;
     using us = std::chrono::duration<double, std::micro>;
     const auto start = clock::now();
-    if (StepResult r = refresh(); std::get<0>(r) != 0) return r;
+    StepResult r = refresh();
     const auto refreshed = clock::now();
-    StepResult r = call(stream, grad_scale, found_inf, skip_nonfinite, -1, 0);
-    std::fprintf(stderr, "luminav: plan refresh %.1f us (%zu tensors), native call %.1f us\n",
-                 us(refreshed - start).count(), tensor_count(), us(clock::now() - refreshed).count());
+    const bool refreshed_ok = std::get<0>(r) == 0;
+    if (refreshed_ok) r = call(stream, grad_scale, found_inf, skip_nonfinite, -1, 0);
+    const auto called = clock::now();
+    last_trace_.clear();
+    last_trace_.emplace_back("plan refresh", us(refreshed - start).count());
+    if (!refreshed_ok) return r;
+    last_trace_.emplace_back("native call", us(called - refreshed).count());
+    const char* labels[kTraceStages];
+    double stage_us[kTraceStages];
+    const size_t stages = std::min(luminav_host_trace(labels, stage_us, kTraceStages), kTraceStages);
+    std::string line;
+    char buffer[96];
+    for (size_t i = 0; i < stages; ++i) {
+      last_trace_.emplace_back(labels[i], stage_us[i]);
+      std::snprintf(buffer, sizeof buffer, "%s%s %.1f", i == 0 ? " [" : ", ", labels[i], stage_us[i]);
+      line += buffer;
+    }
+    if (stages > 0) line += "]";
+    std::fprintf(stderr, "luminav: plan refresh %.1f us (%zu tensors), native call %.1f us%s\n",
+                 last_trace_[0].second, tensor_count(), last_trace_[1].second, line.c_str());
     return r;
+  }
+
+  // The last traced step's host stages (LUMINAV_TRACE_HOST): (name, us)
+  // pairs, the plan's refresh and native call, then the library's stages
+  // inside the native call (Note [host trace]). Empty when not tracing.
+  std::vector<std::pair<std::string, double>> last_trace() const {
+    PlanClaim claim(busy_);
+    return last_trace_;
   }
 
   // One phase of a sharded step (luminav_step_groups_sharded); phase 0
@@ -319,40 +358,79 @@ class StepPlan {
     for (Group& g : groups_) {
       if (StepResult r = refresh_hyperparams(g); std::get<0>(r) != 0) return r;
       for (size_t i = 0; i < g.entries.size(); ++i) {
-        Entry& e = g.entries[i];
-        if (data_ptr_of(e.sharded ? local_of(e.param) : e.param) != e.param_ptr) {
-          return {kRebuild, "parameter storage changed", e.position};
-        }
-        if (!state_unchanged(e)) return {kRebuild, "state replaced", e.position};
-        nb::object grad = nb::steal(PyObject_GetAttr(e.param.ptr(), n.grad.ptr()));
-        if (!grad.is_valid()) throw nb::python_error();
-        if (grad.is_none()) return {kRebuild, "gradient missing", e.position};
-        if (e.sharded) grad = local_of(grad);
-        bool contiguous = false;
-        try {
-          contiguous = nb::handle(call_method0(grad, n.is_contiguous)).is(Py_True);
-        } catch (nb::python_error&) {  // a sparse gradient has no strides
-          return {LUMINAV_STATUS_INVALID_ARGUMENT, "LuminaV does not support sparse gradients", e.position};
-        }
-        if (!contiguous) {
-          grad = call_method0(grad, n.contiguous);  // read-only: a dense copy is as good
-          dense_grads_.push_back(grad);
-        }
-        // torch refuses a .grad of another dtype, size or device, and a
-        // sparse .grad has no strides: the dtype check covers .data swaps.
-        nb::object dtype = nb::steal(PyObject_GetAttr(grad.ptr(), n.dtype.ptr()));
-        if (!dtype.is(e.param_dtype)) {
-          return {LUMINAV_STATUS_INVALID_ARGUMENT, "the gradient's dtype differs from the parameter's", e.position};
-        }
-        g.tensors[i].grad = reinterpret_cast<const void*>(data_ptr_of(grad));
+        if (StepResult r = refresh_entry(g.entries[i], g.tensors[i]); std::get<0>(r) != 0) return r;
       }
     }
     return {0, std::string(), -1};
   }
 
+  // One parameter: its storage and state as described, its gradient's
+  // pointer read. Plain tensors are read through DLPack's table, anything
+  // else (a DTensor, a subclass, an older torch) through torch's methods.
+  StepResult refresh_entry(const Entry& e, luminav_tensor& d) {
+    const Names& n = names();
+    TensorFacts facts;
+    if (!e.sharded && exchange_.read(e.param, &facts)) {
+      // A .data swap to a view of the same storage keeps the pointer: its
+      // dtype or size tells.
+      if (facts.data != e.param_ptr || facts.dtype != d.param_dtype || facts.num_elements != d.num_elements) {
+        return {kRebuild, "parameter storage changed", e.position};
+      }
+    } else if (data_ptr_of(e.sharded ? local_of(e.param) : e.param) != e.param_ptr) {
+      return {kRebuild, "parameter storage changed", e.position};
+    }
+    if (!state_unchanged(e)) return {kRebuild, "state replaced", e.position};
+    nb::object grad = nb::steal(PyObject_GetAttr(e.param.ptr(), n.grad.ptr()));
+    if (!grad.is_valid()) throw nb::python_error();
+    if (grad.is_none()) return {kRebuild, "gradient missing", e.position};
+    if (e.sharded) {
+      grad = local_of(grad);
+    } else if (exchange_.read(grad, &facts)) {
+      // torch checks a .grad's dtype, size and device when it is set, not
+      // when its .data is replaced later: each is checked again here.
+      if (facts.dtype != d.param_dtype) {
+        return {LUMINAV_STATUS_INVALID_ARGUMENT, "the gradient's dtype differs from the parameter's", e.position};
+      }
+      if (facts.num_elements != d.num_elements) {
+        return {LUMINAV_STATUS_INVALID_ARGUMENT,
+                "the gradient has " + std::to_string(facts.num_elements) + " elements, the parameter " +
+                    std::to_string(d.num_elements),
+                e.position};
+      }
+      if (facts.device_type != options_.device_type ||
+          (facts.device_type != LUMINAV_DEVICE_CPU && facts.device_id != options_.device_index)) {
+        return {LUMINAV_STATUS_INVALID_ARGUMENT, "the gradient is on another device than the parameter",
+                e.position};
+      }
+      if (facts.contiguous) {
+        d.grad = reinterpret_cast<const void*>(facts.data);
+        return {0, std::string(), -1};
+      }
+    }
+    bool contiguous = false;
+    try {
+      contiguous = nb::handle(call_method0(grad, n.is_contiguous)).is(Py_True);
+    } catch (nb::python_error&) {  // a sparse gradient has no strides
+      return {LUMINAV_STATUS_INVALID_ARGUMENT, "LuminaV does not support sparse gradients", e.position};
+    }
+    if (!contiguous) {
+      grad = call_method0(grad, n.contiguous);  // read-only: a dense copy is as good
+      dense_grads_.push_back(grad);
+    }
+    // torch refuses a .grad of another dtype, size or device, and a
+    // sparse .grad has no strides: the dtype check covers .data swaps.
+    nb::object dtype = nb::steal(PyObject_GetAttr(grad.ptr(), n.dtype.ptr()));
+    if (!dtype.is(e.param_dtype)) {
+      return {LUMINAV_STATUS_INVALID_ARGUMENT, "the gradient's dtype differs from the parameter's", e.position};
+    }
+    d.grad = reinterpret_cast<const void*>(data_ptr_of(grad));
+    return {0, std::string(), -1};
+  }
+
   StepResult call(uintptr_t stream, uintptr_t grad_scale, uintptr_t found_inf, bool skip_nonfinite, int phase,
                   uintptr_t exchange) {
-    std::vector<luminav_group> c = c_groups();
+    std::vector<luminav_group>& c = call_groups_;  // reused: no allocation per step
+    c_groups(c);
     options_.backend = backend_.c_str();
     options_.stream = reinterpret_cast<void*>(stream);
     luminav_async async{};
@@ -403,7 +481,12 @@ class StepPlan {
   }
 
   std::vector<luminav_group> c_groups() const {
-    std::vector<luminav_group> c(groups_.size());
+    std::vector<luminav_group> c;
+    c_groups(c);
+    return c;
+  }
+  void c_groups(std::vector<luminav_group>& c) const {
+    c.resize(groups_.size());
     for (size_t i = 0; i < groups_.size(); ++i) {
       const Group& g = groups_[i];
       c[i].hp = &g.hp;
@@ -413,7 +496,6 @@ class StepPlan {
       c[i].lr = g.lr_ptr ? reinterpret_cast<const void*>(g.lr_ptr) : nullptr;
       c[i].lr_dtype = g.lr_dtype;
     }
-    return c;
   }
 
   // The numbers torch optimizers re-read from the group on every step.
@@ -455,6 +537,10 @@ class StepPlan {
   std::vector<luminav_shard_layout> shards_;  // one per tensor of the call
   bool sharded_ = false;
   bool release_gil_ = true;  // Note [the GIL in a step]
+  TensorExchange exchange_;  // Note [tensor reads through DLPack]
+  static constexpr size_t kTraceStages = 16;
+  std::vector<std::pair<std::string, double>> last_trace_;  // the last traced step
+  std::vector<luminav_group> call_groups_;  // the C groups of a call, rewritten each step
   std::vector<nb::object> dense_grads_;  // contiguous copies, alive until the step's last phase is enqueued
   mutable std::atomic<bool> busy_{false};  // Note [one step at a time]
 };
@@ -467,8 +553,9 @@ void register_optim_step_plan(nb::module_& m) {
   m.attr("PLAN_REBUILD") = kRebuild;
   m.attr("VERDICT_FOUND_INF") = static_cast<uint64_t>(LUMINAV_VERDICT_FOUND_INF);
   nb::class_<StepPlan>(m, "StepPlan", "The optimizer's whole step as one native call (Note [step plan])")
-      .def(nb::init<std::string, int, int>(), nb::arg("backend"), nb::arg("device_type"),
-           nb::arg("device_index"))
+      .def(nb::init<std::string, int, int, nb::handle, nb::handle>(), nb::arg("backend"), nb::arg("device_type"),
+           nb::arg("device_index"), nb::arg("tensor_type").none() = nb::none(),
+           nb::arg("parameter_type").none() = nb::none())
       .def("add_group", &StepPlan::add_group, nb::arg("group"), nb::arg("hp"), nb::arg("tensors"),
            nb::arg("step"), nb::arg("lr_tensor").none(), nb::arg("lr_dtype"))
       .def("add_excluded", &StepPlan::add_excluded, nb::arg("params"))
@@ -478,11 +565,15 @@ void register_optim_step_plan(nb::module_& m) {
       .def("exchange_doubles", &StepPlan::exchange_doubles)
       .def("exchanges", &StepPlan::exchanges)
       .def_prop_ro("sharded", &StepPlan::sharded)
+      .def_prop_ro("reads_through_dlpack", &StepPlan::reads_through_dlpack,
+                   "Whether tensors are read through DLPack's exchange table (Note [tensor reads through DLPack])")
       .def_prop_rw("release_gil", &StepPlan::release_gil, &StepPlan::set_release_gil,
                    "Whether the native call releases the GIL (Note [the GIL in a step]; on by default)")
       .def("step_sharded", &StepPlan::step_sharded, nb::arg("stream"), nb::arg("grad_scale"), nb::arg("found_inf"),
            nb::arg("skip_nonfinite"), nb::arg("phase"), nb::arg("exchange"),
            "One phase of a sharded step (luminav_step_groups_sharded); returns (code, message, position).")
+      .def_prop_ro("last_trace", &StepPlan::last_trace,
+                   "The last traced step's host stages, (name, microseconds) pairs (LUMINAV_TRACE_HOST)")
       .def("num_tensors", &StepPlan::num_tensors)
       .def("position_of", &StepPlan::position_of)
       .def("step", &StepPlan::step, nb::arg("stream"), nb::arg("grad_scale"), nb::arg("found_inf"),

@@ -235,3 +235,128 @@ def test_a_host_step_lets_other_python_threads_run():
         stop.set()
         worker.join()
     assert any(lo < t < hi for lo, hi in windows for t in seen), windows
+
+
+# ---- Note [tensor reads through DLPack]: the plan's cheap reads must catch what the Python reads caught ----
+
+
+def test_plain_tensors_are_read_through_the_dlpack_table_when_torch_has_one():
+    p = torch.nn.Parameter(torch.randn(4))
+    p.grad = torch.ones(4)
+    opt = LuminaV([p], lr=0.1)
+    opt.step()
+    assert opt._plans[0].native.reads_through_dlpack == hasattr(torch.Tensor, "__dlpack_c_exchange_api__")
+
+
+def test_a_gradient_at_the_same_address_with_fewer_elements_is_refused():
+    p = torch.nn.Parameter(torch.randn(8))
+    p.grad = torch.full((8,), 0.01)
+    opt = LuminaV([p], lr=0.1)
+    opt.step()
+    before = p.detach().clone()
+    g = p.grad
+    g.data = g.data[:4]  # the same address, half the elements: reading 8 would run past it
+    assert p.grad.data_ptr() == g.data_ptr()
+    with pytest.raises(ValueError, match="4 elements"):
+        opt.step()
+    assert torch.equal(p.detach(), before)
+
+
+def test_a_gradient_at_the_same_address_with_another_dtype_is_refused():
+    p = torch.nn.Parameter(torch.randn(8))
+    p.grad = torch.full((8,), 0.01)
+    opt = LuminaV([p], lr=0.1)
+    opt.step()
+    before = p.detach().clone()
+    p.grad.data = p.grad.data.view(torch.float16)  # the same bytes read as 16 halves
+    with pytest.raises(ValueError, match="dtype"):
+        opt.step()
+    assert torch.equal(p.detach(), before)
+
+
+def test_a_gradient_at_the_same_address_with_other_strides_is_stepped_as_its_values():
+    ours, ref = adamw_pair([(3, 5)])
+    opt = LuminaV(ours, lr=1e-2, weight_decay=0.1)
+    ref_opt = torch.optim.AdamW(ref, lr=1e-2, weight_decay=0.1, foreach=False)
+    step_both(ours, ref, opt, ref_opt, 1)
+    plan = opt._plans
+    gen = torch.Generator().manual_seed(5)
+    for _ in range(2):
+        g = torch.randn(3, 5, generator=gen) * 0.01
+        ours[0].grad, ref[0].grad = g, g.clone()
+        opt.step()
+        ref_opt.step()
+        address = g.data_ptr()
+        g.data = g.data.view(5, 3).t()  # the same address and shape, transposed strides
+        assert ours[0].grad.data_ptr() == address and not ours[0].grad.is_contiguous()
+        ref[0].grad = g.detach().clone()
+        opt.step()
+        ref_opt.step()
+    assert opt._plans is plan  # read anew each step, never re-described
+    torch.testing.assert_close(ours[0].detach(), ref[0].detach(), rtol=1e-6, atol=1e-7)
+
+
+def test_a_parameter_view_of_the_same_storage_is_described_anew():
+    p = torch.nn.Parameter(torch.randn(8))
+    p.grad = torch.full((8,), 0.01)
+    opt = LuminaV([p], lr=0.1, master_weights=False)
+    opt.step()
+    plan = opt._plans
+    ptr = p.data_ptr()
+    p.data = p.data[:4]  # the same pointer, fewer elements: the old description would write 8
+    p.grad = torch.full((4,), 0.01)
+    assert p.data_ptr() == ptr
+    with pytest.raises(ValueError, match="holds 8 values"):  # described anew: the state of 8 does not fit 4
+        opt.step()
+    assert opt._plans is not plan
+
+
+def test_a_gradient_of_a_tensor_subclass_is_read_through_torch():
+    class Tagged(torch.Tensor):
+        pass
+
+    ours, ref = adamw_pair([(6,)])
+    opt = LuminaV(ours, lr=1e-2)
+    ref_opt = torch.optim.AdamW(ref, lr=1e-2, foreach=False)
+    for seed in range(3):
+        gen = torch.Generator().manual_seed(seed)
+        g = torch.randn(6, generator=gen) * 0.01
+        ours[0].grad = g.clone().as_subclass(Tagged)
+        ref[0].grad = g.clone()
+        opt.step()
+        ref_opt.step()
+    torch.testing.assert_close(ours[0].detach(), ref[0].detach(), rtol=1e-6, atol=1e-7)
+
+
+def test_the_host_trace_names_the_stages_of_a_step(tmp_path):
+    # Note [host trace]: timed in memory, read after the step; off unless LUMINAV_TRACE_HOST is set
+    # (read once per process: the traced step runs in a child, one torch import).
+    import os
+    import subprocess
+    import sys
+    if "LUMINAV_TRACE_HOST" not in os.environ:
+        p = torch.nn.Parameter(torch.randn(4))
+        p.grad = torch.ones(4)
+        opt = LuminaV([p], lr=0.1)
+        opt.step()
+        assert opt._plans[0].native.last_trace == []
+    script = tmp_path / "trace.py"
+    script.write_text(
+        "import torch\n"
+        "from luminamoon.optim import LuminaV\n"
+        "ps = [torch.nn.Parameter(torch.randn(16)) for _ in range(3)]\n"
+        "opt = LuminaV(ps, lr=0.1)\n"
+        "for _ in range(2):\n"
+        "    for p in ps:\n"
+        "        p.grad = torch.ones(16)\n"
+        "    opt.step()\n"
+        "print(repr(opt._plans[0].native.last_trace))\n")
+    env = dict(os.environ, LUMINAV_TRACE_HOST="1")
+    run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=300)
+    assert run.returncode == 0, run.stderr
+    trace = eval(run.stdout.strip().splitlines()[-1])
+    names = [name for name, _ in trace]
+    assert names == ["plan refresh", "native call", "validate", "work lists", "backend choice", "reduce", "apply"]
+    assert all(us >= 0 for _, us in trace)
+    assert sum(us for _, us in trace[2:]) <= trace[1][1]  # the library's stages lie inside the native call
+    assert run.stderr.count("luminav: plan refresh") == 2 and "[validate " in run.stderr

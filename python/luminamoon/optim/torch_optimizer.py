@@ -631,7 +631,9 @@ class LuminaV(Optimizer):
         device_type = _native.DEVICE_CPU
         if is_cuda:
             device_type = _native.DEVICE_ROCM if getattr(torch.version, "hip", None) else _native.DEVICE_CUDA
-        native = _native.StepPlan(backend, device_type, status.device.index if is_cuda else 0)
+        # Plain tensors are read through DLPack's C table (Note [tensor reads through DLPack]).
+        native = _native.StepPlan(backend, device_type, status.device.index if is_cuda else 0,
+                                  torch.Tensor, torch.nn.Parameter)
         names: list[str] = []
         for group, hp, entries in where["groups"].values():
             for step, bucket in self._step_buckets(entries):

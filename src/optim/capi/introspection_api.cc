@@ -3,9 +3,11 @@
 #include <vector>
 
 #include "luminav/luminav.h"
+#include "luminav/luminav_trace.h"
 #include "optim/capi/error_boundary.h"
 #include "optim/capi/export.h"
 #include "optim/dispatch/cpu_features.h"
+#include "optim/dispatch/host_trace.h"
 #include "optim/dispatch/registry.h"
 #include "optim/dispatch/step_driver.h"
 #include "optim/dispatch/threads.h"
@@ -114,3 +116,7 @@ LUMINAV_EXPORT int luminav_set_num_threads(int num_threads) {
 }
 
 LUMINAV_EXPORT int luminav_get_num_threads(void) { return dispatch::num_threads(); }
+
+LUMINAV_EXPORT size_t luminav_host_trace(const char** stages, double* microseconds, size_t capacity) {
+  return dispatch::host_trace_stages(stages, microseconds, capacity);  // never throws
+}

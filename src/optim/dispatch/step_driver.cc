@@ -13,6 +13,7 @@
 #include "optim/core/validate.h"
 #include "optim/dispatch/async_workspace.h"
 #include "optim/dispatch/backend_error.h"
+#include "optim/dispatch/host_trace.h"
 #include "optim/dispatch/registry.h"
 
 namespace luminav::dispatch {
@@ -289,11 +290,13 @@ core::Status run_groups_on_host(std::span<const luminav_group> groups, std::span
     if (!s.ok()) return s;
     first_position += static_cast<uint32_t>(g.count);
   }
+  host_trace_mark("reduce");
   for (size_t gi = 0; gi < groups.size(); ++gi) {
     if (work[gi].tensors.empty()) continue;
     const int code = backend.apply(constants[gi], work[gi].tensors, globals[gi], ctx);
     if (code != LUMINAV_STATUS_OK) return backend_failure(backend, code, "apply");
   }
+  host_trace_mark("apply");
   for (const luminav_group& g : groups) {
     if (g.step_counter) *g.step_counter += 1.0f;
   }
@@ -334,9 +337,11 @@ std::vector<AsyncGroup> async_groups(std::span<const luminav_group> groups, std:
 
 core::Status run_step_groups(const luminav_group* groups, size_t count, const luminav_options* options,
                              const luminav_async* async, bool enqueue) {
+  host_trace_begin();  // Note [host trace]
   if (groups == nullptr && count > 0) return core::Status::invalid("groups must not be NULL");
   const std::span<const luminav_group> all(groups, count);
   if (core::Status s = core::validate_groups(all); !s.ok()) return s;
+  host_trace_mark("validate");
   if (async && async->status == nullptr) return core::Status::invalid("async.status must not be NULL");
   thread_local std::vector<Work> work_of_thread;  // reused: no copy of a thousand tensors into fresh arrays
   std::vector<Work>& work_storage = work_of_thread;
@@ -347,8 +352,10 @@ core::Status run_step_groups(const luminav_group* groups, size_t count, const lu
     fill_nonempty(std::span(all[gi].tensors, all[gi].count), work[gi]);
     total_elements += work[gi].total_elements;
   }
+  host_trace_mark("work lists");
   Backend* backend = nullptr;
   if (core::Status s = select_backend(options, total_elements, &backend); !s.ok()) return s;
+  host_trace_mark("backend choice");
   ExecContext ctx = context_of(options);
   if (!backend->supports_async() && backend->device_type() != LUMINAV_DEVICE_CPU) {
     // The host-side groups driver reads step counters, lr and the status word
@@ -387,7 +394,9 @@ core::Status run_step_groups(const luminav_group* groups, size_t count, const lu
                                  " bytes (luminav_groups_workspace_bytes), got " +
                                  std::to_string(ctx.scratch ? ctx.scratch_bytes : 0));
   }
+  host_trace_mark("async groups");
   const int code = backend->step_async(groups_work, *async, ctx);
+  host_trace_mark("backend step");
   if (code != LUMINAV_STATUS_OK) return backend_failure(*backend, code, "step_async");
   last_backend = backend_label(*backend);
   return core::Status::success();
