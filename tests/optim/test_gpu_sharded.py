@@ -66,7 +66,10 @@ def _bits(t):
     dict(mode="clm"),
     dict(mode="clm", cautious=True, bound="tensor", bound_ratio=0.002),
     dict(mode="tdclm", td_factor="tensor", cautious=True, lam=0.3, tau=0.5),
-], ids=["clm", "clm-cautious-bound", "tdclm-tensor-cautious"])
+    # the sharded step's row and column sums read the factor kernels' strip layout (session 5's tiles)
+    dict(mode="tdclm", td_factor="factored"),
+    dict(mode="tdclm", td_factor="row", cautious=True),
+], ids=["clm", "clm-cautious-bound", "tdclm-tensor-cautious", "tdclm-factored", "tdclm-row-cautious"])
 def test_sharded_equals_unsharded_bit_for_bit(mesh, options):
     from luminamoon.optim import LuminaV
     sharded, plain = _pair(mesh)
