@@ -248,12 +248,17 @@ def test_plain_tensors_are_read_through_the_dlpack_table_when_torch_has_one():
     assert opt._plans[0].native.reads_through_dlpack == hasattr(torch.Tensor, "__dlpack_c_exchange_api__")
 
 
-def test_a_gradient_at_the_same_address_with_fewer_elements_is_refused():
+def _stepped_once():
+    """A parameter of 8 floats after one step (its plan cached), and a copy of its values."""
     p = torch.nn.Parameter(torch.randn(8))
     p.grad = torch.full((8,), 0.01)
     opt = LuminaV([p], lr=0.1)
     opt.step()
-    before = p.detach().clone()
+    return p, opt, p.detach().clone()
+
+
+def test_a_gradient_at_the_same_address_with_fewer_elements_is_refused():
+    p, opt, before = _stepped_once()
     g = p.grad
     g.data = g.data[:4]  # the same address, half the elements: reading 8 would run past it
     assert p.grad.data_ptr() == g.data_ptr()
@@ -263,11 +268,7 @@ def test_a_gradient_at_the_same_address_with_fewer_elements_is_refused():
 
 
 def test_a_gradient_at_the_same_address_with_another_dtype_is_refused():
-    p = torch.nn.Parameter(torch.randn(8))
-    p.grad = torch.full((8,), 0.01)
-    opt = LuminaV([p], lr=0.1)
-    opt.step()
-    before = p.detach().clone()
+    p, opt, before = _stepped_once()
     p.grad.data = p.grad.data.view(torch.float16)  # the same bytes read as 16 halves
     with pytest.raises(ValueError, match="dtype"):
         opt.step()
