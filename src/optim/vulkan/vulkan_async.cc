@@ -552,7 +552,7 @@ int enqueue_async_step(Context& c, std::span<AsyncTensor> tensors, const AsyncWo
     Bound reduce[kBindingCount];
     std::copy(bound[i].b, bound[i].b + kBindingCount, reduce);
     reduce[kBindOut] = arena_bound(device, ch.partials_at, div_up(ch.count, kTileElements) * sizeof(TilePartial));
-    VkPipeline pipeline = c.pipeline(Shader::kReduce, job.param_dtype, job.grad_dtype, why);
+    VkPipeline pipeline = c.pipeline(Shader::kReduce, job.param_dtype, job.grad_dtype, why, shader_features(job.params));
     return pipeline ? batch->dispatch(pipeline, reduce, pushes[i], static_cast<uint32_t>(div_up(ch.count, kTileElements)),
                                       1, why)
                     : LUMINAV_STATUS_DRIVER_ERROR;
@@ -618,7 +618,7 @@ int enqueue_async_step(Context& c, std::span<AsyncTensor> tensors, const AsyncWo
   for (size_t i = 0; i < chunks.size(); ++i) {
     const TensorJob& job = tensors[chunks[i].tensor].job;
     const Bound (&b)[kBindingCount] = bound[i].b;
-    VkPipeline pipeline = c.pipeline(Shader::kApply, job.param_dtype, job.grad_dtype, why);
+    VkPipeline pipeline = c.pipeline(Shader::kApply, job.param_dtype, job.grad_dtype, why, shader_features(job.params));
     const int code = pipeline ? batch->dispatch_indirect(pipeline, b, pushes[i], device, args_at + 12 * i, why)
                               : LUMINAV_STATUS_DRIVER_ERROR;
     if (code) return code;

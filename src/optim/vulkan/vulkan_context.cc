@@ -407,6 +407,9 @@ bool Context::init(std::string* why_not) {
   int64_ = p.int64 && !env_is("LUMINAV_VULKAN_INT64", "0");
   float_controls_ = p.float_controls;
   shader_suffix_ = std::string(int64_ ? "" : "_i32") + (float_controls_ ? "_fc" : "");
+  // Note [CPU specialization] (lv_common.glsl): a CPU implementation runs
+  // both sides of every branch; GPUs keep the unspecialized shaders.
+  specialize_ = device_type_ == VK_PHYSICAL_DEVICE_TYPE_CPU && !env_is("LUMINAV_VULKAN_SPECIALIZE", "0");
   reports_[static_cast<size_t>(chosen)].why +=
       std::string("; shaders: hash in ") +
       (int64_ ? "64-bit integers" : p.int64 ? "32-bit pairs (LUMINAV_VULKAN_INT64=0)" : "32-bit pairs (no shaderInt64)") +
@@ -501,18 +504,23 @@ bool Context::init(std::string* why_not) {
   return true;
 }
 
-VkPipeline Context::pipeline(Shader shader, int param_dtype, int grad_dtype, std::string* why) {
+VkPipeline Context::pipeline(Shader shader, int param_dtype, int grad_dtype, std::string* why, uint32_t features) {
   const int s = static_cast<int>(shader);
   if (shader != Shader::kReduce && shader != Shader::kApply) param_dtype = 0;
   if (shader == Shader::kCopy || shader == Shader::kColumnTotals || shader == Shader::kFinalize) grad_dtype = 0;
+  const bool specialized = specialize_ && (shader == Shader::kReduce || shader == Shader::kApply);
   std::lock_guard<std::mutex> lock(pipelines_mutex_);
-  VkPipeline& slot = pipelines_[s][param_dtype][grad_dtype];
+  VkPipeline& slot = specialized ? specialized_[{(s * 3 + param_dtype) * 3 + grad_dtype, features}]
+                                 : pipelines_[s][param_dtype][grad_dtype];
   if (slot) return slot;
   static const char* const kShaders[] = {"lv_reduce", "lv_apply", "lv_factor_sums", "lv_copy", "lv_column_totals",
                                              "lv_finalize"};
   static const char* const kDtypes[] = {"f32", "bf16", "f16"};
-  const std::string name =
-      std::string(kShaders[s]) + "_p" + kDtypes[param_dtype] + "_g" + kDtypes[grad_dtype] + shader_suffix_;
+  const std::string name = std::string(kShaders[s]) + "_p" + kDtypes[param_dtype] + "_g" + kDtypes[grad_dtype] +
+                           shader_suffix_ + (specialized ? "_sp" : "");
+  // LV_FEATURES, constant_id 0 of the _sp shaders.
+  const VkSpecializationMapEntry entry{0, 0, sizeof(uint32_t)};
+  const VkSpecializationInfo specialization{1, &entry, sizeof(uint32_t), &features};
   const auto& vk = api_;
   for (const EmbeddedShader& e : embedded_vulkan_shaders()) {
     if (name != e.name) continue;
@@ -531,6 +539,7 @@ VkPipeline Context::pipeline(Shader shader, int param_dtype, int grad_dtype, std
     info.stage.stage = VK_SHADER_STAGE_COMPUTE_BIT;
     info.stage.module = module;
     info.stage.pName = "main";
+    if (specialized) info.stage.pSpecializationInfo = &specialization;
     // Whole subgroups, so the fixed-order butterfly sees every lane.
     if (full_subgroups_) info.stage.flags = VK_PIPELINE_SHADER_STAGE_CREATE_REQUIRE_FULL_SUBGROUPS_BIT_EXT;
     info.layout = pipeline_layout_;
@@ -554,6 +563,8 @@ Context::~Context() {
       for (auto& row : shader)
         for (VkPipeline p : row)
           if (p) vk.vkDestroyPipeline(device_, p, nullptr);
+    for (auto& [key, p] : specialized_)
+      if (p) vk.vkDestroyPipeline(device_, p, nullptr);
     for (VkBuffer b : {arena_.host, arena_.device})
       if (b) vk.vkDestroyBuffer(device_, b, nullptr);
     for (VkDeviceMemory m : {arena_.host_memory, arena_.device_memory})

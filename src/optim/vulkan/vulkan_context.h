@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <span>
@@ -58,8 +59,15 @@ class Context {
   VkPipelineLayout pipeline_layout() const { return pipeline_layout_; }
   // The pipeline of `shader` for (param, grad) dtypes (0 f32, 1 bf16, 2 f16;
   // kFactorSums reads only the gradient, kCopy and kColumnTotals are fp32 only), created on first use; null with
-  // `why` set when the driver refuses it. Thread-safe.
-  VkPipeline pipeline(Shader shader, int param_dtype, int grad_dtype, std::string* why);
+  // `why` set when the driver refuses it. Thread-safe. `features` (kReduce
+  // and kApply; vulkan_layout.h: shader_features) names the optional paths
+  // the job may take: on a CPU device the pipeline is specialized to them
+  // (Note [CPU specialization] in lv_common.glsl); elsewhere it is ignored.
+  VkPipeline pipeline(Shader shader, int param_dtype, int grad_dtype, std::string* why,
+                      uint32_t features = 0xffffffffu);
+  // Reduce and apply pipelines are specialized per job (a CPU device, not
+  // turned off by LUMINAV_VULKAN_SPECIALIZE=0).
+  bool specializes() const { return specialize_; }
   const std::string& device_name() const { return device_name_; }
   VkPhysicalDeviceType device_type() const { return device_type_; }
   // Host memory import (VK_EXT_external_memory_host) is offered and not
@@ -120,6 +128,9 @@ class Context {
   std::mutex pass_mutex_;
   Arena arena_;
   VkPipeline pipelines_[6][3][3]{};  // [shader][param][grad]
+  // Specialized pipelines by (shader, param, grad) and features.
+  std::map<std::pair<int, uint32_t>, VkPipeline> specialized_;
+  bool specialize_ = false;
   bool full_subgroups_ = false;
   VkPhysicalDeviceMemoryProperties memory_{};
   std::string device_name_;

@@ -20,6 +20,40 @@ struct StepParams {
 static_assert(sizeof(StepParams) == 16 + 17 * 4 + 8 * 4 + 4, "StepParams mirrors lv_common.glsl");
 inline constexpr size_t kParamsSlotBytes = 256;  // >= any minStorageBufferOffsetAlignment
 
+// The optional paths of lv_reduce / lv_apply (lv_common.glsl: LV_F_*), the
+// specialization constant of their _sp variants on CPU devices (Note [CPU
+// specialization]). kAllFeatures: nothing dropped.
+enum Feature : uint32_t {
+  kFeatureLam = 1u << 0,
+  kFeatureTau = 1u << 1,
+  kFeatureCautious = 1u << 2,
+  kFeatureBoundTensor = 1u << 3,
+  kFeatureBoundElement = 1u << 4,
+  kFeatureMaster = 1u << 5,
+  kFeatureStochastic = 1u << 6,
+  kFeatureUpdateSums = 1u << 7,
+  kFeatureKind0 = 1u << 8,  // bit 8 + StepParams::kind (elementwise, tensor, row, factored)
+};
+inline constexpr uint32_t kAllFeatures = 0xffffffffu;
+
+// The paths a pipeline must keep for a job with these constants. Each bit
+// holds whenever the shader's own condition can hold while the job runs,
+// including what the asynchronous step's finalize writes on the device
+// (lv_finalize.comp sets want_update_sums for cautious or the tensor bound,
+// as core::needs_update_sums); the values it rewrites (lr, scales, s) gate nothing.
+inline uint32_t shader_features(const StepParams& q) {
+  uint32_t f = kFeatureKind0 << (q.kind & 3u);
+  if (q.lam != 0.0f) f |= kFeatureLam;
+  if (q.tau > 0.0f) f |= kFeatureTau;
+  if (q.cautious != 0) f |= kFeatureCautious;
+  if (q.bound_mode == 1) f |= kFeatureBoundTensor;
+  if (q.bound_mode == 2) f |= kFeatureBoundElement;
+  if (q.has_master != 0) f |= kFeatureMaster;
+  if (q.stochastic_rounding != 0) f |= kFeatureStochastic;
+  if (q.want_update_sums != 0 || q.cautious != 0 || q.bound_mode == 1) f |= kFeatureUpdateSums;
+  return f;
+}
+
 struct ChunkPush {
   uint32_t n;
   uint32_t param_shift, grad_shift, m_shift, v_shift, master_shift, factor_shift;

@@ -272,13 +272,13 @@ int run_pass(Context& context, Pass pass, std::span<TensorJob> jobs, std::string
       const size_t groups = div_up(c.count, kWorkgroup);
       const uint32_t x = static_cast<uint32_t>(std::min<size_t>(groups, kMaxGroups));
       const uint32_t y = static_cast<uint32_t>(div_up(groups, x));
-      VkPipeline pipeline = context.pipeline(Shader::kApply, pd, gd, why);
+      VkPipeline pipeline = context.pipeline(Shader::kApply, pd, gd, why, shader_features(job.params));
       code = pipeline ? batch.dispatch(pipeline, b, push, x, y, why) : LUMINAV_STATUS_DRIVER_ERROR;
     } else {
       Bound partials = arena_bound(c.partials_at, div_up(c.count, kTileElements) * sizeof(TilePartial));
       b[kBindOut] = partials;
       download.push_back({c.partials_at, c.partials_at, div_up(c.count, kTileElements) * sizeof(TilePartial)});
-      VkPipeline pipeline = context.pipeline(Shader::kReduce, pd, gd, why);
+      VkPipeline pipeline = context.pipeline(Shader::kReduce, pd, gd, why, shader_features(job.params));
       code = pipeline ? batch.dispatch(pipeline, b, push, static_cast<uint32_t>(div_up(c.count, kTileElements)), 1, why)
                       : LUMINAV_STATUS_DRIVER_ERROR;
       if (!code && rows && job.params.want_grad_sums) {

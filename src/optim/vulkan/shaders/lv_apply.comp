@@ -14,7 +14,7 @@ void main() {
   const float u = raw_update(m, second, g);
   const float x_new = apply_update(x, u, g);
   exp_avg[pc.m_shift + i] = m;
-  if (P.kind == KIND_ELEMENTWISE) exp_avg_sq[pc.v_shift + i] = v_new;
-  if (P.has_master != 0u) master[pc.master_shift + i] = x_new;
+  if (LV_MAY(LV_F_ELEMENTWISE, P.kind == KIND_ELEMENTWISE)) exp_avg_sq[pc.v_shift + i] = v_new;
+  if (LV_MAY(LV_F_MASTER, P.has_master != 0u)) master[pc.master_shift + i] = x_new;
   store_param(i, x_new);
 }

@@ -11,7 +11,8 @@
 // shaderInt64; the bits are the same); LV_FLOAT_CONTROLS (1: fp32 subnormals,
 // signed zeros, Inf and NaN kept by SPIR-V execution modes, for devices that
 // flush subnormals by default, such as NVIDIA's; the context picks it where
-// the device offers both modes).
+// the device offers both modes); LV_SPECIALIZED (1: the step's optional paths
+// gated by a specialization constant, for CPU devices: Note [CPU specialization]).
 #ifndef LV_INT64
 #define LV_INT64 1
 #endif
@@ -39,6 +40,39 @@ spirv_execution_mode(extensions = ["SPV_KHR_float_controls"], capabilities = [44
 #endif
 #ifndef GRAD_DTYPE
 #define GRAD_DTYPE 0
+#endif
+
+// Note [CPU specialization]: llvmpipe (lavapipe, Mesa 22.3) runs a shader's
+// lanes as SIMD vectors and turns every `if` into a lane mask without a jump,
+// so both sides of a branch run for every element, even where the condition
+// is the same for the whole dispatch (tau > 0 costs the double-precision tanh
+// for every element whether tau is set or not; pass 1 computes the update
+// for its sums when no sums are wanted). On CPU devices the context compiles
+// the _sp variants of lv_reduce and lv_apply (LV_SPECIALIZED=1) with
+// LV_FEATURES, a specialization constant, set to the paths the job can take
+// (vulkan_passes.cc: shader_features); the compiler then drops the others.
+// Elsewhere LV_MAY(bit, cond) is just (cond): the SPIR-V the GPUs run is
+// unchanged. Bits: vulkan_layout.h (kFeature*), which the host keeps equal.
+#ifndef LV_SPECIALIZED
+#define LV_SPECIALIZED 0
+#endif
+#define LV_F_LAM 1u
+#define LV_F_TAU 2u
+#define LV_F_CAUTIOUS 4u
+#define LV_F_BOUND_TENSOR 8u
+#define LV_F_BOUND_ELEMENT 16u
+#define LV_F_MASTER 32u
+#define LV_F_STOCHASTIC 64u
+#define LV_F_UPDATE_SUMS 128u
+#define LV_F_ELEMENTWISE 256u
+#define LV_F_TENSOR 512u
+#define LV_F_ROW 1024u
+#define LV_F_FACTORED 2048u
+#if LV_SPECIALIZED
+layout(constant_id = 0) const uint LV_FEATURES = 0xffffffffu;
+#define LV_MAY(bit, cond) ((LV_FEATURES & (bit)) != 0u && (cond))
+#else
+#define LV_MAY(bit, cond) (cond)
 #endif
 
 #define WORKGROUP 256u
@@ -278,10 +312,10 @@ float second_moment_update(float v_old, float g) {
 
 float raw_update(float m, float second, float g) {
   precise float n = m * P.inv_bias_correction1;
-  if (P.lam != 0.0) n = P.one_minus_lam * n + P.lam * g;
+  if (LV_MAY(LV_F_LAM, P.lam != 0.0)) n = P.one_minus_lam * n + P.lam * g;
   precise float den = sqrt(second * P.inv_bias_correction2) + P.eps;
   precise float u = n / den;
-  if (P.tau > 0.0) {
+  if (LV_MAY(LV_F_TAU, P.tau > 0.0)) {
     precise float inner = u / P.tau;
     u = P.tau * accurate_tanh(inner);
   }
@@ -290,19 +324,19 @@ float raw_update(float m, float second, float g) {
 
 float cautious_masked(float u, float g) {
   precise float ug = u * g;
-  return (P.cautious != 0u && !(ug > 0.0)) ? 0.0 : u;
+  return (LV_MAY(LV_F_CAUTIOUS, P.cautious != 0u) && !(ug > 0.0)) ? 0.0 : u;
 }
 
 float apply_update(float x, float u, float g) {
-  if (P.cautious != 0u) {
+  if (LV_MAY(LV_F_CAUTIOUS, P.cautious != 0u)) {
     precise float ug = u * g;
     precise float scaled = (ug > 0.0 ? u : 0.0) * P.cautious_scale;
     u = scaled;
   }
   precise float d = P.lr * u;
-  if (P.bound_mode == 1u) {
+  if (LV_MAY(LV_F_BOUND_TENSOR, P.bound_mode == 1u)) {
     d = d * P.bound_scale;
-  } else if (P.bound_mode == 2u) {
+  } else if (LV_MAY(LV_F_BOUND_ELEMENT, P.bound_mode == 2u)) {
     precise float b = P.bound_ratio * sqrt(x * x + 1e-4);
     d = min(max(d, -b), b);
   }
@@ -324,7 +358,7 @@ float load_grad(uint i) {
 }
 
 float load_weight(uint i) {
-  if (P.has_master != 0u) return master[pc.master_shift + i];
+  if (LV_MAY(LV_F_MASTER, P.has_master != 0u)) return master[pc.master_shift + i];
 #if PARAM_DTYPE == 0
   return param[pc.param_shift + i];
 #elif PARAM_DTYPE == 1
@@ -338,11 +372,12 @@ void store_param(uint i, float x) {
 #if PARAM_DTYPE == 0
   param[pc.param_shift + i] = x;
 #else
-  const uint r = P.stochastic_rounding != 0u ? rounding_bits(P.seed, P.step, element_index(pc.index_base, i)) : 0u;
+  const uint r =
+      LV_MAY(LV_F_STOCHASTIC, P.stochastic_rounding != 0u) ? rounding_bits(P.seed, P.step, element_index(pc.index_base, i)) : 0u;
 #if PARAM_DTYPE == 1
-  const uint h = P.stochastic_rounding != 0u ? f32_to_bf16_stochastic(x, r) : f32_to_bf16_rne(x);
+  const uint h = LV_MAY(LV_F_STOCHASTIC, P.stochastic_rounding != 0u) ? f32_to_bf16_stochastic(x, r) : f32_to_bf16_rne(x);
 #else
-  const uint h = P.stochastic_rounding != 0u ? f32_to_f16_stochastic(x, r) : f32_to_f16_rne(x);
+  const uint h = LV_MAY(LV_F_STOCHASTIC, P.stochastic_rounding != 0u) ? f32_to_f16_stochastic(x, r) : f32_to_f16_rne(x);
 #endif
   param[pc.param_shift + i] = uint16_t(h);
 #endif
@@ -352,11 +387,14 @@ void store_param(uint i, float x) {
 // is the updated per-element v (KIND_ELEMENTWISE) to store.
 float element_second(uint i, float g, out float v_new) {
   v_new = 0.0;
-  if (P.kind == KIND_ELEMENTWISE) {
+  if (LV_MAY(LV_F_ELEMENTWISE, P.kind == KIND_ELEMENTWISE)) {
     v_new = second_moment_update(exp_avg_sq[pc.v_shift + i], g);
     return v_new;
   }
-  if (P.kind == KIND_TENSOR) return P.second_moment;
+  if (LV_MAY(LV_F_TENSOR, P.kind == KIND_TENSOR)) return P.second_moment;
+#if LV_SPECIALIZED
+  if ((LV_FEATURES & (LV_F_ROW | LV_F_FACTORED)) == 0u) return 0.0;  // not this job's layout
+#endif
   const uint r = i / P.cols;
   const float row = factor[pc.factor_shift + r];
   if (P.kind == KIND_ROW) return row;

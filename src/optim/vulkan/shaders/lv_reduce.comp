@@ -26,7 +26,7 @@ void main() {
       nonfinite += (floatBitsToUint(g) & 0x7f800000u) == 0x7f800000u ? 1u : 0u;
       grad_sq += double(g) * double(g);
     }
-    if (P.want_update_sums != 0u) {
+    if (LV_MAY(LV_F_UPDATE_SUMS, P.want_update_sums != 0u)) {
       float v_new;
       const float second = element_second(i, g, v_new);
       const float m = first_moment(exp_avg[pc.m_shift + i], g);
