@@ -317,6 +317,31 @@ def test_hash_in_32_bit_pairs_is_bit_identical_to_int64(tmp_path):
         np.testing.assert_array_equal(runs["1"][dtype], want)
 
 
+SPECIALIZE_CHILD = Path(__file__).with_name("vulkan_specialize_child.py")
+
+
+def test_cpu_specialized_shaders_are_bit_identical_to_the_general_ones(tmp_path):
+    # On a CPU device reduce and apply are specialized to each job's options (Note [CPU
+    # specialization]); LUMINAV_VULKAN_SPECIALIZE=0 runs the general shaders that GPUs run.
+    # Every optional path, in synchronous and asynchronous steps, must give the same bits.
+    runs, lines = {}, {}
+    for flag in ("1", "0"):
+        path = tmp_path / f"state{flag}.npz"
+        env = dict(os.environ, LUMINAV_VULKAN_SPECIALIZE=flag)
+        env["PYTHONPATH"] = os.pathsep.join([str(SPECIALIZE_CHILD.parents[1]), env.get("PYTHONPATH", "")])
+        out = subprocess.run([sys.executable, str(SPECIALIZE_CHILD), str(path)], capture_output=True, text=True,
+                             env=env, timeout=300)
+        assert out.returncode == 0, out.stdout + out.stderr
+        lines[flag] = next(line for line in out.stdout.splitlines() if "[selected]" in line)
+        runs[flag] = np.load(path)
+    cpu = "CPU" in lines["1"]
+    assert ("specialized to each job" in lines["1"]) == cpu, lines["1"]
+    assert "specialized to each job" not in lines["0"], lines["0"]
+    assert sorted(runs["1"].files) == sorted(runs["0"].files)
+    for key in runs["1"].files:
+        np.testing.assert_array_equal(runs["1"][key], runs["0"][key], err_msg=key)
+
+
 def test_no_vulkan_device_gives_the_reason_and_auto_falls_back():
     code = ("import json, numpy as np\nfrom luminamoon import optim\n"
             "b = {n: (ok, why) for n, ok, why in optim.backends()}\n"

@@ -7,9 +7,11 @@
 // waited for; one JSON object per line on stdout. CLM also runs as the
 // asynchronous step (vulkan_async.h): --reps steps enqueued back to back on
 // the same arrays, then one synchronize; its seconds are the whole time over
-// the steps, and the enqueue call's own median is reported beside them.
+// the steps, and the enqueue call's own median is reported beside them; then
+// again with the step counter on the device (--no-counter leaves that out: on
+// lavapipe one step of 2^28 elements takes minutes).
 //
-//   luminav_vulkan_bench --log2n 24,26,28 --reps 5 [--no-simd] [--no-host]
+//   luminav_vulkan_bench --log2n 24,26,28 --reps 5 [--no-simd] [--no-host] [--no-counter]
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -39,8 +41,9 @@ namespace {
   std::exit(1);
 }
 
-double median_seconds(int reps, const std::function<void()>& fn) {
-  fn();  // warm-up
+// `warmed`: the caller has just run fn once (e.g. to check that it works).
+double median_seconds(int reps, const std::function<void()>& fn, bool warmed = false) {
+  if (!warmed) fn();  // warm-up
   std::vector<double> t;
   for (int r = 0; r < reps; ++r) {
     const auto a = std::chrono::steady_clock::now();
@@ -286,7 +289,7 @@ T* host_array(size_t n, T value) {
 int main(int argc, char** argv) {
   std::vector<int> log2n = {24, 26, 28};
   int reps = 5;
-  bool simd = true, host = true;
+  bool simd = true, host = true, counter_rows = true;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--log2n" && i + 1 < argc) {
@@ -301,6 +304,8 @@ int main(int argc, char** argv) {
       simd = false;
     } else if (a == "--no-host") {
       host = false;
+    } else if (a == "--no-counter") {
+      counter_rows = false;
     } else {
       die("unknown argument " + a);
     }
@@ -382,15 +387,17 @@ int main(int argc, char** argv) {
                     lg, name, reps, median(enqueue_s));
         std::fflush(stdout);
         // The same with the step count on the device (torch's capturable state["step"]).
-        float counter = static_cast<float>(hp.step - 1);
-        std::vector<double> counter_enqueue_s;
-        const double counter_s =
-            device_async_steps(*c, hp, shape, p, g, m, v, reps, counter_enqueue_s, &counter, f) / reps;
-        report("vulkan_device_local_async_counter", counter_s);
-        std::printf("{\"log2n\": %d, \"mode\": \"%s\", \"memory\": \"vulkan_device_local_async_counter\", "
-                    "\"steps\": %d, \"enqueue_seconds_median\": %.6g, \"counter_after\": %.1f}\n",
-                    lg, name, reps, median(counter_enqueue_s), counter);
-        std::fflush(stdout);
+        if (counter_rows) {
+          float counter = static_cast<float>(hp.step - 1);
+          std::vector<double> counter_enqueue_s;
+          const double counter_s =
+              device_async_steps(*c, hp, shape, p, g, m, v, reps, counter_enqueue_s, &counter, f) / reps;
+          report("vulkan_device_local_async_counter", counter_s);
+          std::printf("{\"log2n\": %d, \"mode\": \"%s\", \"memory\": \"vulkan_device_local_async_counter\", "
+                      "\"steps\": %d, \"enqueue_seconds_median\": %.6g, \"counter_after\": %.1f}\n",
+                      lg, name, reps, median(counter_enqueue_s), counter);
+          std::fflush(stdout);
+        }
       }
       if (!host && !simd) continue;
       float* hp_ = host_array<float>(n, 1.0f);
@@ -414,7 +421,7 @@ int main(int argc, char** argv) {
                       luminav_last_error_message());
           return;
         }
-        report(memory, median_seconds(reps, [&] { host_step(backend); }));
+        report(memory, median_seconds(reps, [&] { host_step(backend); }, true));  // the check was the warm-up
       };
       if (host) host_case("vulkan", "vulkan_host_import");
       if (host) {

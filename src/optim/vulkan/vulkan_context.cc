@@ -417,6 +417,7 @@ bool Context::init(std::string* why_not) {
                        : std::string(", the device's default fp32 subnormal mode (offers DenormPreserve: ") +
                              (p.denorm_preserve32 ? "yes" : "no") + ", SignedZeroInfNanPreserve: " +
                              (p.signed_zero_inf_nan32 ? "yes" : "no") + ")");
+  if (specialize_) reports_[static_cast<size_t>(chosen)].why += "; reduce and apply specialized to each job's options";
   vk.vkGetPhysicalDeviceMemoryProperties(physical_, &memory_);
 
   // The device, with what the shaders use.
