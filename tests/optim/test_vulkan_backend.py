@@ -293,6 +293,18 @@ def test_small_chunks_staging_and_validation_layer():
 
 
 HASH_CHILD = Path(__file__).with_name("vulkan_hash_child.py")
+SPECIALIZE_CHILD = Path(__file__).with_name("vulkan_specialize_child.py")
+
+
+def _child_saving(child: Path, env: dict, path: Path) -> tuple[str, dict]:
+    """Runs `child` (which prints the vulkan device lines and saves arrays to `path`) in a fresh
+    process with `env` added: the selected device's line and the saved arrays."""
+    full = dict(os.environ, **env)
+    full["PYTHONPATH"] = os.pathsep.join([str(child.parents[1]), full.get("PYTHONPATH", "")])
+    out = subprocess.run([sys.executable, str(child), str(path)], capture_output=True, text=True, env=full,
+                         timeout=300)
+    assert out.returncode == 0, out.stdout + out.stderr
+    return next(line for line in out.stdout.splitlines() if "[selected]" in line), np.load(path)
 
 
 def test_hash_in_32_bit_pairs_is_bit_identical_to_int64(tmp_path):
@@ -301,23 +313,14 @@ def test_hash_in_32_bit_pairs_is_bit_identical_to_int64(tmp_path):
     import vulkan_hash_child as h  # its constants (tests/optim is on sys.path)
     runs = {}
     for int64 in ("1", "0"):
-        path = tmp_path / f"bits{int64}.npz"
-        env = dict(os.environ, LUMINAV_VULKAN_INT64=int64)
-        env["PYTHONPATH"] = os.pathsep.join([str(HASH_CHILD.parents[1]), env.get("PYTHONPATH", "")])
-        out = subprocess.run([sys.executable, str(HASH_CHILD), str(path)], capture_output=True, text=True,
-                             env=env, timeout=300)
-        assert out.returncode == 0, out.stdout + out.stderr
-        selected = next(line for line in out.stdout.splitlines() if "[selected]" in line)
+        selected, runs[int64] = _child_saving(HASH_CHILD, {"LUMINAV_VULKAN_INT64": int64},
+                                              tmp_path / f"bits{int64}.npz")
         assert ("hash in 32-bit pairs" in selected) == (int64 == "0"), selected
-        runs[int64] = np.load(path)
     master = runs["1"]["master"]
     r = rounding_bits_array(h.SEED, h.STEP, h.OFFSET + np.arange(h.N, dtype=np.uint64))
     for dtype, want in (("bf16", bf16_stochastic_bits(master, r)), ("f16", f16_stochastic_bits(master, r))):
         np.testing.assert_array_equal(runs["0"][dtype], runs["1"][dtype])
         np.testing.assert_array_equal(runs["1"][dtype], want)
-
-
-SPECIALIZE_CHILD = Path(__file__).with_name("vulkan_specialize_child.py")
 
 
 def test_cpu_specialized_shaders_are_bit_identical_to_the_general_ones(tmp_path):
@@ -326,14 +329,8 @@ def test_cpu_specialized_shaders_are_bit_identical_to_the_general_ones(tmp_path)
     # Every optional path, in synchronous and asynchronous steps, must give the same bits.
     runs, lines = {}, {}
     for flag in ("1", "0"):
-        path = tmp_path / f"state{flag}.npz"
-        env = dict(os.environ, LUMINAV_VULKAN_SPECIALIZE=flag)
-        env["PYTHONPATH"] = os.pathsep.join([str(SPECIALIZE_CHILD.parents[1]), env.get("PYTHONPATH", "")])
-        out = subprocess.run([sys.executable, str(SPECIALIZE_CHILD), str(path)], capture_output=True, text=True,
-                             env=env, timeout=300)
-        assert out.returncode == 0, out.stdout + out.stderr
-        lines[flag] = next(line for line in out.stdout.splitlines() if "[selected]" in line)
-        runs[flag] = np.load(path)
+        lines[flag], runs[flag] = _child_saving(SPECIALIZE_CHILD, {"LUMINAV_VULKAN_SPECIALIZE": flag},
+                                                tmp_path / f"state{flag}.npz")
     cpu = "CPU" in lines["1"]
     assert ("specialized to each job" in lines["1"]) == cpu, lines["1"]
     assert "specialized to each job" not in lines["0"], lines["0"]

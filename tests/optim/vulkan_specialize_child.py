@@ -10,8 +10,8 @@ import sys
 import numpy as np
 
 from luminamoon import _native, optim
-from luminav_reference import Hyper, exp_avg_sq_length
-from test_optim_scalar_reference import SEED, make_param
+from luminav_reference import Hyper
+from test_optim_scalar_reference import SEED, make_param, random_state
 
 BASE = Hyper(lr=1e-2, beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=0.1)
 # (name, hyperparameters, rows, param dtype, master, grad dtype, stochastic rounding)
@@ -37,10 +37,7 @@ def main() -> int:
     rng = np.random.default_rng(23)
     out = {}
     for name, hp, rows, dtype, use_master, grad_dtype, sr in CASES:
-        x32 = (rng.standard_normal(N) * 0.5).astype(np.float32)
-        m = (rng.standard_normal(N) * 0.01).astype(np.float32)
-        v = np.abs(rng.standard_normal(exp_avg_sq_length(N, rows or N, hp)) * 1e-4).astype(np.float32)
-        g32 = (rng.standard_normal(N) * 0.01 + 0.003).astype(np.float32)
+        x32, m, v, g32 = random_state(rng, hp.buffer_mode, N, hp, rows)
         grad = g32 if grad_dtype == "f32" else make_param(g32, grad_dtype)
         param = make_param(x32, dtype)
         master = x32.copy() if use_master else None
