@@ -18,11 +18,16 @@
 #include "luminamoon/data_error.h"
 #include "luminamoon/data_threads.h"
 #include "luminamoon/minhash_lsh.h"
+#include "luminamoon/text_batch.h"
 
 namespace luminamoon {
 namespace {
 
-void shingle_hashes_into(std::string_view text, int ngram, NormalizedWords& normalized, std::vector<uint64_t>& out) {
+// Out: a std::vector of uint64_t; the signature path keeps one per thread
+// with UninitializedAllocator, so that growing it between documents of
+// different lengths does not zero-fill what the loop below overwrites.
+template <class Out>
+void shingle_hashes_into(std::string_view text, int ngram, NormalizedWords& normalized, Out& out) {
   normalized.assign(text);
   const std::string_view norm = normalized.text();
   const size_t words = normalized.words();
@@ -80,7 +85,7 @@ void MinHasher::signature(std::string_view text, std::span<uint64_t> out,
     throw DataError(DataErrorKind::kUsage, "MinHash: signature buffer must hold num_perm values");
   }
   thread_local NormalizedWords normalized;
-  thread_local std::vector<uint64_t> shingles;
+  thread_local std::vector<uint64_t, UninitializedAllocator<uint64_t>> shingles;
   thread_local std::vector<uint64_t> padded_out;
   shingle_hashes_into(text, params_.ngram, normalized, shingles);
   if (params_.scheme == MinHashScheme::kOph) {
