@@ -80,14 +80,13 @@ def main() -> int:
             samples[f"{kind} {name}"] += run_one(kind, path, a.docs, a.reps)
         loads.append(os.getloadavg()[0])
         print(f"round {r + 1}: load {loads[-1]:.1f}", flush=True)
-    result = {"docs": a.docs, "rounds": a.rounds, "reps": a.reps, "load_per_round": loads, "rows": []}
-    print("\n| build | median MB per CPU-s | quartiles | samples |\n| --- | ---: | --- | ---: |")
-    for key, v in samples.items():
-        q = statistics.quantiles(v, n=4)
-        result["rows"].append({"build": key, "median": statistics.median(v), "q1": q[0], "q3": q[2], "samples": v})
-        print(f"| {key} | {statistics.median(v):.1f} | {q[0]:.1f}-{q[2]:.1f} | {len(v)} |")
+    rows = [{"build": key, "median": statistics.median(v), "q1": statistics.quantiles(v, n=4)[0],
+             "q3": statistics.quantiles(v, n=4)[2], "samples": v} for key, v in samples.items()]
     if a.json:
-        Path(a.json).write_text(json.dumps(result, indent=1))
+        Path(a.json).write_text(json.dumps(
+            {"docs": a.docs, "rounds": a.rounds, "reps": a.reps, "load_per_round": loads, "rows": rows}, indent=1))
+    table = [f"| {r['build']} | {r['median']:.1f} | {r['q1']:.1f}-{r['q3']:.1f} | {len(r['samples'])} |" for r in rows]
+    print("\n| build | median MB per CPU-s | quartiles | samples |\n| --- | ---: | --- | ---: |\n" + "\n".join(table))
     return 0
 
 
