@@ -10,10 +10,11 @@
 // 33-64 (docs/benchmarks.md, issue 15 session 5), in no order a branch
 // predictor can learn: hashed in document order, the 32-byte branch goes the
 // unpredicted way about once in five shingles (session 6, on an AVX-512 Xeon:
-// the corpus's shingles hash in 6.7 ns each grouped by length against 7.9 ns
-// in document order). Signatures do not depend on the order of the shingle
-// hashes (oph keeps bin minima, kperm permutation minima), so the signature
-// path hashes the short group, then the long one. The split must cost less
+// the corpus's shingles hash in 6.7 ns each grouped by length against 8.1 ns
+// in document order, bench/minhash_hash_order.cc). Signatures do not depend
+// on the order of the shingle hashes (oph keeps bin minima, kperm
+// permutation minima), so the signature path hashes the short group, then
+// the long one. The split must cost less
 // than it saves: a scalar split (a compare and two stores per shingle) cost
 // as much as it saved; with AVX-512 it is a compare and two vpcompressd per
 // 16 shingles. Highway 1.0's Compress of 32-bit lanes on AVX2 and older
