@@ -55,6 +55,30 @@ def test_per_element_tdclm_is_clm_and_odd_shapes(shape):
     check_against_reference(hp, p, state, ref, master=False)
 
 
+@triton.jit
+def _row_and_column_kernel(r_out, c_out, first, cols, BLOCK: tl.constexpr):
+    start = first + tl.program_id(0).to(tl.int64) * BLOCK
+    r, c = tk.row_and_column(start + tl.arange(0, BLOCK), start, cols)
+    out = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(r_out + out, r)
+    tl.store(c_out + out, c)
+
+
+@pytest.mark.parametrize("cols", [3, 300, 1000003, (1 << 29) - 1, (1 << 29) + 1, (1 << 40) + 3])
+def test_row_and_column_without_division_equal_divmod(cols):
+    """Note [row index without division]: pass 2's row and column of element i are i // C and i % C, in
+    the 32-bit form (C < 2^29) and the 64-bit one, in windows of programs across row boundaries."""
+    block = 1024
+    for first_program in {0, cols // block - 1, 3 * cols // block - 1, 1 << 23}:
+        first = max(first_program, 0) * block
+        r = torch.zeros(3 * block, dtype=torch.int64)
+        c = torch.zeros(3 * block, dtype=torch.int64)
+        _row_and_column_kernel[(3,)](r, c, first, cols, BLOCK=block)
+        i = first + np.arange(3 * block, dtype=np.int64)
+        np.testing.assert_array_equal(r.numpy(), i // cols)
+        np.testing.assert_array_equal(c.numpy(), i % cols)
+
+
 @pytest.mark.parametrize("td_factor", ["factored", "row"])
 @pytest.mark.parametrize("shape", [(300, 260), (130, 129)])
 def test_factor_tiles_over_chunks_strips_and_row_blocks(td_factor, shape):

@@ -266,16 +266,29 @@ def row_and_column(offs, start, cols):
     Note [row index without division]: within a program, j = offs - C*floor(start/C) lies in [0, C + BLOCK)
     and its row within the program is q = floor(j/C) <= 1 + BLOCK/C. fp32(j) * fp32(1/C) (a reciprocal within
     2 ulp) is within 2^-21 relative of j/C, so within 0.001 of it (q <= 1025), and its truncation is q - 1,
-    q or q + 1; one exact
-    integer test each way corrects it (int64: any C). A 64-bit division per element is a long subroutine
-    on a GPU; the nvcc kernels make one 32-bit division per 4 elements instead.
+    q or q + 1; one exact integer test each way corrects it. Below C = 2^29 (every tensor but a few rows
+    of a billion columns) j, q * C and the column fit in 32 bits, where the test costs a few instructions;
+    in 64 bits it cost about 75 instructions per element, as much as the rest of the bf16 pass 2 (sm_90
+    SASS). A 64-bit division per element (session 5) is a long subroutine on a GPU; the nvcc kernels make
+    one 32-bit division per 4 elements.
     """
     r0 = start // cols
-    j = offs - r0 * cols
-    q = (j.to(tl.float32) * (1.0 / cols.to(tl.float32))).to(tl.int64)
-    q = tl.where(q * cols > j, q - 1, q)
-    q = tl.where((q + 1) * cols <= j, q + 1, q)
-    return r0 + q, j - q * cols
+    if cols < 0x20000000:
+        cols32 = cols.to(tl.int32)
+        j32 = (start - r0 * cols).to(tl.int32) + (offs - start).to(tl.int32)
+        q32 = (j32.to(tl.float32) * (1.0 / cols.to(tl.float32))).to(tl.int32)
+        q32 = tl.where(q32 * cols32 > j32, q32 - 1, q32)
+        q32 = tl.where(q32 * cols32 + cols32 <= j32, q32 + 1, q32)
+        row = r0 + q32.to(tl.int64)
+        col = (j32 - q32 * cols32).to(tl.int64)
+    else:
+        j = offs - r0 * cols
+        q = (j.to(tl.float32) * (1.0 / cols.to(tl.float32))).to(tl.int64)
+        q = tl.where(q * cols > j, q - 1, q)
+        q = tl.where((q + 1) * cols <= j, q + 1, q)
+        row = r0 + q
+        col = j - q * cols
+    return row, col
 
 
 @triton.jit
