@@ -462,6 +462,22 @@ def factor_sums_kernel(g_ptr, row_part_ptr, col_part_ptr, k_ptr, words_ptr, rows
             tl.atomic_min(words_ptr + 1, position)
 
 
+@triton.jit
+def merged_factor(part_ptr, stride, count, idx, ok, old_ptr, elements, beta2, one_minus_beta2, BLOCK: tl.constexpr,
+                  MERGE: tl.constexpr):
+    """The new factors of the rows or columns `idx` (core::factor_mean, factor_ema): each one's `count`
+    partials part[q * stride + idx] added MERGE at a time, then over the MERGE lanes by a fixed tree, over
+    `elements`, and blended with old_ptr[idx] (Note [Triton factor tiles])."""
+    lanes = tl.arange(0, MERGE)
+    acc = tl.zeros([MERGE, BLOCK], dtype=tl.float64)
+    for q0 in range(0, count, MERGE):
+        q = (q0 + lanes).to(tl.int64)
+        acc += tl.load(part_ptr + q[:, None] * stride + idx[None, :], mask=(q[:, None] < count) & ok[None, :],
+                       other=0.0)
+    mean = (tl.sum(acc, axis=0) / elements.to(tl.float64)).to(tl.float32)
+    return beta2 * tl.load(old_ptr + idx, mask=ok, other=0.0) + one_minus_beta2 * mean
+
+
 @triton.jit(do_not_specialize=["rows", "cols", "strips"])
 def factor_rows_kernel(row_part_ptr, exp_avg_sq_ptr, new_ptr, block_sums_ptr, words_ptr, rows, cols, strips, beta2,
                        one_minus_beta2, BLOCK: tl.constexpr, MERGE: tl.constexpr):
@@ -472,14 +488,8 @@ def factor_rows_kernel(row_part_ptr, exp_avg_sq_ptr, new_ptr, block_sums_ptr, wo
         pid = tl.program_id(0)
         r = pid.to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
         r_ok = r < rows
-        lanes = tl.arange(0, MERGE)
-        acc = tl.zeros([MERGE, BLOCK], dtype=tl.float64)
-        for q0 in range(0, strips, MERGE):
-            q = (q0 + lanes).to(tl.int64)
-            acc += tl.load(row_part_ptr + q[:, None] * rows + r[None, :], mask=(q[:, None] < strips) & r_ok[None, :],
-                           other=0.0)
-        mean = (tl.sum(acc, axis=0) / cols.to(tl.float64)).to(tl.float32)  # core::factor_mean
-        row = beta2 * tl.load(exp_avg_sq_ptr + r, mask=r_ok, other=0.0) + one_minus_beta2 * mean  # factor_ema
+        row = merged_factor(row_part_ptr, rows, strips, r, r_ok, exp_avg_sq_ptr, cols, beta2, one_minus_beta2,
+                            BLOCK, MERGE)
         tl.store(new_ptr + r, row, mask=r_ok)
         tl.store(block_sums_ptr + pid, tl.sum(tl.where(r_ok, row.to(tl.float64), 0.0), axis=0))
 
@@ -508,14 +518,8 @@ def factor_cols_kernel(col_part_ptr, block_sums_ptr, exp_avg_sq_ptr, new_ptr, gl
             tl.store(gl_ptr + 3, rho)
         c = pid.to(tl.int64) * BLOCK + lanes
         c_ok = c < form_cols
-        q_lanes = tl.arange(0, MERGE)
-        acc = tl.zeros([MERGE, BLOCK], dtype=tl.float64)
-        for q0 in range(0, chunks, MERGE):
-            q = (q0 + q_lanes).to(tl.int64)
-            acc += tl.load(col_part_ptr + q[:, None] * cols + c[None, :], mask=(q[:, None] < chunks) & c_ok[None, :],
-                           other=0.0)
-        mean = (tl.sum(acc, axis=0) / rows.to(tl.float64)).to(tl.float32)
-        col = beta2 * tl.load(exp_avg_sq_ptr + rows + c, mask=c_ok, other=0.0) + one_minus_beta2 * mean
+        col = merged_factor(col_part_ptr, cols, chunks, c, c_ok, exp_avg_sq_ptr + rows, rows, beta2, one_minus_beta2,
+                            BLOCK, MERGE)
         tl.store(new_ptr + rows + c, col, mask=c_ok)
         over = tl.where(rho > 0.0, tl.div_rn(col, tl.zeros_like(col) + rho), 0.0)  # core::column_over_rho
         tl.store(new_ptr + rows + cols + c, over, mask=c_ok)
