@@ -4,7 +4,14 @@
 // bench/real_text_corpus.py's corpus). Built by hand against a build tree:
 //   c++ -O3 -std=c++20 -Iinclude -Isrc bench/minhash_oph_breakdown.cc -o /tmp/oph_breakdown \
 //     BUILD/src/data/libluminamoon_data.a -lxxhash -ltbb -lz -lhwy -lpthread
-//   /tmp/oph_breakdown docs.nul
+//   /tmp/oph_breakdown docs.nul [REPS [signatures]]
+// With "signatures", only the signature phase: one warm-up call, then REPS
+// calls, one MB per CPU-second figure a line (bench/minhash_build_ab.py runs
+// several builds' drivers this way, interleaved; REPS 0 under callgrind
+// counts the instructions of one call:
+//   valgrind --tool=callgrind --collect-atstart=no \
+//     --toggle-collect='luminamoon::MinHasher::signatures*' /tmp/oph_breakdown docs.nul 0 signatures).
+#include <cstdlib>
 #include <ctime>
 #include <cstdio>
 #include <fstream>
@@ -25,7 +32,15 @@ int main(int argc, char** argv) {
   for (size_t i = 0; i < all.size(); ++i) if (all[i] == 0) { b.push_back(std::string_view(all).substr(start, i - start)); total += i - start; start = i + 1; }
   auto now = [] { timespec ts; clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts); return ts.tv_sec + ts.tv_nsec * 1e-9; };
   MinHasher h; std::vector<uint64_t> out(b.size() * 64);
-  for (int rep = 0; rep < 3; ++rep) { auto t0 = now(); h.signatures(b.view(), out, 1); std::printf("signatures: %.1f MB/cpu-s\n", total / (now() - t0) / 1e6); }
+  const int reps = argc > 2 ? std::atoi(argv[2]) : 3;
+  if (argc > 3 && std::string(argv[3]) == "signatures") {
+    h.signatures(b.view(), out, 1);
+    for (int rep = 0; rep < reps; ++rep) { auto t0 = now(); h.signatures(b.view(), out, 1); std::printf("%.1f\n", total / (now() - t0) / 1e6); }
+    uint64_t sum = 0; for (uint64_t v : out) sum = sum * 1000003 + v;  // the same for every build: bit-identical signatures
+    std::fprintf(stderr, "signature checksum %016llx\n", (unsigned long long)sum);
+    return 0;
+  }
+  for (int rep = 0; rep < reps; ++rep) { auto t0 = now(); h.signatures(b.view(), out, 1); std::printf("signatures: %.1f MB/cpu-s\n", total / (now() - t0) / 1e6); }
   NormalizedWords norm; size_t words = 0, nbytes = 0;
   auto t0 = now();
   for (int rep = 0; rep < 3; ++rep) for (size_t i = 0; i < b.size(); ++i) { norm.assign(b[i]); words += norm.words(); nbytes += norm.text().size(); }

@@ -185,6 +185,38 @@ def copy_bandwidth_gbs():
     return 2 * 4 * n / (statistics.median(times) * 1e-3) / 1e9
 
 
+def paired_ratio_ci(ratios, resamples=2000, seed=0):
+    """Median of paired ratios and its 95% percentile-bootstrap interval (fixed seed: reproducible)."""
+    import random
+    rng = random.Random(seed)
+    meds = sorted(statistics.median(rng.choices(ratios, k=len(ratios))) for _ in range(resamples))
+    return statistics.median(ratios), meds[int(0.025 * resamples)], meds[int(0.975 * resamples) - 1]
+
+
+def paired_whole_steps(setups, ours, anchor, windows, steps):
+    """Whole training steps, ours and the anchor in adjacent windows (ABBA order, so that a drift
+    of the machine within a pair falls on both alike): one ratio per pair of windows, many short
+    pairs instead of a few long rounds. The loop is host-bound on the H200 (~50 ms a step at
+    either batch size), where LuminaV's ~0.8 ms less host time per step is ~1.5% and the
+    round-robin rounds' spread (0.72-1.28) hides it."""
+    out = {}
+    for batch, index in (("b16", 1), ("b2", 2)):
+        times = {ours: [], anchor: []}
+        for w in range(windows):
+            for kind in ((ours, anchor) if w % 2 == 0 else (anchor, ours)):
+                with kind_env(kind):
+                    times[kind].append(whole_step_ms(setups[kind][index], steps, windows=1))
+        ratios = [a / b for a, b in zip(times[ours], times[anchor])]
+        median, lo, hi = paired_ratio_ci(ratios)
+        out[batch] = {"ours_ms": statistics.median(times[ours]), "anchor_ms": statistics.median(times[anchor]),
+                      "ratio_median": median, "ratio_ci95": [lo, hi], "ratios": ratios,
+                      "ours_faster_pairs": sum(r < 1 for r in ratios), "pairs": len(ratios)}
+        print(f"paired whole step {batch}: {ours} {out[batch]['ours_ms']:.3f} ms, {anchor} "
+              f"{out[batch]['anchor_ms']:.3f} ms, ratio {median:.4f} (95% CI {lo:.4f}-{hi:.4f}), "
+              f"{ours} faster in {out[batch]['ours_faster_pairs']} of {len(ratios)} pairs", flush=True)
+    return out
+
+
 GRAPH_KINDS = ("torch_fused_capturable", "luminav", "luminav_tdclm", "luminav_two_groups", "luminav_triton",
                "luminav_tdclm_triton")
 
@@ -226,6 +258,9 @@ def run_gpu(args):
                 add(kind, "host_step_ms", host_step_ms(loop16, 2, sleep_cycles))
                 add(kind, "whole_b16_ms", whole_step_ms(loop16, args.steps, windows=1))
                 add(kind, "whole_b2_ms", whole_step_ms(loop2, args.steps, windows=1))
+    if args.paired_windows and "torch_fused" in setups and "luminav" in setups:
+        result["paired_whole_step"] = paired_whole_steps(setups, "luminav", "torch_fused",
+                                                         args.paired_windows, args.paired_steps)
     replays = {}
     for kind in kinds:
         if kind not in GRAPH_KINDS:
@@ -301,6 +336,9 @@ def main():
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--rounds", type=int, default=5, help="round-robin rounds over the kinds (GPU)")
+    ap.add_argument("--paired-windows", type=int, default=0,
+                    help="GPU: pairs of adjacent whole-step windows, LuminaV against torch fused (row L3)")
+    ap.add_argument("--paired-steps", type=int, default=5, help="steps per paired window")
     ap.add_argument("--json")
     args = ap.parse_args()
     result = run_gpu(args) if args.device == "cuda" else run_cpu(args)

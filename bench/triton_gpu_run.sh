@@ -7,9 +7,13 @@
 # tests, the kernel benchmark and the end-to-end training loop.
 #   bash bench/triton_gpu_run.sh [build] [aot] [tests] [aottests] [bench] [aotbench] [sweep] [loop]
 #                                [loopreplay] [hostprofile] [loopab] [loopold] [hostprofileold]
-#                                [tdtests] [tdbench]
+#                                [tdtests] [tdbench] [s6tests] [s6bench] [s6sweep]
 # tdtests / tdbench (session 5): the triton-aot backend's tests (TD-CLM factored/row/tensor and CLM)
 # and TD-CLM at 16384 x 16384 side by side (nvcc async, Triton JIT, luminav_step on triton-aot).
+# s6tests / s6bench / s6sweep (session 6, Note [Triton factor tiles]): the JIT and triton-aot GPU tests;
+# TD-CLM at 16384 x 16384 (factored fp32 and bf16 + masters, row, tensor) with the nvcc step, the JIT
+# (both also as CUDA-graph replays), luminav_step on triton-aot and the copy, in two processes (the
+# spread); the JIT's factor-sums tile (rows per load, warps) on factored fp32.
 # loopold / hostprofileold: the loop and the host profile with an earlier Python package over the
 # same build (./old_optim/*.py replacing luminamoon/optim's files: the A/B of a host-side change).
 # At most 8 files come back from $OUT.
@@ -90,6 +94,22 @@ for phase in $phases; do
         --skip-compile --cases tdclm_factored_f32 tdclm_factored_bf16_master tdclm_row_f32 tdclm_tensor_f32 \
         --kinds luminav_nvcc luminav_triton luminav_step_nvcc luminav_step_triton_aot --out "$out/tdbench.json" 2>&1 \
         | tee "$out/tdbench.log" | tail -20 ;;
+    s6tests)
+      LUMINAV_TRITON_AOT_DIR=$PWD/aot PYTHONPATH=$site timeout 240 python3 -m pytest -q -p no:cacheprovider -o addopts= \
+        tests/optim/test_gpu_triton_aot.py tests/optim/test_gpu_triton.py -rs 2>&1 | tee "$out/pytest.log" | tail -25 ;;
+    s6bench)
+      for run in 1 2; do
+        LUMINAV_TRITON_AOT_DIR=$PWD/aot PYTHONPATH=$site timeout 150 python3 bench/triton_step_bench.py --reps 30 \
+          --skip-compile --replay --cases tdclm_factored_f32 tdclm_factored_bf16_master tdclm_row_f32 tdclm_tensor_f32 \
+          --kinds luminav_nvcc luminav_triton luminav_step_triton_aot luminav_step_nvcc --out "$out/tdbench$run.json" 2>&1 \
+          | sed "s/^/run$run /" | tee -a "$out/tdbench.log"
+      done ;;
+    s6sweep)
+      for cfg in 128:8 64:8 128:4 32:4; do
+        LUMINAV_TRITON_FACTOR_LOAD_ROWS=${cfg%:*} LUMINAV_TRITON_FACTOR_WARPS=${cfg#*:} PYTHONPATH=$site timeout 60 \
+          python3 bench/triton_step_bench.py --cases tdclm_factored_f32 --kinds luminav_triton --skip-compile --reps 30 \
+          --replay 2>&1 | sed "s/^/load_rows=${cfg%:*} warps=${cfg#*:} /" | tee -a "$out/sweep.log" | tail -2
+      done ;;
     loopab)  # the JIT step one launch per tensor again (LUMINAV_TRITON_MULTI_TENSOR=0), for the A/B
       LUMINAV_TRITON_MULTI_TENSOR=0 PYTHONPATH=$site timeout 120 python3 bench/optim_training_loop.py \
         --kinds luminav_triton --reps 5 --steps 3 --json "$out/loop_single.json" 2>&1 | tee "$out/loop_single.log" | tail -8 ;;

@@ -73,16 +73,18 @@ CASES = {
     # name: (shape, param dtype, mode, bytes per element)
     "clm_f32": ((1 << 28,), torch.float32, "clm", 32),                 # p g m v in, p m v out, g (check)
     "clm_bf16_master": ((1 << 28,), torch.bfloat16, "clm", 30),        # g2 m v w in, p2 m v w out, g2 (check)
-    "tdclm_factored_f32": ((1 << 14, 1 << 14), torch.float32, "tdclm", 28),  # p g m in, p m out, g x3 (sums)
+    # TD-CLM factored: the gradient read twice (the factor sums, pass 2; Note [Triton factor tiles]
+    # and the nvcc kernels' Note [factor tiles]); session 5 counted 28 and 24 B with a third read.
+    "tdclm_factored_f32": ((1 << 14, 1 << 14), torch.float32, "tdclm", 24),  # p g m in, p m out, g (sums)
     # TD-CLM's other forms and 16-bit parameters (issue 18 session 5: the AOT TD-CLM set)
-    "tdclm_factored_bf16_master": ((1 << 14, 1 << 14), torch.bfloat16, "tdclm", 24),  # g2 x3, p2 m w in/out
+    "tdclm_factored_bf16_master": ((1 << 14, 1 << 14), torch.bfloat16, "tdclm", 22),  # g2 x2, m w in/out, p2 out
     "tdclm_row_f32": ((1 << 14, 1 << 14), torch.float32, "tdclm", 24),       # g x2 (row sums, apply)
     "tdclm_tensor_f32": ((1 << 14, 1 << 14), torch.float32, "tdclm", 24),    # g x2 (sum g^2, apply)
 }
 TD_FACTOR = {"tdclm_row_f32": "row", "tdclm_tensor_f32": "tensor"}  # the others: factored
 
 
-def run_case(name: str, kinds: list[str], warmup: int, reps: int, copy: float = 0.0) -> dict:
+def run_case(name: str, kinds: list[str], warmup: int, reps: int, copy: float = 0.0, replay: bool = False) -> dict:
     shape, dtype, mode, bytes_per = CASES[name]
     n = 1
     for s in shape:
@@ -103,6 +105,13 @@ def run_case(name: str, kinds: list[str], warmup: int, reps: int, copy: float = 
         out[kind] = {"ms": ms, "gbs": per * n / (ms * 1e-3) / 1e9, "bytes_per_element": per}
         share = f"  {100 * out[kind]['gbs'] / copy:4.0f}% of copy" if copy else ""
         print(f"{name:20s} {kind:24s} {ms:8.3f} ms  {out[kind]['gbs']:7.0f} GB/s{share}", flush=True)
+        if replay and kind in ("luminav_nvcc", "luminav_triton"):  # the asynchronous steps: opt.step() as a graph
+            from optim_training_loop import graphed_step
+            ms = cuda_event_median(graphed_step(opt), warmup, reps)[0]
+            out[kind].update(replay_ms=ms, replay_gbs=per * n / (ms * 1e-3) / 1e9)
+            share = f"  {100 * out[kind]['replay_gbs'] / copy:4.0f}% of copy" if copy else ""
+            print(f"{name:20s} {kind + ' replay':24s} {ms:8.3f} ms  {out[kind]['replay_gbs']:7.0f} GB/s{share}",
+                  flush=True)
         del opt, p
         torch.cuda.empty_cache()
     return out
@@ -149,6 +158,7 @@ def main():
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--skip-compile", action="store_true", help="skip the first-step compile timing")
+    ap.add_argument("--replay", action="store_true", help="also the asynchronous steps as CUDA-graph replays")
     ap.add_argument("--out")
     args = ap.parse_args()
     t0 = time.time()
@@ -158,7 +168,7 @@ def main():
     if not args.skip_compile:
         result["compile"] = compile_times()
     for name in args.cases:
-        result["cases"][name] = run_case(name, args.kinds, args.warmup, args.reps, result["copy_gbs"])
+        result["cases"][name] = run_case(name, args.kinds, args.warmup, args.reps, result["copy_gbs"], args.replay)
     result["wall_s"] = time.time() - t0
     if args.out:
         with open(args.out, "w") as f:

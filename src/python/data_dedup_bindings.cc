@@ -49,10 +49,10 @@ auto translating(F&& f) -> decltype(f()) {
   }
 }
 
-template <class T>
-nb::ndarray<nb::numpy, T> numpy_from(std::vector<T>&& v, std::initializer_list<size_t> shape) {
-  auto* owned = new std::vector<T>(std::move(v));
-  nb::capsule owner(owned, [](void* p) noexcept { delete static_cast<std::vector<T>*>(p); });
+template <class T, class Allocator>
+nb::ndarray<nb::numpy, T> numpy_from(std::vector<T, Allocator>&& v, std::initializer_list<size_t> shape) {
+  auto* owned = new std::vector<T, Allocator>(std::move(v));
+  nb::capsule owner(owned, [](void* p) noexcept { delete static_cast<std::vector<T, Allocator>*>(p); });
   return nb::ndarray<nb::numpy, T>(owned->data(), shape, owner);
 }
 
@@ -230,7 +230,9 @@ void register_data_dedup(nb::module_& m) {
           [](LshHandle& h, const StringTensor& texts, int num_threads, bool scalar) {
             const size_t n = texts.size();
             const size_t width = static_cast<size_t>(h.impl.hasher().params().num_perm);
-            std::vector<uint64_t> out(n * width);
+            // Every value is written by signatures(): no zero-fill of n * num_perm values first.
+            std::vector<uint64_t, UninitializedAllocator<uint64_t>> out;
+            out.resize(n * width);
             translating([&] {
               nb::gil_scoped_release release;
               h.impl.hasher().signatures(texts.view(), out,

@@ -79,6 +79,34 @@ def test_oph_densification_is_exercised_and_follows_the_reference():
     assert 1 < len(set(sigs[2].tolist())) <= 26  # 26 shingles fill at most 26 distinct values
 
 
+def block_edge_texts() -> list[bytes]:
+    """Texts at the normalization's block and vector edges: empty, separators
+    only, fewer words than one shingle, more word starts in a 64-byte block
+    than any fast path writes at once, bytes >= 0x80 inside words at and
+    around a vector's end (valid and broken UTF-8), multi-byte separators
+    across a block boundary."""
+    out = [b"", b" ", b"\t\n \r", b",.;:!?" * 20, b"one", b"two Words", b"four words, no more", b"x" * 200]
+    for n in (17, 33, 64, 65, 130):
+        out.append(b" ".join(bytes([97 + i % 26]) for i in range(n)))  # one-letter words: 32 starts a block
+    for offset in (0, 13, 15, 16, 31, 32, 62, 63, 64, 65, 127):
+        pad = b"Pad words go here " * 8
+        for mid in (b"caf\xc3\xa9s", b"na\xef\xbf\xbdve", b"x\xe2\x80", b"\xe2\x80\x94dash", b"\xff\xfeZ",
+                    b"\xe3\x80\x80ideo", b"A\xc2\xa0b", b"\xe2\x81\xb0sup"):
+            out.append(pad[:offset] + mid + b" Tail Of The Text here")
+    return out
+
+
+@pytest.mark.parametrize("scheme", ["oph", "kperm"])
+def test_signatures_at_block_and_byte_edges_equal_the_python_reference(scheme):
+    lsh = data.MinHashLSH(scheme=scheme)
+    texts = block_edge_texts()
+    sigs = lsh.signatures(texts)
+    for t, row in zip(texts, sigs):
+        assert row.tolist() == ref.signature(t, 64, 5, 1, scheme), t
+        assert lsh.shingle_hashes(t).tolist() == ref.shingle_hashes(t, 5), t
+        assert data.dedup_normalize(t) == ref.normalize(t), t
+
+
 def test_an_index_of_one_scheme_is_refused_by_the_other(tmp_path):
     for written, other in (("oph", "kperm"), ("kperm", "oph")):
         path = tmp_path / f"{written}.lsh"

@@ -38,6 +38,21 @@ def test_jit_every_mode_and_option_against_reference(mode, option):
     check_against_reference(hp, p, state, ref, master=False)
 
 
+@pytest.mark.parametrize("td_factor", ["factored", "row"])
+@pytest.mark.parametrize("shape", [(1000, 700), (4100, 100), (3, 9000)])
+def test_jit_factor_tiles_against_reference_and_repeatable(td_factor, shape):
+    """Note [Triton factor tiles] on the GPU: wide and narrow tiles, many chunks, strips and factor blocks
+    (partial ones too), against the float64 reference; the same step from the same state twice gives
+    the same bits (no sum depends on timing)."""
+    hp = MODES[f"tdclm_{td_factor}"]
+    p, state, ref, status, _ = one_step(hp, shape, device="cuda")
+    assert status.tolist() == [0, 0, 0, 0]
+    check_against_reference(hp, p, state, ref, master=False)
+    p2, state2, _, _, _ = one_step(hp, shape, device="cuda")
+    assert torch.equal(p.view(torch.int32), p2.view(torch.int32))
+    assert all(torch.equal(state[k].view(torch.int32), state2[k].view(torch.int32)) for k in state)
+
+
 @pytest.mark.parametrize("pdtype,gdtype,mode", [("bf16", "bf16", "clm"), ("f16", "f16", "tdclm_factored"),
                                                 ("bf16", "f32", "clm"), ("f32", "bf16", "tdclm_factored")])
 def test_jit_16bit_against_reference(pdtype, gdtype, mode):

@@ -55,6 +55,45 @@ def test_per_element_tdclm_is_clm_and_odd_shapes(shape):
     check_against_reference(hp, p, state, ref, master=False)
 
 
+@triton.jit
+def _row_and_column_kernel(r_out, c_out, first, cols, BLOCK: tl.constexpr):
+    start = first + tl.program_id(0).to(tl.int64) * BLOCK
+    r, c = tk.row_and_column(start + tl.arange(0, BLOCK), start, cols)
+    out = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(r_out + out, r)
+    tl.store(c_out + out, c)
+
+
+@pytest.mark.parametrize("cols", [3, 300, 1000003, (1 << 29) - 1, (1 << 29) + 1, (1 << 40) + 3])
+def test_row_and_column_without_division_equal_divmod(cols):
+    """Note [row index without division]: pass 2's row and column of element i are i // C and i % C, in
+    the 32-bit form (C < 2^29) and the 64-bit one, in windows of programs across row boundaries."""
+    block = 1024
+    for first_program in {0, cols // block - 1, 3 * cols // block - 1, 1 << 23}:
+        first = max(first_program, 0) * block
+        r = torch.zeros(3 * block, dtype=torch.int64)
+        c = torch.zeros(3 * block, dtype=torch.int64)
+        _row_and_column_kernel[(3,)](r, c, first, cols, BLOCK=block)
+        i = first + np.arange(3 * block, dtype=np.int64)
+        np.testing.assert_array_equal(r.numpy(), i // cols)
+        np.testing.assert_array_equal(c.numpy(), i % cols)
+
+
+@pytest.mark.parametrize("td_factor", ["factored", "row"])
+@pytest.mark.parametrize("shape", [(300, 260), (130, 129)])
+def test_factor_tiles_over_chunks_strips_and_row_blocks(td_factor, shape):
+    """Note [Triton factor tiles]: several 128-row chunks, 128-column strips (the last one partial) and
+    256-row factor blocks, against the float64 reference; a second plan on the same state writes the
+    same bits (every sum's order is fixed by the shape)."""
+    hp = Hyper(buffer_mode=1, td_factor=td_factor)
+    p, state, ref, status, _ = one_step(hp, shape)
+    assert status.tolist() == [0, 0, 0, 0]
+    check_against_reference(hp, p, state, ref, master=False)
+    p2, state2, _, _, _ = one_step(hp, shape)
+    assert torch.equal(p.view(torch.int32), p2.view(torch.int32))
+    assert all(torch.equal(state[k].view(torch.int32), state2[k].view(torch.int32)) for k in state)
+
+
 @pytest.mark.parametrize("pdtype,gdtype", [("bf16", "bf16"), ("f16", "f16"), ("bf16", "f32"), ("f32", "bf16"),
                                             ("f16", "f32")])
 @pytest.mark.parametrize("mode", ["clm", "tdclm_factored"])
@@ -193,6 +232,35 @@ def test_nonfinite_gradient_writes_nothing_and_sets_the_status_word():
     assert status.tolist() == [-1, 0, 1, 0] and counter.item() == 0.0
     assert plan.step(torch.tensor(2.0), torch.tensor(0.0), False)
     assert status.tolist() == [0, 0, 1, 0] and counter.item() == 1.0
+
+
+@pytest.mark.parametrize("td_factor", ["factored", "row"])
+def test_nonfinite_gradient_in_the_last_tile_of_many(td_factor):
+    """The sums kernel's verdict (a column's fp64 sum of squares over a chunk) finds a NaN in the last
+    chunk and strip of a tensor of several, and nothing of either tensor is written."""
+    hp = Hyper(buffer_mode=1, td_factor=td_factor)
+    gen = torch.Generator().manual_seed(2)
+    params = [torch.randn(64, 32, generator=gen), torch.randn(300, 260, generator=gen)]
+    states = []
+    for p in params:
+        p.grad = torch.randn(p.shape, generator=gen)
+        states.append({"exp_avg": torch.zeros(p.shape),
+                       "exp_avg_sq": torch.rand(exp_avg_sq_length(p.numel(), p.shape[0], hp))})
+    params[1].grad[299, 259] = float("nan")
+    before = [(p.clone(), {k: v.clone() for k, v in s.items()}) for p, s in zip(params, states)]
+    status = torch.zeros(4, dtype=torch.int32)
+    tensors = [TensorStep(p, s, f"p{i}", i) for i, (p, s) in enumerate(zip(params, states))]
+    plan = TritonStepPlan(torch.device("cpu"), [GroupStep(options_of(hp), torch.tensor(0.0), tensors)], status)
+    assert plan.step(None, None, False)
+    assert status.tolist() == [2, 2, 0, 0]  # 1 + position 1
+    for (p0, s0), p, s in zip(before, params, states):
+        assert torch.equal(p0, p) and all(torch.equal(s0[k], s[k]) for k in s0)
+    # Without the finite check the same gradient is stepped (and the NaN spreads): no verdict.
+    status.zero_()
+    plan2 = TritonStepPlan(torch.device("cpu"), [GroupStep(options_of(hp, check_finite=False), torch.tensor(0.0),
+                                                           [TensorStep(params[1], states[1], "p1", 0)])], status)
+    assert plan2.step(None, None, False)
+    assert status.tolist() == [0, 0, 0, 0]
 
 
 def test_luminav_triton_backend_is_adamw_and_counts_steps_on_the_device():

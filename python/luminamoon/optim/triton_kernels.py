@@ -73,11 +73,30 @@ APPLY_BLOCK = 1024
 REDUCE_BLOCK = 4096
 FINALIZE_BLOCK = 1024
 NUM_WARPS = 4
-# TD-CLM's row and column sums (row_sums_kernel, col_sums_kernel): elements of a program's tile,
-# rows per column-sum chunk (the chunks' sums are added in chunk order) and warps per program, for
-# the JIT and the AOT build alike (the AOT set fixes the tile shapes: build_triton_aot.py).
-FACTOR_TILE = 4096
-FACTOR_CHUNK_ROWS = 256
+# Note [Triton factor tiles] (issue 18 session 6, the nvcc design of Note [factor tiles] in
+# src/optim/dispatch/async_workspace.h): TD-CLM's round 0 reads each row/factored gradient once,
+# in tiles of FACTOR_CHUNK_ROWS rows by FACTOR_WIDE_COLS columns (FACTOR_NARROW_COLS where C <
+# FACTOR_WIDE_FROM), FACTOR_LOAD_ROWS rows per load (the whole tile: every load of a program is
+# issued before the first use); a tile gives one fp64 partial per row (its strip of columns) and
+# one per column (its chunk of rows), and the finite verdict. 128 columns, not the nvcc kernels'
+# 256: Triton lays a [rows, 128] fp32 tile out with each row inside one warp (4 columns a lane),
+# so a row's sum is a warp shuffle tree; at 256 columns a row spans two warps and every row sum
+# went through shared memory with barriers (seen in the sm_90 SASS). The factors are then formed
+# over many programs: factor_rows_kernel (FACTOR_ROW_BLOCK rows a program, and the sum of its new
+# row factors) and factor_cols_kernel (FACTOR_COL_BLOCK columns a program, rho from the row
+# blocks' sums), FACTOR_MERGE partials per load, each sum in an order fixed by the shape alone.
+# The JIT and the AOT build take the same tiles (build_triton_aot.py names them). Until session 5
+# the row sums, the column sums (a second read of the gradient) and the factors (one program for
+# the whole tensor) were separate: 2.27-2.36 ms at 16384 x 16384 fp32 on the H200 against 1.91 ms
+# for the nvcc kernels of this design (docs/benchmarks.md, issue 18 session 6).
+FACTOR_CHUNK_ROWS = 128
+FACTOR_WIDE_COLS = 128
+FACTOR_NARROW_COLS = 16
+FACTOR_WIDE_FROM = 128
+FACTOR_LOAD_ROWS = {128: 128, 16: 128}  # rows per load of a wide / narrow tile (one load per tile)
+FACTOR_ROW_BLOCK = 256
+FACTOR_COL_BLOCK = 256
+FACTOR_MERGE = 16
 FACTOR_WARPS = 8
 # Parameter/gradient dtype codes of the kernels' DTYPE arguments.
 F32, BF16, F16 = 0, 1, 2
@@ -239,19 +258,54 @@ def scaled_gradient(k_ptr, g, SCALED: tl.constexpr):
 
 
 @triton.jit
-def second_of(v_ptr, gl_ptr, row_ptr, col_over_rho_ptr, offs, mask, cols, KIND: tl.constexpr):
-    """The element's second moment as pass 2 reads it: v_i, s, row_r(i) or row_r * col_c / rho."""
+def row_and_column(offs, start, cols):
+    """(row, column) of the flat offsets `offs` in [start, start + BLOCK) of a row-major tensor of C = cols
+    columns, with one integer division per program instead of a 64-bit one per element (Note [row index
+    without division]).
+
+    Note [row index without division]: within a program, j = offs - C*floor(start/C) lies in [0, C + BLOCK)
+    and its row within the program is q = floor(j/C) <= 1 + BLOCK/C. fp32(j) * fp32(1/C) (a reciprocal within
+    2 ulp) is within 2^-21 relative of j/C, so within 0.001 of it (q <= 1025), and its truncation is q - 1,
+    q or q + 1; one exact integer test each way corrects it. Below C = 2^29 (every tensor but a few rows
+    of a billion columns) j, q * C and the column fit in 32 bits, where the test costs a few instructions;
+    in 64 bits it cost about 75 instructions per element, as much as the rest of the bf16 pass 2 (sm_90
+    SASS). A 64-bit division per element (session 5) is a long subroutine on a GPU; the nvcc kernels make
+    one 32-bit division per 4 elements.
+    """
+    r0 = start // cols
+    if cols < 0x20000000:
+        cols32 = cols.to(tl.int32)
+        j32 = (start - r0 * cols).to(tl.int32) + (offs - start).to(tl.int32)
+        q32 = (j32.to(tl.float32) * (1.0 / cols.to(tl.float32))).to(tl.int32)
+        q32 = tl.where(q32 * cols32 > j32, q32 - 1, q32)
+        q32 = tl.where(q32 * cols32 + cols32 <= j32, q32 + 1, q32)
+        row = r0 + q32.to(tl.int64)
+        col = (j32 - q32 * cols32).to(tl.int64)
+    else:
+        j = offs - r0 * cols
+        q = (j.to(tl.float32) * (1.0 / cols.to(tl.float32))).to(tl.int64)
+        q = tl.where(q * cols > j, q - 1, q)
+        q = tl.where((q + 1) * cols <= j, q + 1, q)
+        row = r0 + q
+        col = j - q * cols
+    return row, col
+
+
+@triton.jit
+def second_of(v_ptr, gl_ptr, row_ptr, col_over_rho_ptr, offs, start, mask, cols, KIND: tl.constexpr):
+    """The element's second moment as pass 2 reads it: v_i, s, row_r(i) or row_r * col_c / rho (`start`:
+    the program's first offset)."""
     if KIND == 0:
         return tl.load(v_ptr + offs, mask=mask, other=0.0, eviction_policy="evict_first")
     elif KIND == 1:
         return tl.load(gl_ptr + 0)
     else:
-        r = offs // cols
+        r, c = row_and_column(offs, start, cols)
         row = tl.load(row_ptr + r, mask=mask, other=0.0)
         if KIND == 2:
             return row
         else:
-            return row * tl.load(col_over_rho_ptr + (offs - r * cols), mask=mask, other=0.0)
+            return row * tl.load(col_over_rho_ptr + c, mask=mask, other=0.0)
 
 
 @triton.jit
@@ -345,7 +399,8 @@ def reduce_kernel(g_ptr, m_ptr, v_ptr, x_ptr, partials_ptr, k_ptr, words_ptr, gl
         tl.store(base + 2 * stride, 0.0)
     if UPDATE_SUMS:
         m_old = tl.load(m_ptr + offs, mask=mask, other=0.0, eviction_policy="evict_first")
-        second = second_of(v_ptr, gl_ptr, row_ptr, col_over_rho_ptr, offs, mask, cols, KIND)
+        second = second_of(v_ptr, gl_ptr, row_ptr, col_over_rho_ptr, offs, pid.to(tl.int64) * BLOCK, mask, cols,
+                           KIND)
         x = load_f32(x_ptr, offs, mask, XDTYPE)
         m, v, u = element_update(k_ptr, g, m_old, second, beta1, one_minus_beta1, beta2, one_minus_beta2,
                                  eps, lam, one_minus_lam, tau, KIND == 0, HAS_LAM, HAS_TAU)
@@ -362,54 +417,112 @@ def reduce_kernel(g_ptr, m_ptr, v_ptr, x_ptr, partials_ptr, k_ptr, words_ptr, gl
         tl.store(base + 4 * stride, 0.0)
 
 
-@triton.jit(do_not_specialize=["rows", "cols"])
-def row_sums_kernel(g_ptr, row_sums_ptr, partials_ptr, k_ptr, words_ptr, rows, cols,
-                    GDTYPE: tl.constexpr, SCALED: tl.constexpr, BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr):
-    """TD-CLM row/factored round 0: sum g^2 of each of BLOCK_R rows (fp64, columns in order of
-    BLOCK_C chunks), and the program's nonfinite count and sum g^2 as partials."""
-    pid = tl.program_id(0)
-    r = pid.to(tl.int64) * BLOCK_R + tl.arange(0, BLOCK_R)
-    open_ = step_open(words_ptr)
-    row_ok = (r < rows) & open_
-    acc = tl.zeros([BLOCK_R, BLOCK_C], dtype=tl.float64)
-    bad = tl.zeros([BLOCK_R, BLOCK_C], dtype=tl.float64)
-    for c0 in range(0, cols, BLOCK_C):
-        c = c0 + tl.arange(0, BLOCK_C)
-        mask = row_ok[:, None] & (c[None, :] < cols)
-        g = scaled_gradient(k_ptr, load_f32(g_ptr, r[:, None] * cols + c[None, :], mask, GDTYPE), SCALED)
-        bad += (((g.to(tl.uint32, bitcast=True) & 0x7F800000) == 0x7F800000) & mask).to(tl.float64)
-        g64 = g.to(tl.float64)
-        acc += g64 * g64
-    sums = tl.sum(acc, axis=1)
-    tl.store(row_sums_ptr + r, sums, mask=r < rows)
-    base = partials_ptr + pid.to(tl.int64)
-    stride = tl.num_programs(0).to(tl.int64)  # field-major: finalize reads each field coalesced
-    tl.store(base, tl.sum(tl.sum(bad, axis=1), axis=0))
-    tl.store(base + 1 * stride, 0.0)
-    tl.store(base + 2 * stride, tl.sum(sums, axis=0))
-    tl.store(base + 3 * stride, 0.0)
-    tl.store(base + 4 * stride, 0.0)
+@triton.jit
+def nonfinite_f64(x):
+    """x is NaN or +-Inf (fp64 bits)."""
+    return (x.to(tl.uint64, bitcast=True) & 0x7FF0000000000000) == 0x7FF0000000000000
 
 
-@triton.jit(do_not_specialize=["rows", "cols"])
-def col_sums_kernel(g_ptr, col_sums_ptr, k_ptr, words_ptr, rows, cols, GDTYPE: tl.constexpr,
-                    SCALED: tl.constexpr, CHUNK_ROWS: tl.constexpr, BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr):
-    """TD-CLM factored round 0: sum g^2 of BLOCK_C columns over one chunk of CHUNK_ROWS rows (fp64,
-    rows in order); finalize adds the chunks in order (cuda factor_sums)."""
-    pid = tl.program_id(0)
-    chunk = tl.program_id(1).to(tl.int64)
-    c = pid.to(tl.int64) * BLOCK_C + tl.arange(0, BLOCK_C)
-    col_ok = (c < cols) & step_open(words_ptr)
-    acc = tl.zeros([BLOCK_R, BLOCK_C], dtype=tl.float64)
-    r_begin = chunk * CHUNK_ROWS
-    r_end = tl.minimum(r_begin + CHUNK_ROWS, rows)
-    for r0 in range(r_begin, r_end, BLOCK_R):
-        r = r0 + tl.arange(0, BLOCK_R).to(tl.int64)
-        mask = (r[:, None] < r_end) & col_ok[None, :]
-        g = scaled_gradient(k_ptr, load_f32(g_ptr, r[:, None] * cols + c[None, :], mask, GDTYPE), SCALED)
-        g64 = g.to(tl.float64)
-        acc += g64 * g64
-    tl.store(col_sums_ptr + chunk * cols + c, tl.sum(acc, axis=0), mask=c < cols)
+@triton.jit(do_not_specialize=["position", "with_cols"])
+def factor_sums_kernel(g_ptr, row_part_ptr, col_part_ptr, k_ptr, words_ptr, rows, cols, position, with_cols,
+                       GDTYPE: tl.constexpr, SCALED: tl.constexpr, CHUNK_ROWS: tl.constexpr,
+                       LOAD_ROWS: tl.constexpr, BLOCK_C: tl.constexpr):
+    """TD-CLM row/factored round 0 (Note [Triton factor tiles]; cuda factor_sums): program
+    chunk * strips + strip reads rows [CHUNK_ROWS chunk, +CHUNK_ROWS) x columns [BLOCK_C strip, +BLOCK_C)
+    of the gradient once and writes each row's sum of g^2 over the strip (row_part[strip * R + r]),
+    each column's over the chunk (col_part[chunk * C + c], when with_cols) and the finite verdict.
+
+    The verdict needs no test per element: g^2 of a finite fp32 g is finite in fp64 (at most 1.2e77,
+    and 2^64 such still sum below 1e97), a NaN or Inf square is NaN or Inf and stays so in a sum of
+    squares, so a column's sum over the chunk is non-finite exactly when one of its gradients is. A
+    program that finds one marks the step with `position` (the smallest wins; kNoBad, as the JIT
+    passes without the check, changes nothing).
+    """
+    if step_open(words_ptr):
+        pid = tl.program_id(0).to(tl.int64)
+        strips = tl.cdiv(cols, BLOCK_C)
+        chunk = pid // strips
+        strip = pid - chunk * strips
+        c = strip * BLOCK_C + tl.arange(0, BLOCK_C)
+        c_ok = c < cols
+        col = tl.zeros([LOAD_ROWS, BLOCK_C], dtype=tl.float64)
+        for i in tl.static_range(CHUNK_ROWS // LOAD_ROWS):  # unrolled: the loads of a tile issue together
+            r = chunk * CHUNK_ROWS + i * LOAD_ROWS + tl.arange(0, LOAD_ROWS)
+            r_ok = r < rows
+            mask = r_ok[:, None] & c_ok[None, :]
+            g = scaled_gradient(k_ptr, load_f32(g_ptr, r[:, None] * cols + c[None, :], mask, GDTYPE), SCALED)
+            g64 = g.to(tl.float64)
+            sq = g64 * g64
+            col += sq
+            tl.store(row_part_ptr + strip * rows + r, tl.sum(sq, axis=1), mask=r_ok)
+        col_sum = tl.sum(col, axis=0)
+        if with_cols != 0:
+            tl.store(col_part_ptr + chunk * cols + c, col_sum, mask=c_ok)
+        if tl.max(nonfinite_f64(col_sum).to(tl.int32), axis=0) > 0:
+            tl.atomic_min(words_ptr + 1, position)
+
+
+@triton.jit
+def merged_factor(part_ptr, stride, count, idx, ok, old_ptr, elements, beta2, one_minus_beta2, BLOCK: tl.constexpr,
+                  MERGE: tl.constexpr):
+    """The new factors of the rows or columns `idx` (core::factor_mean, factor_ema): each one's `count`
+    partials part[q * stride + idx] added MERGE at a time, then over the MERGE lanes by a fixed tree, over
+    `elements`, and blended with old_ptr[idx] (Note [Triton factor tiles])."""
+    lanes = tl.arange(0, MERGE)
+    acc = tl.zeros([MERGE, BLOCK], dtype=tl.float64)
+    for q0 in range(0, count, MERGE):
+        q = (q0 + lanes).to(tl.int64)
+        acc += tl.load(part_ptr + q[:, None] * stride + idx[None, :], mask=(q[:, None] < count) & ok[None, :],
+                       other=0.0)
+    mean = (tl.sum(acc, axis=0) / elements.to(tl.float64)).to(tl.float32)
+    return beta2 * tl.load(old_ptr + idx, mask=ok, other=0.0) + one_minus_beta2 * mean
+
+
+@triton.jit(do_not_specialize=["rows", "cols", "strips"])
+def factor_rows_kernel(row_part_ptr, exp_avg_sq_ptr, new_ptr, block_sums_ptr, words_ptr, rows, cols, strips, beta2,
+                       one_minus_beta2, BLOCK: tl.constexpr, MERGE: tl.constexpr):
+    """The new row factors of rows [BLOCK pid, +BLOCK) (core::updated_row_factor: each row's strip
+    partials added MERGE at a time, then MERGE lanes by a fixed tree) into new[r], and the sum of
+    these new factors in fp64 (a fixed tree) into block_sums[pid] (Note [Triton factor tiles])."""
+    if step_open(words_ptr):
+        pid = tl.program_id(0)
+        r = pid.to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+        r_ok = r < rows
+        row = merged_factor(row_part_ptr, rows, strips, r, r_ok, exp_avg_sq_ptr, cols, beta2, one_minus_beta2,
+                            BLOCK, MERGE)
+        tl.store(new_ptr + r, row, mask=r_ok)
+        tl.store(block_sums_ptr + pid, tl.sum(tl.where(r_ok, row.to(tl.float64), 0.0), axis=0))
+
+
+@triton.jit(do_not_specialize=["rows", "cols", "form_cols", "chunks", "row_blocks"])
+def factor_cols_kernel(col_part_ptr, block_sums_ptr, exp_avg_sq_ptr, new_ptr, gl_ptr, words_ptr, rows, cols,
+                       form_cols, chunks, row_blocks, beta2, one_minus_beta2, BLOCK: tl.constexpr,
+                       MERGE: tl.constexpr):
+    """rho = fp32(sum of the new row factors / R) from the row blocks' sums (the same loads and tree in
+    every program: the same bits), then the new column factors and col/rho of columns [BLOCK pid, +BLOCK)
+    below form_cols (C factored, 0 row: one program) into new[R + c] and new[R + C + c], each column's
+    chunk partials added MERGE at a time, then by a fixed tree. Program 0 writes the tensor's globals
+    (s 0, scales 1, rho) as the finalize does (Note [Triton factor tiles])."""
+    if step_open(words_ptr):
+        pid = tl.program_id(0)
+        lanes = tl.arange(0, BLOCK)
+        racc = tl.zeros([BLOCK], dtype=tl.float64)
+        for b0 in range(0, row_blocks, BLOCK):
+            b = b0 + lanes
+            racc += tl.load(block_sums_ptr + b, mask=b < row_blocks, other=0.0)
+        rho = (tl.sum(racc, axis=0) / rows.to(tl.float64)).to(tl.float32)
+        if pid == 0:
+            tl.store(gl_ptr + 0, 0.0)
+            tl.store(gl_ptr + 1, 1.0)
+            tl.store(gl_ptr + 2, 1.0)
+            tl.store(gl_ptr + 3, rho)
+        c = pid.to(tl.int64) * BLOCK + lanes
+        c_ok = c < form_cols
+        col = merged_factor(col_part_ptr, cols, chunks, c, c_ok, exp_avg_sq_ptr + rows, rows, beta2, one_minus_beta2,
+                            BLOCK, MERGE)
+        tl.store(new_ptr + rows + c, col, mask=c_ok)
+        over = tl.where(rho > 0.0, tl.div_rn(col, tl.zeros_like(col) + rho), 0.0)  # core::column_over_rho
+        tl.store(new_ptr + rows + cols + c, over, mask=c_ok)
 
 
 @triton.jit(do_not_specialize=["num_partials", "n", "rows", "cols", "position", "chunks"])
@@ -420,8 +533,10 @@ def finalize_kernel(partials_ptr, num_partials, gl_ptr, words_ptr, k_ptr, exp_av
                     BLOCK: tl.constexpr):
     """core::fold_round_sums on the device: the partials added in program order; the verdict.
 
-    new_ptr receives TD-CLM's new factors (row[R], then col[C] and col/rho[C]); the
-    apply pass reads them and its program 0 stores them into exp_avg_sq.
+    CLM, TD-CLM tensor (KIND 1: s) and round 1 of any form. The row and factored forms' round 0 has its
+    own kernels (factor_rows_kernel, factor_cols_kernel); row_sums_ptr, col_sums_ptr, new_ptr, rows,
+    cols and chunks are no longer read, and stay so that the AOT finalize keeps its C signature
+    (LUMINAV_TRITON_FINALIZE_SIG, shared with the CLM step).
     """
     if step_open(words_ptr):
         lanes = tl.arange(0, BLOCK)
@@ -449,28 +564,6 @@ def finalize_kernel(partials_ptr, num_partials, gl_ptr, words_ptr, k_ptr, exp_av
             rho = 0.0
             if KIND == 1:  # s <- beta2*s + (1-beta2)*fp32(sum g^2 / N)
                 s = beta2 * tl.load(exp_avg_sq_ptr) + one_minus_beta2 * (tl.sum(acc_g, axis=0) / n64).to(tl.float32)
-            if KIND >= 2:  # core::update_factors: rows, rho, then columns and col/rho
-                row_acc = tl.zeros([BLOCK], dtype=tl.float64)
-                for r0 in range(0, rows, BLOCK):
-                    r = r0 + lanes
-                    mask = r < rows
-                    mean = (tl.load(row_sums_ptr + r, mask=mask, other=0.0) / cols.to(tl.float64)).to(tl.float32)
-                    row = beta2 * tl.load(exp_avg_sq_ptr + r, mask=mask, other=0.0) + one_minus_beta2 * mean
-                    tl.store(new_ptr + r, row, mask=mask)
-                    row_acc += tl.where(mask, row.to(tl.float64), 0.0)
-                rho = (tl.sum(row_acc, axis=0) / rows.to(tl.float64)).to(tl.float32)
-                if KIND == 3:
-                    for c0 in range(0, cols, BLOCK):
-                        c = c0 + lanes
-                        mask = c < cols
-                        col_sum = tl.zeros([BLOCK], dtype=tl.float64)
-                        for q in range(0, chunks):  # chunk order
-                            col_sum += tl.load(col_sums_ptr + q * cols + c, mask=mask, other=0.0)
-                        mean = (col_sum / rows.to(tl.float64)).to(tl.float32)
-                        col = beta2 * tl.load(exp_avg_sq_ptr + rows + c, mask=mask, other=0.0) + one_minus_beta2 * mean
-                        tl.store(new_ptr + rows + c, col, mask=mask)
-                        over = tl.where(rho > 0.0, tl.div_rn(col, tl.zeros_like(col) + rho), 0.0)
-                        tl.store(new_ptr + rows + cols + c, over, mask=mask)
             tl.store(gl_ptr + 0, s)
             tl.store(gl_ptr + 1, 1.0)
             tl.store(gl_ptr + 2, 1.0)
@@ -494,16 +587,16 @@ def finalize_kernel(partials_ptr, num_partials, gl_ptr, words_ptr, k_ptr, exp_av
 
 @triton.jit
 def apply_tile(p_ptr, g_ptr, m_ptr, v_ptr, master_ptr, k_ptr, step_ptr, gl_ptr, row_ptr, col_over_rho_ptr, offs,
-               mask, cols, seed,
+               start, mask, cols, seed,
                index_offset, beta1, one_minus_beta1, beta2, one_minus_beta2, eps, lam, one_minus_lam, tau,
                bound_ratio, PDTYPE: tl.constexpr, GDTYPE: tl.constexpr, KIND: tl.constexpr, MASTER: tl.constexpr,
                SR: tl.constexpr, HAS_LAM: tl.constexpr, HAS_TAU: tl.constexpr, CAUTIOUS: tl.constexpr,
                BOUND: tl.constexpr, SCALED: tl.constexpr):
-    """Steps 1-6 of the elements `offs` of one tensor (cuda apply_tile): moments, update, clip, mask,
-    bound, decay, write-back (seed and index_offset as uint64)."""
+    """Steps 1-6 of the elements `offs` (from `start`) of one tensor (cuda apply_tile): moments, update,
+    clip, mask, bound, decay, write-back (seed and index_offset as uint64)."""
     g = scaled_gradient(k_ptr, load_f32(g_ptr, offs, mask, GDTYPE), SCALED)
     m_old = tl.load(m_ptr + offs, mask=mask, other=0.0, eviction_policy="evict_first")
-    second = second_of(v_ptr, gl_ptr, row_ptr, col_over_rho_ptr, offs, mask, cols, KIND)
+    second = second_of(v_ptr, gl_ptr, row_ptr, col_over_rho_ptr, offs, start, mask, cols, KIND)
     if MASTER:
         x = tl.load(master_ptr + offs, mask=mask, other=0.0, eviction_policy="evict_first")
     else:
@@ -556,8 +649,7 @@ def apply_kernel(p_ptr, g_ptr, m_ptr, v_ptr, master_ptr, k_ptr, step_ptr, words_
             qm = (q < factors) & open_
             tl.store(v_ptr + q, tl.load(new_ptr + q, mask=qm, other=0.0), mask=qm)
     apply_tile(p_ptr, g_ptr, m_ptr, v_ptr, master_ptr, k_ptr, step_ptr, gl_ptr, new_ptr, new_ptr + rows + cols, offs,
-               mask, cols,
-               seed.to(tl.uint64), index_offset.to(tl.uint64), beta1, one_minus_beta1, beta2, one_minus_beta2, eps,
+               pid.to(tl.int64) * BLOCK, mask, cols, seed.to(tl.uint64), index_offset.to(tl.uint64), beta1, one_minus_beta1, beta2, one_minus_beta2, eps,
                lam, one_minus_lam, tau, bound_ratio, PDTYPE, GDTYPE, KIND, MASTER, SR, HAS_LAM, HAS_TAU, CAUTIOUS,
                BOUND, SCALED)
 
@@ -640,7 +732,7 @@ def apply_multi_kernel(table_ptr, grad_table_ptr, program_map_ptr, k_ptr, step_p
     m_ptr = _table_pointer(row + 3, 0, ALIGNED)
     v_ptr = _table_pointer(row + 4, 0, ALIGNED)
     apply_tile(_table_pointer(row + 2, PDTYPE, ALIGNED), _table_pointer(grad_table_ptr + tensor, GDTYPE, ALIGNED),
-               m_ptr, v_ptr, _table_pointer(row + 5, 0, ALIGNED), k_ptr, step_ptr, v_ptr, v_ptr, v_ptr, offs, mask, 1,
+               m_ptr, v_ptr, _table_pointer(row + 5, 0, ALIGNED), k_ptr, step_ptr, v_ptr, v_ptr, v_ptr, offs, 0, mask, 1,
                tl.load(row + 6).to(tl.uint64), tl.load(row + 7).to(tl.uint64), beta1, one_minus_beta1, beta2,
                one_minus_beta2, eps, lam, one_minus_lam, tau, bound_ratio, PDTYPE, GDTYPE, 0, MASTER, SR,
                HAS_LAM, HAS_TAU, False, BOUND, SCALED)

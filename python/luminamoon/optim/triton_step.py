@@ -29,8 +29,10 @@ from .triton_launch_cache import FOUND_INF, GRAD_SCALE, LaunchRecord
 APPLY_BLOCK = int(os.environ.get("LUMINAV_TRITON_APPLY_BLOCK", tk.APPLY_BLOCK))
 REDUCE_BLOCK = tk.REDUCE_BLOCK
 FINALIZE_BLOCK = tk.FINALIZE_BLOCK
-FACTOR_TILE = tk.FACTOR_TILE              # elements of a row/column-sum program's tile
-FACTOR_CHUNK_ROWS = tk.FACTOR_CHUNK_ROWS  # rows per column-sum program (their partials are added in chunk order)
+# Note [Triton factor tiles]: the row/factored sums' tile (LUMINAV_TRITON_FACTOR_LOAD_ROWS and
+# LUMINAV_TRITON_FACTOR_WARPS override the wide tile's rows per load and the warps: tuning runs).
+FACTOR_LOAD_ROWS = {**tk.FACTOR_LOAD_ROWS, tk.FACTOR_WIDE_COLS: int(os.environ.get(
+    "LUMINAV_TRITON_FACTOR_LOAD_ROWS", tk.FACTOR_LOAD_ROWS[tk.FACTOR_WIDE_COLS]))}
 NUM_WARPS = int(os.environ.get("LUMINAV_TRITON_NUM_WARPS", tk.NUM_WARPS))  # apply and reduce (tuned together)
 # Note [tensor tables]: CLM tensors of a group step two launches per dtype pair (finite check,
 # apply) instead of two per tensor; LUMINAV_TRITON_MULTI_TENSOR=0 keeps one launch per tensor (A/B).
@@ -39,17 +41,13 @@ MULTI_TENSOR = os.environ.get("LUMINAV_TRITON_MULTI_TENSOR", "1") != "0"
 # last recorded one (batched gradients are read from their tables, so their addresses may change)
 # replays its launches; LUMINAV_TRITON_REPLAY=0 launches through the JIT every step (A/B).
 REPLAY = os.environ.get("LUMINAV_TRITON_REPLAY", "1") != "0"
-FACTOR_WARPS = tk.FACTOR_WARPS  # the row and column sums of TD-CLM (as measured)
+FACTOR_WARPS = int(os.environ.get("LUMINAV_TRITON_FACTOR_WARPS", tk.FACTOR_WARPS))  # TD-CLM's sums
 # Note [no contraction]: the nvcc kernels are built with -fmad=false and the host code with
 # -ffp-contract=off, so a*b+c rounds twice everywhere; Triton would fuse it into an FMA and the
 # fp32 values (hence the stochastic rounding bits) would differ from the other backends'.
 FP_OPTIONS = {} if os.environ.get("TRITON_INTERPRET") == "1" else {"enable_fp_fusion": False}
 
 _DTYPES = {torch.float32: tk.F32, torch.bfloat16: tk.BF16, torch.float16: tk.F16}
-
-
-def _next_pow2(x: int) -> int:
-    return 1 << max(0, (int(x) - 1).bit_length())
 
 
 def device_context(device: torch.device):
@@ -306,17 +304,16 @@ class TritonStepPlan:
         f64 = dict(dtype=torch.float64, device=self.device)
         programs = max(triton_cdiv(n, REDUCE_BLOCK), 1)
         s = t.scratch
-        if t.kind in (tk.ROW, tk.FACTORED):
-            block_c = min(_next_pow2(t.cols), 1024)
-            block_r = max(FACTOR_TILE // block_c, 1)
-            s["row_tile"] = (block_r, block_c)
-            programs = max(programs, triton_cdiv(t.rows, block_r))
-            s["row_sums"] = torch.zeros(t.rows, **f64)
-            chunks = triton_cdiv(t.rows, FACTOR_CHUNK_ROWS)
-            s["chunks"] = chunks
-            col_block_c = min(_next_pow2(t.cols), 128)
-            s["col_tile"] = (min(FACTOR_TILE // col_block_c, FACTOR_CHUNK_ROWS), col_block_c)
-            s["col_sums"] = torch.zeros(max(chunks * t.cols, 1) if t.kind == tk.FACTORED else 1, **f64)
+        if t.kind in (tk.ROW, tk.FACTORED):  # Note [Triton factor tiles]
+            block_c = tk.FACTOR_WIDE_COLS if t.cols >= tk.FACTOR_WIDE_FROM else tk.FACTOR_NARROW_COLS
+            strips = triton_cdiv(t.cols, block_c)
+            chunks = triton_cdiv(t.rows, tk.FACTOR_CHUNK_ROWS)
+            s["tile"] = (FACTOR_LOAD_ROWS[block_c], block_c)
+            s["strips"], s["chunks"] = strips, chunks
+            s["row_part"] = torch.zeros(strips * t.rows, **f64)
+            s["col_part"] = torch.zeros(chunks * t.cols if t.kind == tk.FACTORED else 1, **f64)
+            s["row_blocks"] = triton_cdiv(t.rows, tk.FACTOR_ROW_BLOCK)
+            s["block_sums"] = torch.zeros(s["row_blocks"], **f64)
         s["partials"] = torch.zeros(programs * tk.PARTIAL_FIELDS, **f64)
         s["gl"] = torch.zeros(4, dtype=torch.float32, device=self.device)
         factor_floats = t.rows + 2 * t.cols if t.kind == tk.FACTORED else t.rows if t.kind == tk.ROW else 1
@@ -495,33 +492,45 @@ class TritonStepPlan:
         exp_avg_sq = t.state["exp_avg_sq"]
         num_partials = triton_cdiv(n, REDUCE_BLOCK)
         if grad_round and t.kind in (tk.ROW, tk.FACTORED):
-            block_r, block_c = s["row_tile"]
-            num_partials = triton_cdiv(t.rows, block_r)
-            self._run(tk.row_sums_kernel, (num_partials,), gk, s["row_sums"], s["partials"], g.k, self.words, t.rows,
-                      t.cols, GDTYPE=gdtype, SCALED=scaled, BLOCK_R=block_r, BLOCK_C=block_c,
-                      num_warps=FACTOR_WARPS, **FP_OPTIONS)
-            if t.kind == tk.FACTORED:
-                cr, cc = s["col_tile"]
-                self._run(tk.col_sums_kernel, (triton_cdiv(t.cols, cc), s["chunks"]),
-                    gk, s["col_sums"], g.k, self.words, t.rows, t.cols, GDTYPE=gdtype, SCALED=scaled,
-                    CHUNK_ROWS=FACTOR_CHUNK_ROWS, BLOCK_R=cr, BLOCK_C=cc, num_warps=FACTOR_WARPS, **FP_OPTIONS)
-        else:
-            x, xdtype = self._x_of(t)
-            new = s["new"]
-            self._run(tk.reduce_kernel, (num_partials,),
-                gk, t.state["exp_avg"], exp_avg_sq, x, s["partials"], g.k, self.words, s["gl"], new,
-                new[t.rows + t.cols:] if t.kind == tk.FACTORED else new, n, t.cols, t.position, **o.fp32_args(),
-                GDTYPE=gdtype, XDTYPE=xdtype, GRAD_SUMS=grad_round and (o.check_finite or t.kind == tk.TENSOR),
-                UPDATE_SUMS=update_round, KIND=t.kind, HAS_LAM=o.lam != 0.0, HAS_TAU=o.tau > 0.0,
-                SCALED=scaled, VERDICT=verdict_only, BLOCK=REDUCE_BLOCK, num_warps=NUM_WARPS, **FP_OPTIONS)
-            if verdict_only:
-                return
+            self._factors(g, t, gk, gdtype, scaled)
+            return
+        x, xdtype = self._x_of(t)
+        new = s["new"]
+        self._run(tk.reduce_kernel, (num_partials,),
+            gk, t.state["exp_avg"], exp_avg_sq, x, s["partials"], g.k, self.words, s["gl"], new,
+            new[t.rows + t.cols:] if t.kind == tk.FACTORED else new, n, t.cols, t.position, **o.fp32_args(),
+            GDTYPE=gdtype, XDTYPE=xdtype, GRAD_SUMS=grad_round and (o.check_finite or t.kind == tk.TENSOR),
+            UPDATE_SUMS=update_round, KIND=t.kind, HAS_LAM=o.lam != 0.0, HAS_TAU=o.tau > 0.0,
+            SCALED=scaled, VERDICT=verdict_only, BLOCK=REDUCE_BLOCK, num_warps=NUM_WARPS, **FP_OPTIONS)
+        if verdict_only:
+            return
+        new = s["new"]  # (the finalize's factor arguments are no longer read: Note [Triton factor tiles])
         self._run(tk.finalize_kernel, (1,),
-            s["partials"], num_partials, s["gl"], self.words, g.k, exp_avg_sq, s.get("row_sums", s["new"]),
-            s.get("col_sums", s["new"]), s["new"], n, t.rows, t.cols, s.get("chunks", 1), t.position, o.beta2, 1.0 - o.beta2,
-            o.bound_ratio, ROUND_GRAD=grad_round, ROUND_UPDATE=update_round, CHECK_FINITE=grad_round and o.check_finite,
-            KIND=t.kind if grad_round else tk.ELEMENT, CAUTIOUS=o.cautious, BOUND_TENSOR=o.bound_mode == 1,
-            BLOCK=FINALIZE_BLOCK, **FP_OPTIONS)
+            s["partials"], num_partials, s["gl"], self.words, g.k, exp_avg_sq, new, new, new, n, t.rows, t.cols, 1,
+            t.position, o.beta2, 1.0 - o.beta2, o.bound_ratio, ROUND_GRAD=grad_round, ROUND_UPDATE=update_round,
+            CHECK_FINITE=grad_round and o.check_finite, KIND=t.kind if grad_round else tk.ELEMENT, CAUTIOUS=o.cautious,
+            BOUND_TENSOR=o.bound_mode == 1, BLOCK=FINALIZE_BLOCK, **FP_OPTIONS)
+
+    def _factors(self, g: GroupStep, t: TensorStep, gk: torch.Tensor, gdtype: int, scaled: bool) -> None:
+        """Round 0 of a row/factored tensor (Note [Triton factor tiles]): its gradient read once for the
+        row and column partials and the finite verdict, then the new factors and rho over many programs."""
+        o = g.options
+        s = t.scratch
+        exp_avg_sq = t.state["exp_avg_sq"]
+        load_rows, block_c = s["tile"]
+        factored = t.kind == tk.FACTORED
+        self._run(tk.factor_sums_kernel, (s["chunks"] * s["strips"],),
+            gk, s["row_part"], s["col_part"], g.k, self.words, t.rows, t.cols,
+            t.position if o.check_finite else tk.NO_BAD, int(factored), GDTYPE=gdtype, SCALED=scaled,
+            CHUNK_ROWS=tk.FACTOR_CHUNK_ROWS, LOAD_ROWS=load_rows, BLOCK_C=block_c, num_warps=FACTOR_WARPS,
+            **FP_OPTIONS)
+        self._run(tk.factor_rows_kernel, (s["row_blocks"],),
+            s["row_part"], exp_avg_sq, s["new"], s["block_sums"], self.words, t.rows, t.cols, s["strips"], o.beta2,
+            1.0 - o.beta2, BLOCK=tk.FACTOR_ROW_BLOCK, MERGE=tk.FACTOR_MERGE, num_warps=NUM_WARPS, **FP_OPTIONS)
+        self._run(tk.factor_cols_kernel, (triton_cdiv(t.cols, tk.FACTOR_COL_BLOCK) if factored else 1,),
+            s["col_part"], s["block_sums"], exp_avg_sq, s["new"], s["gl"], self.words, t.rows, t.cols,
+            t.cols if factored else 0, s["chunks"] if factored else 0, s["row_blocks"], o.beta2, 1.0 - o.beta2,
+            BLOCK=tk.FACTOR_COL_BLOCK, MERGE=tk.FACTOR_MERGE, num_warps=NUM_WARPS, **FP_OPTIONS)
 
     def _apply(self, g: GroupStep, t: TensorStep, grad: torch.Tensor, scaled: bool) -> None:
         o = g.options

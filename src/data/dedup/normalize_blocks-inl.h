@@ -3,11 +3,12 @@
 // namespace (and once in the build without Highway): no include guard.
 
 // The rest of a block once classified: multi-byte separators, the kept
-// bytes and the word starts, the compaction (Compact: the target's).
-template <class Compact>
+// bytes, the word starts (WriteStarts: the target's) and the compaction
+// (Compact: the target's).
+template <class WriteStarts, class Compact>
 inline void FinishBlock(const uint8_t* p, size_t n, size_t base, uint8_t* spaced, uint64_t sep, uint64_t lead,
                         uint64_t& carry, uint64_t& prev_word, uint8_t*& w, const uint8_t* out, uint32_t*& starts,
-                        Compact compact) {
+                        WriteStarts write_starts, Compact compact) {
   const size_t len = std::min<size_t>(64, n - base);
   const uint64_t valid = len == 64 ? ~uint64_t{0} : (uint64_t{1} << len) - 1;
   sep |= carry;
@@ -25,19 +26,15 @@ inline void FinishBlock(const uint8_t* p, size_t n, size_t base, uint8_t* spaced
   const uint64_t word = ~sep & valid;
   const uint64_t after_word = (word << 1) | prev_word;
   const uint64_t keep = word | (sep & after_word & valid);
-  const uint32_t block_out = static_cast<uint32_t>(w - out);
-  for (uint64_t m = word & ~after_word; m; m &= m - 1) {
-    const int i = std::countr_zero(m);
-    *starts++ = block_out + static_cast<uint32_t>(std::popcount(keep & ((uint64_t{1} << i) - 1)));
-  }
+  starts = write_starts(word & ~after_word, keep, static_cast<uint32_t>(w - out), starts);
   w = compact(spaced, keep, w);
   prev_word = word >> 63;
 }
 
 // The whole text with a block classifier (the target's or the scalar one).
-template <class Classify, class Compact>
+template <class Classify, class WriteStarts, class Compact>
 inline NormalizedCounts NormalizeBlocks(const uint8_t* p, size_t n, uint8_t* out, uint32_t* word_starts,
-                                        Classify classify, Compact compact) {
+                                        Classify classify, WriteStarts write_starts, Compact compact) {
   uint8_t* w = out;
   uint32_t* starts = word_starts;
   uint64_t carry = 0, prev_word = 0;
@@ -52,7 +49,7 @@ inline NormalizedCounts NormalizeBlocks(const uint8_t* p, size_t n, uint8_t* out
     }
     uint64_t sep, lead;
     classify(src, spaced, &sep, &lead);
-    FinishBlock(p, n, base, spaced, sep, lead, carry, prev_word, w, out, starts, compact);
+    FinishBlock(p, n, base, spaced, sep, lead, carry, prev_word, w, out, starts, write_starts, compact);
   }
   size_t bytes = static_cast<size_t>(w - out);
   if (bytes > 0 && out[bytes - 1] == ' ') --bytes;  // the space after the last word

@@ -6,12 +6,17 @@
 #include <xxhash.h>
 
 #include <cctype>
+#include <cstdio>
 #include <filesystem>
 #include <random>
 #include <set>
 #include <string>
 #include <vector>
 #ifdef LUMINA_NORMALIZE_WITH_HWY
+// As in normalize_kernel.cc: so that the targets listed below include AVX3_DL.
+#ifndef HWY_WANT_AVX3_DL
+#define HWY_WANT_AVX3_DL
+#endif
 #include <hwy/targets.h>
 #endif
 
@@ -85,6 +90,35 @@ std::string normalize_by_the_note(const std::string& t) {
   return out;
 }
 
+// Normalizes every text on every compiled and supported target and compares
+// the text and the word bounds with normalize_by_the_note.
+void expect_the_note_on_every_target(const std::vector<std::string>& texts) {
+  std::vector<int64_t> targets{0};
+#ifdef LUMINA_NORMALIZE_WITH_HWY
+  targets = hwy::SupportedAndGeneratedTargets();
+#endif
+  std::string out;
+  std::vector<uint32_t> bounds;
+  for (int64_t target : targets) {
+#ifdef LUMINA_NORMALIZE_WITH_HWY
+    hwy::SetSupportedTargetsForTest(target);
+#endif
+    for (const auto& t : texts) {
+      const std::string expect = normalize_by_the_note(t);
+      normalize_words(t, out, bounds);
+      ASSERT_EQ(out, expect) << "target " << target << ", text of " << t.size() << " bytes";
+      std::string rejoined;
+      for (size_t k = 0; k < bounds.size(); k += 2) {
+        rejoined += (k ? " " : "") + out.substr(bounds[k], bounds[k + 1] - bounds[k]);
+      }
+      ASSERT_EQ(rejoined, expect) << "target " << target << ", text of " << t.size() << " bytes";
+    }
+  }
+#ifdef LUMINA_NORMALIZE_WITH_HWY
+  hwy::SetSupportedTargetsForTest(0);
+#endif
+}
+
 TEST(TextNormalize, EqualsTheNoteByteByByteOnEveryTarget) {
   // Separators of every kind, look-alikes of the multi-byte ones (wrong or
   // missing continuation bytes), texts cut anywhere and across 64-byte blocks.
@@ -100,30 +134,56 @@ TEST(TextNormalize, EqualsTheNoteByteByByteOnEveryTarget) {
     if (rng() % 3 == 0) s = s.substr(rng() % (s.size() + 1));
     texts.push_back(s);
   }
-  std::vector<int64_t> targets{0};
+  expect_the_note_on_every_target(texts);
+}
+
+TEST(TextNormalize, EveryByteValueAtEveryBlockOffsetEqualsTheNote) {
+  // The classifier looks bytes up by nibble: each of the 256 values, inside
+  // a word (between two word bytes), alone, and next to separators, at every
+  // offset of the first two 64-byte blocks.
 #ifdef LUMINA_NORMALIZE_WITH_HWY
-  targets = hwy::SupportedAndGeneratedTargets();
+  for (int64_t target : hwy::SupportedAndGeneratedTargets()) std::printf("normalization target: %s\n", hwy::TargetName(target));
 #endif
-  std::string out;
-  std::vector<uint32_t> bounds;
-  for (int64_t target : targets) {
-#ifdef LUMINA_NORMALIZE_WITH_HWY
-    hwy::SetSupportedTargetsForTest(target);
-#endif
-    for (const auto& t : texts) {
-      const std::string expect = normalize_by_the_note(t);
-      normalize_words(t, out, bounds);
-      ASSERT_EQ(out, expect) << "target " << target << ", text of " << t.size() << " bytes";
-      std::string rejoined;  // the bounds cut out exactly the words
-      for (size_t k = 0; k < bounds.size(); k += 2) {
-        rejoined += (k ? " " : "") + out.substr(bounds[k], bounds[k + 1] - bounds[k]);
-      }
-      ASSERT_EQ(rejoined, expect);
+  std::vector<std::string> texts;
+  for (int c = 0; c < 256; ++c) {
+    const std::string b(1, static_cast<char>(c));
+    for (size_t offset = 0; offset < 130; ++offset) {
+      std::string prefix;
+      while (prefix.size() < offset) prefix += (prefix.size() % 7 == 6) ? ' ' : static_cast<char>('A' + prefix.size() % 26);
+      texts.push_back(prefix + b + "Qz" + b + b + " tail");
+      texts.push_back(prefix + "w" + b + "W");
     }
   }
-#ifdef LUMINA_NORMALIZE_WITH_HWY
-  hwy::SetSupportedTargetsForTest(0);
-#endif
+  expect_the_note_on_every_target(texts);
+}
+
+TEST(TextNormalize, BlockAndWordCountEdgesEqualTheNote) {
+  std::vector<std::string> texts = {"", " ", "\t\n ,,, ", std::string(64, ' '), std::string(200, ','), "x", "X."};
+  for (size_t len : {15, 16, 17, 63, 64, 65, 127, 128, 129, 300}) {
+    texts.push_back(std::string(len, 'W'));                 // one word ending at or across a block's end
+    texts.push_back(std::string(len, 'w') + " ");           // a separator just past it
+    texts.push_back(" " + std::string(len - 1, 'z') + ",");  // a word from byte 1
+    std::string one_letter_words;  // 32 word starts a block: past every fast path's count
+    while (one_letter_words.size() < len) {
+      one_letter_words += static_cast<char>('a' + one_letter_words.size() % 26);
+      one_letter_words += ' ';
+    }
+    texts.push_back(one_letter_words);
+    texts.push_back(one_letter_words.substr(1));
+    std::string two_space;  // runs of separators where words join
+    while (two_space.size() < len) two_space += "Ab ,\xC2\xA0";
+    texts.push_back(two_space);
+  }
+  // Bytes >= 0x80 inside words (UTF-8, broken UTF-8) at a vector's end.
+  for (size_t offset : {0, 14, 15, 30, 31, 62, 63, 64, 126, 127}) {
+    const std::string pad(offset, 'p');
+    for (const char* mid : {"caf\xC3\xA9s", "na\xEF\xBF\xBDve", "x\xE2\x80", "\xE2\x80\x94y", "\xFF\xFE", "\xC2\xA1!",
+                            "\xE3\x80\x80q", "\xE2\x81\xB0r"}) {
+      texts.push_back(pad + mid + " End");
+      texts.push_back(pad + " " + mid);
+    }
+  }
+  expect_the_note_on_every_target(texts);
 }
 
 TEST(StreamDeduplicator, LargeBatchesHashInParallelWithTheSameResult) {

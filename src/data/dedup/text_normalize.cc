@@ -19,7 +19,7 @@ void NormalizedWords::assign(std::string_view text) {
     const size_t capacity = std::max(n, 2 * capacity_);
     // make_unique_for_overwrite: the kernel writes before anything reads, no zero fill.
     text_ = std::make_unique_for_overwrite<char[]>(capacity + kNormalizeSlack);
-    starts_ = std::make_unique_for_overwrite<uint32_t[]>(capacity / 2 + 2);
+    starts_ = std::make_unique_for_overwrite<uint32_t[]>(capacity / 2 + 2 + kNormalizeStartsSlack);
     capacity_ = capacity;
   }
   const NormalizedCounts counts = normalize_text(reinterpret_cast<const uint8_t*>(text.data()), n,

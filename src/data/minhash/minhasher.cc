@@ -15,14 +15,32 @@
 #include "data/dedup/text_normalize.h"
 #include "data/minhash/minhash_kernel.h"
 #include "data/minhash/oph_kernel.h"
+#include "data/minhash/shingle_groups.h"
 #include "luminamoon/data_error.h"
 #include "luminamoon/data_threads.h"
 #include "luminamoon/minhash_lsh.h"
+#include "luminamoon/text_batch.h"
 
 namespace luminamoon {
 namespace {
 
-void shingle_hashes_into(std::string_view text, int ngram, NormalizedWords& normalized, std::vector<uint64_t>& out) {
+// The index arrays of Note [shingles grouped by length] (shingle_groups.cc),
+// kept by a thread from document to document.
+struct ShingleOrder {
+  std::vector<uint32_t, UninitializedAllocator<uint32_t>> order, scratch;
+};
+
+// Out: a std::vector of uint64_t; the signature path keeps one per thread
+// with UninitializedAllocator, so that growing it between documents of
+// different lengths does not zero-fill what the loops below overwrite.
+// order: nullptr for the hashes in document order (shingle_hashes()), else
+// the order of Note [shingles grouped by length] (signatures).
+// flatten: XXH3 inlined into each of the loops below, as with one loop
+// (called from three places, GCC otherwise keeps it out of line, about ten
+// more instructions a shingle).
+template <class Out>
+[[gnu::flatten]] void shingle_hashes_into(std::string_view text, int ngram, NormalizedWords& normalized, Out& out,
+                         ShingleOrder* order) {
   normalized.assign(text);
   const std::string_view norm = normalized.text();
   const size_t words = normalized.words();
@@ -31,12 +49,26 @@ void shingle_hashes_into(std::string_view text, int ngram, NormalizedWords& norm
     out.assign(1, XXH3_64bits_withSeed(norm.data(), norm.size(), kShingleHashSeed));
     return;
   }
-  out.resize(words - n + 1);
+  const size_t count = words - n + 1;
+  out.resize(count);
   const uint32_t* starts = normalized.word_starts();
   uint64_t* hashes = out.data();
-  for (size_t i = 0; i + n <= words; ++i) {
-    const uint32_t begin = starts[i], end = starts[i + n] - 1;
-    hashes[i] = XXH3_64bits_withSeed(norm.data() + begin, end - begin, kShingleHashSeed);
+  if (order != nullptr) {
+    order->order.resize(count + kShingleOrderSlack);
+    order->scratch.resize(count + kShingleOrderSlack);
+  }
+  if (order == nullptr ||
+      !order_shingles_for_hashing(starts, count, n, order->order.data(), order->scratch.data())) {
+    for (size_t i = 0; i < count; ++i) {
+      const uint32_t begin = starts[i], end = starts[i + n] - 1;
+      hashes[i] = XXH3_64bits_withSeed(norm.data() + begin, end - begin, kShingleHashSeed);
+    }
+    return;
+  }
+  const uint32_t* index = order->order.data();
+  for (size_t k = 0; k < count; ++k) {
+    const uint32_t begin = starts[index[k]], end = starts[index[k] + n] - 1;
+    hashes[k] = XXH3_64bits_withSeed(norm.data() + begin, end - begin, kShingleHashSeed);
   }
 }
 
@@ -70,7 +102,7 @@ MinHasher::MinHasher(MinHashParams params) : params_(params) {
 std::vector<uint64_t> MinHasher::shingle_hashes(std::string_view text) const {
   NormalizedWords normalized;
   std::vector<uint64_t> out;
-  shingle_hashes_into(text, params_.ngram, normalized, out);
+  shingle_hashes_into(text, params_.ngram, normalized, out, nullptr);
   return out;
 }
 
@@ -80,9 +112,10 @@ void MinHasher::signature(std::string_view text, std::span<uint64_t> out,
     throw DataError(DataErrorKind::kUsage, "MinHash: signature buffer must hold num_perm values");
   }
   thread_local NormalizedWords normalized;
-  thread_local std::vector<uint64_t> shingles;
+  thread_local std::vector<uint64_t, UninitializedAllocator<uint64_t>> shingles;
+  thread_local ShingleOrder order;
   thread_local std::vector<uint64_t> padded_out;
-  shingle_hashes_into(text, params_.ngram, normalized, shingles);
+  shingle_hashes_into(text, params_.ngram, normalized, shingles, &order);
   if (params_.scheme == MinHashScheme::kOph) {
     const int log2k = std::countr_zero(static_cast<unsigned>(params_.num_perm));
     const uint64_t seed = params_.seed ^ kOphSeedXor, seed2 = params_.seed ^ kOphDensifySeedXor;

@@ -39,7 +39,8 @@ ALL_TARGETS = ("sm_80", "sm_90", "sm_100", "sm_120", "compute_80", "gfx90a", "gf
 
 def _geometry() -> dict:
     """triton_kernels.py's block sizes and warps (Note [Triton block sizes]), read without importing triton."""
-    names = {"APPLY_BLOCK", "REDUCE_BLOCK", "FINALIZE_BLOCK", "NUM_WARPS", "FACTOR_TILE", "FACTOR_CHUNK_ROWS",
+    names = {"APPLY_BLOCK", "REDUCE_BLOCK", "FINALIZE_BLOCK", "NUM_WARPS", "FACTOR_CHUNK_ROWS", "FACTOR_WIDE_COLS",
+             "FACTOR_NARROW_COLS", "FACTOR_LOAD_ROWS", "FACTOR_ROW_BLOCK", "FACTOR_COL_BLOCK", "FACTOR_MERGE",
              "FACTOR_WARPS"}
     found = {}
     for node in ast.parse(KERNELS_PY.read_text()).body:
@@ -54,7 +55,8 @@ def _geometry() -> dict:
 _G = _geometry()
 APPLY_BLOCK, REDUCE_BLOCK, FINALIZE_BLOCK, NUM_WARPS = (_G[k] for k in ("APPLY_BLOCK", "REDUCE_BLOCK",
                                                                          "FINALIZE_BLOCK", "NUM_WARPS"))
-FACTOR_TILE, FACTOR_CHUNK_ROWS, FACTOR_WARPS = _G["FACTOR_TILE"], _G["FACTOR_CHUNK_ROWS"], _G["FACTOR_WARPS"]
+FACTOR_CHUNK_ROWS, FACTOR_LOAD_ROWS, FACTOR_WARPS = _G["FACTOR_CHUNK_ROWS"], _G["FACTOR_LOAD_ROWS"], _G["FACTOR_WARPS"]
+FACTOR_ROW_BLOCK, FACTOR_COL_BLOCK, FACTOR_MERGE = _G["FACTOR_ROW_BLOCK"], _G["FACTOR_COL_BLOCK"], _G["FACTOR_MERGE"]
 
 
 def _apply(pdtype: int, gdtype: int, master: bool, kind: int = 0) -> dict:
@@ -88,31 +90,31 @@ VARIANTS = {
 }
 # Note [AOT TD-CLM set]: TD-CLM's round 0 and pass 2 for the same dtype pairs (second moments
 # tensor, row and factored; a TD-CLM tensor with C = 1 steps as CLM, core/second_moment_layout.h):
-# the tensor form's sum g^2 is the CLM reduce kernel's (GRAD_SUMS reads only the gradient); the
-# row and column sums come at two fixed tile shapes each (the JIT picks one per shape from C; an AOT
-# kernel's tile is a constexpr), "wide" for C of a few hundred and more and "narrow" for small C, named
-# by their tile (rows x columns per program, and the column sums' chunk of rows) so that the C++
-# launcher, which computes the grids from the same numbers, refuses a build of other shapes by name;
-# the device finalize of each form (the verdict, s or the new factors and rho); pass 2 of each form.
+# the tensor form's sum g^2 is the CLM reduce kernel's (GRAD_SUMS reads only the gradient) and its
+# device finalize gives s; the row and factored forms read their gradient once in the sums kernel
+# (Note [Triton factor tiles] in triton_kernels.py) at two fixed tiles, "wide" (128 x 128) for
+# C >= 128 and "narrow" (128 x 16) below, named by their tile (rows x columns per program) so that the C++ launcher, which
+# computes the grids from the same numbers, refuses a build of other shapes by name; the factors
+# by factor_rows and factor_cols (one variant each: the form is a run-time argument); pass 2 of
+# each form. Session 6 replaced session 5's row sums and column sums at two tiles each (16
+# variants) and the per-form finalize (2) by these 8 + 2: 23 TD-CLM variants instead of 31.
 TDCLM_KINDS = {"tensor": 1, "row": 2, "factored": 3}  # triton_kernels.TENSOR, ROW, FACTORED
-ROW_TILES = {"wide": (FACTOR_TILE // 1024, 1024), "narrow": (FACTOR_TILE // 16, 16)}
-COL_TILES = {"wide": (min(FACTOR_TILE // 128, FACTOR_CHUNK_ROWS), 128),
-             "narrow": (min(FACTOR_TILE // 16, FACTOR_CHUNK_ROWS), 16)}
+SUMS_TILES = {"wide": _G["FACTOR_WIDE_COLS"], "narrow": _G["FACTOR_NARROW_COLS"]}  # columns per program
+VARIANTS["luminav_triton_finalize_tensor"] = ("finalize_kernel", _finalize(1), 0)
+VARIANTS["luminav_triton_factor_rows"] = ("factor_rows_kernel", dict(BLOCK=FACTOR_ROW_BLOCK, MERGE=FACTOR_MERGE),
+                                          FACTOR_ROW_BLOCK)
+VARIANTS["luminav_triton_factor_cols"] = ("factor_cols_kernel", dict(BLOCK=FACTOR_COL_BLOCK, MERGE=FACTOR_MERGE),
+                                          FACTOR_COL_BLOCK)
 for _form, _kind in TDCLM_KINDS.items():
-    VARIANTS[f"luminav_triton_finalize_{_form}"] = ("finalize_kernel", _finalize(_kind), 0)
     VARIANTS[f"luminav_triton_apply_pf32_gf32_{_form}"] = ("apply_kernel", _apply(0, 0, False, _kind), APPLY_BLOCK)
     VARIANTS[f"luminav_triton_apply_pbf16_gbf16_{_form}"] = ("apply_kernel", _apply(1, 1, True, _kind), APPLY_BLOCK)
 FACTOR_VARIANTS = []
 for _g, _gdtype in (("gf32", 0), ("gbf16", 1)):
-    for _br, _bc in ROW_TILES.values():
-        FACTOR_VARIANTS.append(f"luminav_triton_row_sums_{_g}_{_br}x{_bc}")
-        VARIANTS[FACTOR_VARIANTS[-1]] = ("row_sums_kernel", dict(GDTYPE=_gdtype, SCALED=False, BLOCK_R=_br,
-                                                                 BLOCK_C=_bc), _br * _bc, FACTOR_WARPS)
-    for _br, _bc in COL_TILES.values():
-        FACTOR_VARIANTS.append(f"luminav_triton_col_sums_{_g}_{_br}x{_bc}_chunk{FACTOR_CHUNK_ROWS}")
-        VARIANTS[FACTOR_VARIANTS[-1]] = ("col_sums_kernel", dict(GDTYPE=_gdtype, SCALED=False,
-                                                                 CHUNK_ROWS=FACTOR_CHUNK_ROWS, BLOCK_R=_br,
-                                                                 BLOCK_C=_bc), _br * _bc, FACTOR_WARPS)
+    for _bc in SUMS_TILES.values():
+        FACTOR_VARIANTS.append(f"luminav_triton_factor_sums_{_g}_{FACTOR_CHUNK_ROWS}x{_bc}")
+        VARIANTS[FACTOR_VARIANTS[-1]] = ("factor_sums_kernel", dict(
+            GDTYPE=_gdtype, SCALED=False, CHUNK_ROWS=FACTOR_CHUNK_ROWS, LOAD_ROWS=FACTOR_LOAD_ROWS[_bc], BLOCK_C=_bc),
+            FACTOR_CHUNK_ROWS * _bc, FACTOR_WARPS)
 # Note [aligned variants]: the JIT specializes every launch on its arguments: a tensor address that is
 # a multiple of 16 bytes and an element count that is a multiple of 16 reach the compiler as
 # tt.divisibility 16, which lets it vectorize the loads and stores (16 bytes per thread). An AOT
@@ -122,7 +124,7 @@ for _g, _gdtype in (("gf32", 0), ("gbf16", 1)):
 # n (and rows); the C++ launcher takes it when a tensor's addresses and N qualify
 # (triton_aot_clm_step.cc), the generic kernel otherwise.
 ALIGNED_ARGS = {"g_ptr", "m_ptr", "v_ptr", "x_ptr", "p_ptr", "master_ptr", "partials_ptr", "n", "rows"}
-# The row and column sums index the gradient as r * cols + c: their _a16 kernels also take C as a
+# The sums kernels index the gradient as r * cols + c: their _a16 kernels also take C as a
 # multiple of 16 (the launcher checks R, C and the gradient's address).
 FACTOR_ALIGNED_ARGS = ALIGNED_ARGS | {"cols"}
 # bf16 too: their first build faulted on the H200 (session 2) because the manifest gave every kernel
@@ -137,8 +139,10 @@ KERNEL_SETS = {"all": tuple(VARIANTS), "clm_f32": tuple(v for v in VARIANTS if "
 
 # Argument types of the kernels' non-constexpr parameters (Triton signature strings).
 _POINTER_TYPES = {"step_out_ptr": "*i64", "step_ptr": "*i64", "words_ptr": "*i32", "status_ptr": "*i32",
-                  "partials_ptr": "*fp64", "row_sums_ptr": "*fp64", "col_sums_ptr": "*fp64", "hp64_ptr": "*fp64"}
-_INT_ARGS = {"n", "rows", "cols", "seed", "index_offset", "num_partials", "position", "chunks"}
+                  "partials_ptr": "*fp64", "row_sums_ptr": "*fp64", "col_sums_ptr": "*fp64", "hp64_ptr": "*fp64",
+                  "row_part_ptr": "*fp64", "col_part_ptr": "*fp64", "block_sums_ptr": "*fp64"}
+_INT_ARGS = {"n", "rows", "cols", "seed", "index_offset", "num_partials", "position", "chunks", "with_cols", "strips",
+             "form_cols", "row_blocks"}
 
 
 def trailing_scratch_ptrs(version: str) -> int:

@@ -51,7 +51,7 @@ struct StreamWork {
   DeviceBuffer partials;
   // TD-CLM (Note [device finalize]): the row and column sums (reused tensor after tensor) and
   // each tensor's globals and new factors, written by its finalize in reduce, read by apply.
-  DeviceBuffer row_sums, col_sums, regions;
+  DeviceBuffer row_partials, col_partials, regions;
   int32_t* host_words = nullptr;  // pinned
   std::vector<double> host_partials;
 };
@@ -368,7 +368,7 @@ class TritonAotBackend final : public Backend {
       stream = static_cast<CUstream>(ctx.stream);
       work = &state->streams[stream];
       // The same tensors give the same regions in reduce and apply (the driver's whole step).
-      size_t partials = 0, row_sums = 0, col_sums = 0, regions = 0;
+      size_t partials = 0, row_partials = 0, col_partials = 0, regions = 0;
       std::vector<size_t> region_offset(tensors.size(), 0);
       plans.resize(tensors.size());
       for (size_t j = 0; j < tensors.size(); ++j) {
@@ -377,13 +377,14 @@ class TritonAotBackend final : public Backend {
         partials = std::max(partials, clm_partials_bytes(state->kernels, plans[j].t.t.n));
         if (!plans[j].tdclm) continue;
         partials = std::max(partials, tdclm_partials_bytes(state->kernels, plans[j].t));
-        row_sums = std::max(row_sums, tdclm_row_sums_bytes(plans[j].t));
-        col_sums = std::max(col_sums, tdclm_col_sums_bytes(plans[j].t));
+        row_partials = std::max(row_partials, tdclm_row_partials_bytes(plans[j].t));
+        col_partials = std::max(col_partials, tdclm_col_partials_bytes(plans[j].t));
         region_offset[j] = regions;
         regions += tdclm_region_bytes(plans[j].t);
       }
       if (!allocate(work, &why) || !grow(&work->partials, partials, stream, &why) ||
-          !grow(&work->row_sums, row_sums, stream, &why) || !grow(&work->col_sums, col_sums, stream, &why) ||
+          !grow(&work->row_partials, row_partials, stream, &why) ||
+          !grow(&work->col_partials, col_partials, stream, &why) ||
           !grow(&work->regions, regions, stream, &why)) {
         code = fail(LUMINAV_STATUS_OUT_OF_MEMORY, why);
         return;
@@ -393,8 +394,8 @@ class TritonAotBackend final : public Backend {
         plans[j].t.gl = work->regions.address + region_offset[j];
         plans[j].t.factors = plans[j].t.gl + 4 * sizeof(float);
       }
-      scratch.row_sums = work->row_sums.address;
-      scratch.col_sums = work->col_sums.address;
+      scratch.row_partials = work->row_partials.address;
+      scratch.col_partials = work->col_partials.address;
       buffers.k = work->block + offsetof(DeviceBlock, k);
       buffers.step = work->block + offsetof(DeviceBlock, step);
       buffers.words = work->block + offsetof(DeviceBlock, words);

@@ -4,21 +4,19 @@
 namespace luminav::triton_aot {
 namespace {
 
-// The tiles of the row and column sums (build_triton_aot.py's ROW_TILES, COL_TILES and
-// FACTOR_CHUNK_ROWS, which name the kernels): rows x columns per program. C >= kWideFrom takes the
-// wide tiles (a row-sum program then covers 4 rows of 1024 columns), smaller C the narrow ones.
-struct Tile {
-  int64_t rows, cols;
-};
-constexpr Tile kRowWide{4, 1024}, kRowNarrow{256, 16}, kColWide{32, 128}, kColNarrow{256, 16};
-constexpr int64_t kChunkRows = 256;
-constexpr int64_t kWideFrom = 256;
-constexpr int kPartialFields = 5;  // triton_kernels.PARTIAL_FIELDS
+// Note [Triton factor tiles] (triton_kernels.py; build_triton_aot.py's SUMS_TILES and the FACTOR_*
+// constants, which name the kernels): a sums program reads kChunkRows rows by kWideCols columns
+// (kNarrowCols where C < kWideFrom); the factor kernels take kRowBlock rows / kColBlock columns a
+// program.
+constexpr int64_t kChunkRows = 128, kWideCols = 128, kNarrowCols = 16, kWideFrom = 128;
+constexpr int64_t kRowBlock = 256, kColBlock = 256;
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-Tile row_tile(const TdclmTensor& t) { return t.cols >= kWideFrom ? kRowWide : kRowNarrow; }
-Tile col_tile(const TdclmTensor& t) { return t.cols >= kWideFrom ? kColWide : kColNarrow; }
+int64_t tile_cols(const TdclmTensor& t) { return t.cols >= kWideFrom ? kWideCols : kNarrowCols; }
+int64_t strips(const TdclmTensor& t) { return ceil_div(t.cols, tile_cols(t)); }
+int64_t chunks(const TdclmTensor& t) { return ceil_div(t.rows, kChunkRows); }
+int64_t row_blocks(const TdclmTensor& t) { return ceil_div(t.rows, kRowBlock); }
 
 // Note [aligned variants]: the sums index the gradient as r * C + c, so their hints need the
 // gradient's address, R and C to be multiples of 16; pass 2's also hold R (`rows`) to it.
@@ -29,20 +27,27 @@ const char* gradient(const TdclmTensor& t) { return t.t.bf16 ? "gbf16" : "gf32";
 const char* form_name(TdclmForm f) {
   return f == TdclmForm::kTensor ? "tensor" : f == TdclmForm::kRow ? "row" : "factored";
 }
-std::string tile_name(Tile tile) { return std::to_string(tile.rows) + "x" + std::to_string(tile.cols); }
+std::string tile_name(int64_t cols) { return std::to_string(kChunkRows) + "x" + std::to_string(cols); }
 
 }  // namespace
 
-#define LUMINAV_ROW_SUMS_SIG(g) \
-  "(g_ptr:" g ", row_sums_ptr:*fp64, partials_ptr:*fp64, k_ptr:*fp32, words_ptr:*i32, rows:i64, cols:i64)"
-#define LUMINAV_COL_SUMS_SIG(g) "(g_ptr:" g ", col_sums_ptr:*fp64, k_ptr:*fp32, words_ptr:*i32, rows:i64, cols:i64)"
+#define LUMINAV_SUMS_SIG(g)                                                                                  \
+  "(g_ptr:" g ", row_part_ptr:*fp64, col_part_ptr:*fp64, k_ptr:*fp32, words_ptr:*i32, rows:i64, cols:i64, " \
+  "position:i64, with_cols:i64)"
+#define LUMINAV_FACTOR_ROWS_SIG                                                                                \
+  "(row_part_ptr:*fp64, exp_avg_sq_ptr:*fp32, new_ptr:*fp32, block_sums_ptr:*fp64, words_ptr:*i32, rows:i64, " \
+  "cols:i64, strips:i64, beta2:fp32, one_minus_beta2:fp32)"
+#define LUMINAV_FACTOR_COLS_SIG                                                                              \
+  "(col_part_ptr:*fp64, block_sums_ptr:*fp64, exp_avg_sq_ptr:*fp32, new_ptr:*fp32, gl_ptr:*fp32, "           \
+  "words_ptr:*i32, rows:i64, cols:i64, form_cols:i64, chunks:i64, row_blocks:i64, beta2:fp32, "              \
+  "one_minus_beta2:fp32)"
 #define LUMINAV_APPLY_F32 "(p_ptr:*fp32, g_ptr:*fp32, " LUMINAV_TRITON_APPLY_SIG
 #define LUMINAV_APPLY_BF16 "(p_ptr:*i16, g_ptr:*i16, " LUMINAV_TRITON_APPLY_SIG
 
 const AotKernelAbi kTdclmKernelSet[kTdclmKernelCount] = {
     {"luminav_triton_finalize_tensor", LUMINAV_TRITON_FINALIZE_SIG},
-    {"luminav_triton_finalize_row", LUMINAV_TRITON_FINALIZE_SIG},
-    {"luminav_triton_finalize_factored", LUMINAV_TRITON_FINALIZE_SIG},
+    {"luminav_triton_factor_rows", LUMINAV_FACTOR_ROWS_SIG},
+    {"luminav_triton_factor_cols", LUMINAV_FACTOR_COLS_SIG},
     {"luminav_triton_apply_pf32_gf32_tensor", LUMINAV_APPLY_F32},
     {"luminav_triton_apply_pf32_gf32_row", LUMINAV_APPLY_F32},
     {"luminav_triton_apply_pf32_gf32_factored", LUMINAV_APPLY_F32},
@@ -55,42 +60,44 @@ const AotKernelAbi kTdclmKernelSet[kTdclmKernelCount] = {
     {"luminav_triton_apply_pbf16_gbf16_tensor_a16", LUMINAV_APPLY_BF16},
     {"luminav_triton_apply_pbf16_gbf16_row_a16", LUMINAV_APPLY_BF16},
     {"luminav_triton_apply_pbf16_gbf16_factored_a16", LUMINAV_APPLY_BF16},
-    {"luminav_triton_row_sums_gf32_4x1024", LUMINAV_ROW_SUMS_SIG("*fp32")},
-    {"luminav_triton_row_sums_gf32_256x16", LUMINAV_ROW_SUMS_SIG("*fp32")},
-    {"luminav_triton_row_sums_gbf16_4x1024", LUMINAV_ROW_SUMS_SIG("*i16")},
-    {"luminav_triton_row_sums_gbf16_256x16", LUMINAV_ROW_SUMS_SIG("*i16")},
-    {"luminav_triton_row_sums_gf32_4x1024_a16", LUMINAV_ROW_SUMS_SIG("*fp32")},
-    {"luminav_triton_row_sums_gf32_256x16_a16", LUMINAV_ROW_SUMS_SIG("*fp32")},
-    {"luminav_triton_row_sums_gbf16_4x1024_a16", LUMINAV_ROW_SUMS_SIG("*i16")},
-    {"luminav_triton_row_sums_gbf16_256x16_a16", LUMINAV_ROW_SUMS_SIG("*i16")},
-    {"luminav_triton_col_sums_gf32_32x128_chunk256", LUMINAV_COL_SUMS_SIG("*fp32")},
-    {"luminav_triton_col_sums_gf32_256x16_chunk256", LUMINAV_COL_SUMS_SIG("*fp32")},
-    {"luminav_triton_col_sums_gbf16_32x128_chunk256", LUMINAV_COL_SUMS_SIG("*i16")},
-    {"luminav_triton_col_sums_gbf16_256x16_chunk256", LUMINAV_COL_SUMS_SIG("*i16")},
-    {"luminav_triton_col_sums_gf32_32x128_chunk256_a16", LUMINAV_COL_SUMS_SIG("*fp32")},
-    {"luminav_triton_col_sums_gf32_256x16_chunk256_a16", LUMINAV_COL_SUMS_SIG("*fp32")},
-    {"luminav_triton_col_sums_gbf16_32x128_chunk256_a16", LUMINAV_COL_SUMS_SIG("*i16")},
-    {"luminav_triton_col_sums_gbf16_256x16_chunk256_a16", LUMINAV_COL_SUMS_SIG("*i16")},
+    {"luminav_triton_factor_sums_gf32_128x128", LUMINAV_SUMS_SIG("*fp32")},
+    {"luminav_triton_factor_sums_gf32_128x16", LUMINAV_SUMS_SIG("*fp32")},
+    {"luminav_triton_factor_sums_gbf16_128x128", LUMINAV_SUMS_SIG("*i16")},
+    {"luminav_triton_factor_sums_gbf16_128x16", LUMINAV_SUMS_SIG("*i16")},
+    {"luminav_triton_factor_sums_gf32_128x128_a16", LUMINAV_SUMS_SIG("*fp32")},
+    {"luminav_triton_factor_sums_gf32_128x16_a16", LUMINAV_SUMS_SIG("*fp32")},
+    {"luminav_triton_factor_sums_gbf16_128x128_a16", LUMINAV_SUMS_SIG("*i16")},
+    {"luminav_triton_factor_sums_gbf16_128x16_a16", LUMINAV_SUMS_SIG("*i16")},
 };
-#undef LUMINAV_ROW_SUMS_SIG
-#undef LUMINAV_COL_SUMS_SIG
+#undef LUMINAV_SUMS_SIG
+#undef LUMINAV_FACTOR_ROWS_SIG
+#undef LUMINAV_FACTOR_COLS_SIG
 #undef LUMINAV_APPLY_F32
 #undef LUMINAV_APPLY_BF16
 
 bool check_tdclm_kernel_set(const cuda::KernelManifest& manifest, std::string* why) {
   if (!check_kernel_set(manifest, kTdclmKernelSet, why)) return false;
-  // The build records a sums kernel's tile as its elements_per_program: the product of the
-  // shape its name gives, which the grids below assume.
-  for (const Tile tile : {kRowWide, kRowNarrow, kColWide, kColNarrow}) {
-    for (const AotKernelAbi& abi : kTdclmKernelSet) {
-      if (abi.name.find("_sums_") == std::string_view::npos) continue;
-      if (abi.name.find("_" + tile_name(tile)) == std::string_view::npos) continue;
-      const cuda::KernelEntry* k = manifest.find_kernel(abi.name);
-      if (k->elements_per_program != static_cast<uint64_t>(tile.rows * tile.cols)) {
-        *why = "manifest: kernel " + k->name + " covers " + std::to_string(k->elements_per_program) +
-               " elements per program, its name says " + tile_name(tile) + " (kernels from another build?)";
-        return false;
-      }
+  // The build records a kernel's tile as its elements_per_program (a sums kernel: the product of the
+  // shape its name gives; the factor kernels: rows or columns a program), which the grids below assume.
+  for (const AotKernelAbi& abi : kTdclmKernelSet) {
+    uint64_t want = 0;
+    if (abi.name.find("_sums_") != std::string_view::npos) {
+      want = static_cast<uint64_t>(kChunkRows * (abi.name.find("_" + tile_name(kWideCols)) != std::string_view::npos
+                                                     ? kWideCols
+                                                     : kNarrowCols));
+    } else if (abi.name == "luminav_triton_factor_rows") {
+      want = kRowBlock;
+    } else if (abi.name == "luminav_triton_factor_cols") {
+      want = kColBlock;
+    } else {
+      continue;
+    }
+    const cuda::KernelEntry* k = manifest.find_kernel(abi.name);
+    if (k->elements_per_program != want) {
+      *why = "manifest: kernel " + k->name + " covers " + std::to_string(k->elements_per_program) +
+             " elements per program, this library launches it for " + std::to_string(want) +
+             " (kernels from another build?)";
+      return false;
     }
   }
   return true;
@@ -98,16 +105,16 @@ bool check_tdclm_kernel_set(const cuda::KernelManifest& manifest, std::string* w
 
 size_t tdclm_partials_bytes(const CudaKernels& kernels, const TdclmTensor& t) {
   if (t.form == TdclmForm::kTensor) return clm_partials_bytes(kernels, t.t.n);
-  return static_cast<size_t>(ceil_div(t.rows, row_tile(t).rows)) * kPartialFields * sizeof(double);
+  return static_cast<size_t>(row_blocks(t)) * sizeof(double);  // factor_rows' block sums
 }
 
-size_t tdclm_row_sums_bytes(const TdclmTensor& t) {
-  return t.form == TdclmForm::kTensor ? 0 : static_cast<size_t>(t.rows) * sizeof(double);
+size_t tdclm_row_partials_bytes(const TdclmTensor& t) {
+  return t.form == TdclmForm::kTensor ? 0 : static_cast<size_t>(strips(t) * t.rows) * sizeof(double);
 }
 
-size_t tdclm_col_sums_bytes(const TdclmTensor& t) {
+size_t tdclm_col_partials_bytes(const TdclmTensor& t) {
   if (t.form != TdclmForm::kFactored) return 0;
-  return static_cast<size_t>(ceil_div(t.rows, kChunkRows) * t.cols) * sizeof(double);
+  return static_cast<size_t>(chunks(t) * t.cols) * sizeof(double);
 }
 
 size_t tdclm_region_bytes(const TdclmTensor& t) {
@@ -117,14 +124,9 @@ size_t tdclm_region_bytes(const TdclmTensor& t) {
   return static_cast<size_t>(4 + ceil_div(factors, 4) * 4) * sizeof(float);
 }
 
-std::string tdclm_row_sums_kernel(const TdclmTensor& t) {
-  return std::string("luminav_triton_row_sums_") + gradient(t) + "_" + tile_name(row_tile(t)) +
+std::string tdclm_sums_kernel(const TdclmTensor& t) {
+  return std::string("luminav_triton_factor_sums_") + gradient(t) + "_" + tile_name(tile_cols(t)) +
          (factor_aligned(t) ? "_a16" : "");
-}
-
-std::string tdclm_col_sums_kernel(const TdclmTensor& t) {
-  return std::string("luminav_triton_col_sums_") + gradient(t) + "_" + tile_name(col_tile(t)) + "_chunk" +
-         std::to_string(kChunkRows) + (factor_aligned(t) ? "_a16" : "");
 }
 
 std::string tdclm_apply_kernel(const TdclmTensor& t) {
@@ -138,35 +140,36 @@ bool launch_tdclm_round0(const CudaKernels& kernels, const ClmStepBuffers& b, co
   TdclmScratch sc = scratch;
   TdclmTensor x = t;
   ClmScalars c = s;
-  float bound_ratio = 0.0f;
-  int64_t num_partials = 0, chunks = 1;
-  // What the finalize reads the sums from (the tensor form reads neither: its region stands in).
-  uint64_t row_sums = x.factors, col_sums = x.factors;
   if (x.form == TdclmForm::kTensor) {
+    int64_t num_partials = 0, one = 1;
+    float bound_ratio = 0.0f;
     if (!launch_grad_sums(kernels, b, x.t, s, stream, &num_partials, why)) return false;
-  } else {
-    const int64_t grid = ceil_div(x.rows, row_tile(x).rows);
-    num_partials = grid;
-    void* row_args[] = {&x.t.grad, &sc.row_sums, &v.partials, &v.k, &v.words, &x.rows, &x.cols};
-    if (!kernels.launch(tdclm_row_sums_kernel(x), static_cast<unsigned>(grid), 1, row_args, stream, why)) {
-      return false;
-    }
-    row_sums = sc.row_sums;
-    if (x.form == TdclmForm::kFactored) {
-      chunks = ceil_div(x.rows, kChunkRows);
-      void* col_args[] = {&x.t.grad, &sc.col_sums, &v.k, &v.words, &x.rows, &x.cols};
-      if (!kernels.launch(tdclm_col_sums_kernel(x), static_cast<unsigned>(ceil_div(x.cols, col_tile(x).cols)),
-                          static_cast<unsigned>(chunks), col_args, stream, why)) {
-        return false;
-      }
-      col_sums = sc.col_sums;
-    }
+    // (the finalize's factor arguments are not read for the tensor form: the region stands in)
+    void* finalize_args[] = {&v.partials, &num_partials, &x.gl, &v.words, &v.k, &x.t.exp_avg_sq, &x.factors,
+                             &x.factors, &x.factors, &x.t.n, &x.rows, &x.cols, &one, &x.t.position, &c.beta2,
+                             &c.one_minus_beta2, &bound_ratio};
+    return kernels.launch("luminav_triton_finalize_tensor", 1, finalize_args, stream, why);
   }
-  void* finalize_args[] = {&v.partials, &num_partials, &x.gl, &v.words, &v.k, &x.t.exp_avg_sq, &row_sums,
-                           &col_sums, &x.factors, &x.t.n, &x.rows, &x.cols, &chunks, &x.t.position, &c.beta2,
-                           &c.one_minus_beta2, &bound_ratio};
-  return kernels.launch(std::string("luminav_triton_finalize_") + form_name(x.form), 1, 1, finalize_args, stream,
-                        why);
+  // Note [Triton factor tiles]: the gradient read once (row and column partials, the verdict), then
+  // the row factors (and their block sums, b.partials) and rho with the column factors.
+  const bool factored = x.form == TdclmForm::kFactored;
+  int64_t with_cols = factored ? 1 : 0, n_strips = strips(x), n_chunks = factored ? chunks(x) : 0;
+  int64_t form_cols = factored ? x.cols : 0, n_row_blocks = row_blocks(x);
+  uint64_t col_part_arg = factored ? sc.col_partials : sc.row_partials;  // (not written for the row form)
+  void* sums_args[] = {&x.t.grad, &sc.row_partials, &col_part_arg, &v.k, &v.words, &x.rows, &x.cols, &x.t.position,
+                       &with_cols};
+  if (!kernels.launch(tdclm_sums_kernel(x), static_cast<unsigned>(chunks(x) * n_strips), sums_args, stream, why)) {
+    return false;
+  }
+  void* rows_args[] = {&sc.row_partials, &x.t.exp_avg_sq, &x.factors, &v.partials, &v.words, &x.rows, &x.cols,
+                       &n_strips, &c.beta2, &c.one_minus_beta2};
+  if (!kernels.launch("luminav_triton_factor_rows", static_cast<unsigned>(n_row_blocks), rows_args, stream, why)) {
+    return false;
+  }
+  void* cols_args[] = {&col_part_arg, &v.partials, &x.t.exp_avg_sq, &x.factors, &x.gl, &v.words, &x.rows, &x.cols,
+                       &form_cols, &n_chunks, &n_row_blocks, &c.beta2, &c.one_minus_beta2};
+  const unsigned col_programs = factored ? static_cast<unsigned>(ceil_div(x.cols, kColBlock)) : 1u;
+  return kernels.launch("luminav_triton_factor_cols", col_programs, cols_args, stream, why);
 }
 
 bool launch_tdclm_apply(const CudaKernels& kernels, const ClmStepBuffers& b, const TdclmTensor& t,

@@ -1,5 +1,5 @@
-// The launches of TD-CLM's round 0 (row and column sums or sum g^2, the device
-// finalize) and pass 2 from the Triton AOT kernel set (Note [AOT TD-CLM set] in
+// The launches of TD-CLM's round 0 (the factor sums and factors, or sum g^2 and the
+// device finalize) and pass 2 from the Triton AOT kernel set (Note [AOT TD-CLM set] in
 // build_triton_aot.py), packed in the order of each kernel's manifest signature;
 // the buffers and scalars are the CLM step's (triton_aot_clm_step.h).
 #pragma once
@@ -20,35 +20,38 @@ struct TdclmTensor {
   ClmTensor t;  // exp_avg_sq holds s (tensor), row[R] (row) or row[R] then col[C] (factored)
   TdclmForm form = TdclmForm::kTensor;
   int64_t rows = 1, cols = 1;  // R and C = N / R (row, factored)
-  // This tensor's device region between its finalize and its pass 2: fp32[4] globals (s, -, -,
+  // This tensor's device region between its round 0 and its pass 2: fp32[4] globals (s, -, -,
   // rho) and fp32[R + 2C] new factors (row, col, col/rho); tdclm_region_bytes of them.
   uint64_t gl = 0, factors = 0;
 };
 
-// Scratch of the row and column sums, reused by the tensors of a step in stream order (each
-// tensor's finalize reads them before the next tensor's sums write them).
+// Scratch of the factor sums (Note [Triton factor tiles] in triton_kernels.py), reused by the
+// tensors of a step in stream order (each tensor's factor kernels read them before the next
+// tensor's sums write them).
 struct TdclmScratch {
-  uint64_t row_sums = 0;  // fp64[R]
-  uint64_t col_sums = 0;  // fp64[chunks * C], the chunks' column sums (factored)
+  uint64_t row_partials = 0;  // fp64[strips * R], each row's sum of g^2 over a strip of columns
+  uint64_t col_partials = 0;  // fp64[chunks * C], each column's over a chunk of rows (factored)
 };
 
-inline constexpr int kTdclmKernelCount = 31;
+inline constexpr int kTdclmKernelCount = 23;
 extern const AotKernelAbi kTdclmKernelSet[kTdclmKernelCount];
 
-// check_kernel_set for kTdclmKernelSet, and each row/column-sum kernel's elements_per_program
+// check_kernel_set for kTdclmKernelSet, and each sums and factor kernel's elements_per_program
 // equal to the tile its name and this launcher's grids assume.
 bool check_tdclm_kernel_set(const cuda::KernelManifest& manifest, std::string* why);
 
-// Bytes of b.partials (5 fp64 per program of the sums kernel), of the scratch's row and column
-// sums, and of the tensor's region (globals and new factors, a multiple of 16 bytes).
+// Bytes of b.partials (the tensor form: 5 fp64 per reduce program; row/factored: one fp64 per
+// factor_rows program), of the scratch's row and column partials, and of the tensor's region
+// (globals and new factors, a multiple of 16 bytes).
 size_t tdclm_partials_bytes(const CudaKernels& kernels, const TdclmTensor& t);
-size_t tdclm_row_sums_bytes(const TdclmTensor& t);
-size_t tdclm_col_sums_bytes(const TdclmTensor& t);
+size_t tdclm_row_partials_bytes(const TdclmTensor& t);
+size_t tdclm_col_partials_bytes(const TdclmTensor& t);
 size_t tdclm_region_bytes(const TdclmTensor& t);
 
-// Round 0 of one tensor on the device: its sums, then the finalize: a non-finite gradient sets
-// the words (smallest failing position wins), else s or the new factors and rho go to t.gl and
-// t.factors (nothing of the tensor's own buffers is written). False with `why` when a launch fails.
+// Round 0 of one tensor on the device: its sums, then the finalize (tensor) or the factor kernels
+// (row, factored): a non-finite gradient sets the words (smallest failing position wins), else s
+// or the new factors and rho go to t.gl and t.factors (nothing of the tensor's own buffers is
+// written). False with `why` when a launch fails.
 bool launch_tdclm_round0(const CudaKernels& kernels, const ClmStepBuffers& b, const TdclmScratch& scratch,
                          const TdclmTensor& t, const ClmScalars& s, cuda::drv::CUstream stream, std::string* why);
 // Pass 2 of one tensor from t.gl and t.factors; its program 0 stores s or the new factors into
@@ -57,8 +60,7 @@ bool launch_tdclm_apply(const CudaKernels& kernels, const ClmStepBuffers& b, con
                         const ClmScalars& s, cuda::drv::CUstream stream, std::string* why);
 
 // The names the launches above take for `t` (tests and error messages).
-std::string tdclm_row_sums_kernel(const TdclmTensor& t);
-std::string tdclm_col_sums_kernel(const TdclmTensor& t);
+std::string tdclm_sums_kernel(const TdclmTensor& t);
 std::string tdclm_apply_kernel(const TdclmTensor& t);
 
 }  // namespace luminav::triton_aot

@@ -133,10 +133,13 @@ std::string clm_manifest(const std::string& version, int trailing,
   both.insert(both.end(), std::begin(kTdclmKernelSet), std::end(kTdclmKernelSet));
   for (const AotKernelAbi& abi : both) {
     std::string name(abi.name), signature(abi.signature);
-    // The sums kernels' tiles are all FACTOR_TILE = 4096 elements (build_triton_aot.py).
-    int per = name.find("reduce") != std::string::npos || name.find("_sums_") != std::string::npos ? 4096
-              : name.find("apply") != std::string::npos                                            ? 1024
-                                                                                                    : 0;
+    // The tiles of build_triton_aot.py: the sums kernels 128 rows by their name's columns, the
+    // factor kernels 256 rows or columns a program.
+    int per = name.find("reduce") != std::string::npos               ? 4096
+              : name.find("_sums_") != std::string::npos             ? (name.find("x128") != std::string::npos ? 16384 : 2048)
+              : name.find("factor_") != std::string::npos            ? 256
+              : name.find("apply") != std::string::npos              ? 1024
+                                                                     : 0;
     edit(name, signature, per);
     if (name.empty()) continue;  // dropped
     artifacts += std::string(artifacts.empty() ? "" : ",") + R"({"arch": "sm_90", "kind": "cubin", "file": ")" +
@@ -213,28 +216,34 @@ TEST(TritonAotDirectory, TheTdclmKernelsAreBuiltForEveryTargetOfTheClmOnes) {
 TEST(TritonAotDirectory, TdclmKernelsMissingOrOfAnotherTileAreRefused) {
   cuda::KernelManifest m;
   std::string why;
-  auto no_factored = [](std::string& name, std::string&, int&) {
-    if (name == "luminav_triton_finalize_factored") name.clear();
+  auto no_factors = [](std::string& name, std::string&, int&) {
+    if (name == "luminav_triton_factor_cols") name.clear();
   };
-  EXPECT_FALSE(check_kernel_directory(directory_with(clm_manifest("3.6.0", 2, no_factored), "tdset"), &m, &why));
-  EXPECT_NE(why.find("luminav_triton_finalize_factored is missing"), std::string::npos) << why;
-  // A row-sum kernel of another tile than its name (and this launcher's grid) says.
+  EXPECT_FALSE(check_kernel_directory(directory_with(clm_manifest("3.6.0", 2, no_factors), "tdset"), &m, &why));
+  EXPECT_NE(why.find("luminav_triton_factor_cols is missing"), std::string::npos) << why;
+  // A sums kernel of another tile than its name (and this launcher's grid) says.
   auto other_tile = [](std::string& name, std::string&, int& per) {
-    if (name == "luminav_triton_row_sums_gf32_4x1024") per = 2048;
+    if (name == "luminav_triton_factor_sums_gf32_128x128") per = 32768;
   };
   EXPECT_FALSE(check_kernel_directory(directory_with(clm_manifest("3.6.0", 2, other_tile), "tile"), &m, &why));
-  EXPECT_NE(why.find("luminav_triton_row_sums_gf32_4x1024 covers 2048 elements per program"), std::string::npos)
+  EXPECT_NE(why.find("luminav_triton_factor_sums_gf32_128x128 covers 32768 elements per program"), std::string::npos)
       << why;
-  // A column-sum kernel packed with other arguments.
-  auto col_sig = [](std::string& name, std::string& sig, int&) {
-    if (name == "luminav_triton_col_sums_gbf16_256x16_chunk256") sig = "(g_ptr:*fp32, col_sums_ptr:*fp64)";
+  // A factor kernel of another block.
+  auto other_block = [](std::string& name, std::string&, int& per) {
+    if (name == "luminav_triton_factor_rows") per = 1024;
   };
-  EXPECT_FALSE(check_kernel_directory(directory_with(clm_manifest("3.6.0", 2, col_sig), "colsig"), &m, &why));
-  EXPECT_NE(why.find("kernel luminav_triton_col_sums_gbf16_256x16_chunk256 has signature"), std::string::npos) << why;
+  EXPECT_FALSE(check_kernel_directory(directory_with(clm_manifest("3.6.0", 2, other_block), "block"), &m, &why));
+  EXPECT_NE(why.find("luminav_triton_factor_rows covers 1024 elements per program"), std::string::npos) << why;
+  // A sums kernel packed with other arguments.
+  auto sums_sig = [](std::string& name, std::string& sig, int&) {
+    if (name == "luminav_triton_factor_sums_gbf16_128x16") sig = "(g_ptr:*fp32, col_sums_ptr:*fp64)";
+  };
+  EXPECT_FALSE(check_kernel_directory(directory_with(clm_manifest("3.6.0", 2, sums_sig), "sumsig"), &m, &why));
+  EXPECT_NE(why.find("kernel luminav_triton_factor_sums_gbf16_128x16 has signature"), std::string::npos) << why;
 }
 
 // The launcher's choices: every kernel it names for a TD-CLM tensor is in the set (so in any
-// accepted manifest), wide tiles from C = 256 and the _a16 ones only where their hints hold;
+// accepted manifest), wide tiles from C = 128 and the _a16 ones only where their hints hold;
 // the scratch sizes cover the grids.
 TEST(TritonAotTdclm, LaunchesNameKernelsOfTheSetAndSizeTheirScratch) {
   auto in_set = [](const std::string& name) {
@@ -260,20 +269,21 @@ TEST(TritonAotTdclm, LaunchesNameKernelsOfTheSetAndSizeTheirScratch) {
           EXPECT_EQ(apply.ends_with("_a16"), hints) << apply;
           EXPECT_EQ(tdclm_region_bytes(t) % 16, 0u);
           if (form == TdclmForm::kTensor) {
-            EXPECT_EQ(tdclm_row_sums_bytes(t), 0u);
+            EXPECT_EQ(tdclm_row_partials_bytes(t), 0u);
+            EXPECT_EQ(tdclm_col_partials_bytes(t), 0u);
             continue;
           }
-          const std::string row = tdclm_row_sums_kernel(t), col = tdclm_col_sums_kernel(t);
-          EXPECT_TRUE(in_set(row)) << row;
-          EXPECT_TRUE(in_set(col)) << col;
-          EXPECT_EQ(row.find(cols >= 256 ? "_4x1024" : "_256x16") != std::string::npos, true) << row;
-          EXPECT_EQ(col.find(cols >= 256 ? "_32x128_" : "_256x16_") != std::string::npos, true) << col;
+          const std::string sums = tdclm_sums_kernel(t);
+          EXPECT_TRUE(in_set(sums)) << sums;
+          const int64_t tile_cols = cols >= 128 ? 128 : 16;
+          EXPECT_NE(sums.find(cols >= 128 ? "_128x128" : "_128x16"), std::string::npos) << sums;
           const bool factor_hints = base % 16 == 0 && rows % 16 == 0 && cols % 16 == 0;
-          EXPECT_EQ(row.ends_with("_a16"), factor_hints) << row;
-          EXPECT_EQ(tdclm_row_sums_bytes(t), static_cast<size_t>(rows) * 8);
+          EXPECT_EQ(sums.ends_with("_a16"), factor_hints) << sums;
+          // One row partial per strip of columns, one column partial per chunk of 128 rows.
+          EXPECT_EQ(tdclm_row_partials_bytes(t), static_cast<size_t>((cols + tile_cols - 1) / tile_cols * rows) * 8);
+          EXPECT_EQ(tdclm_col_partials_bytes(t),
+                    form == TdclmForm::kFactored ? static_cast<size_t>((rows + 127) / 128 * cols) * 8 : 0u);
           EXPECT_GE(tdclm_region_bytes(t), (4 + rows + (form == TdclmForm::kFactored ? 2 * cols : 0)) * 4u);
-          EXPECT_EQ(tdclm_col_sums_bytes(t),
-                    form == TdclmForm::kFactored ? static_cast<size_t>((rows + 255) / 256 * cols) * 8 : 0u);
         }
       }
     }
