@@ -1,6 +1,8 @@
 // TensorExchange: tensor facts through DLPack's C exchange table (Note [tensor reads through DLPack]).
 #include "python/tensor_exchange.h"
 
+#include <cstddef>
+
 #include "luminav/luminav.h"
 
 namespace nb = nanobind;
@@ -21,17 +23,39 @@ struct ExchangeTable {
   void* managed_tensor_allocator;
   void* managed_tensor_from_py_object_no_sync;
   void* managed_tensor_to_py_object_no_sync;
-  int (*dltensor_from_py_object_no_sync)(void* py_object, nb::dlpack::dltensor* out);
+  int (*dltensor_from_py_object_no_sync)(void* py_object, void* out_dltensor);
   void* current_work_stream;
 };
 constexpr uint32_t kExchangeMajor = 1;
 constexpr uint16_t kMinMinorWithTable = 2;  // the table appeared in DLPack 1.2
 
+// DLPack's DLTensor, without the default member initializers of nanobind's
+// copy of it: the producer fills every field, and zeroing the 48 bytes first
+// (a `rep stos` per read, two reads per parameter and step) was 2-3% of the
+// F1 step's samples (docs/benchmarks.md, "Issue 13 (session 6, CPU front end)").
+struct DLTensorFields {
+  void* data;
+  struct {
+    int32_t device_type, device_id;
+  } device;
+  int32_t ndim;
+  struct {
+    uint8_t code, bits;
+    uint16_t lanes;
+  } dtype;
+  int64_t* shape;
+  int64_t* strides;
+  uint64_t byte_offset;
+};
+static_assert(sizeof(DLTensorFields) == sizeof(nb::dlpack::dltensor) &&
+              offsetof(DLTensorFields, byte_offset) == offsetof(nb::dlpack::dltensor, byte_offset));
+
 // DLPack's type and device codes (dlpack.h).
 constexpr uint8_t kDLFloat = 2, kDLBfloat = 4;
 constexpr int32_t kDLCPU = 1, kDLCUDA = 2, kDLCUDAHost = 3, kDLROCM = 10, kDLROCMHost = 11;
 
-int dtype_code(const nb::dlpack::dtype& t) {
+template <class DataType>
+int dtype_code(const DataType& t) {
   if (t.lanes != 1) return -1;
   if (t.code == kDLFloat && t.bits == 32) return LUMINAV_DTYPE_F32;
   if (t.code == kDLBfloat && t.bits == 16) return LUMINAV_DTYPE_BF16;
@@ -75,7 +99,7 @@ bool TensorExchange::read(nb::handle tensor, TensorFacts* out) const {
   if (read_ == nullptr) return false;
   const PyObject* type = reinterpret_cast<PyObject*>(Py_TYPE(tensor.ptr()));
   if (type != tensor_type_.ptr() && type != parameter_type_.ptr()) return false;
-  nb::dlpack::dltensor t;
+  DLTensorFields t;  // left uninitialized: filled by the producer (see DLTensorFields)
   if (read_(tensor.ptr(), &t) != 0) {
     PyErr_Clear();  // refused (a sparse tensor, an unknown dtype): the caller asks through Python
     return false;

@@ -49,7 +49,7 @@ class TensorExchange {
   bool read(nanobind::handle tensor, TensorFacts* out) const;
 
  private:
-  using ReadFn = int (*)(void* py_object, nanobind::dlpack::dltensor* out);
+  using ReadFn = int (*)(void* py_object, void* out_dltensor);
   ReadFn read_ = nullptr;
   nanobind::object tensor_type_, parameter_type_;  // compared by identity
 };

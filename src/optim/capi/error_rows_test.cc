@@ -7,6 +7,7 @@
 #include <cstring>
 #include <functional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "luminav/luminav.h"
@@ -577,6 +578,96 @@ TEST(ErrorRows, OverlapVerdictOverMovingBuffersMatchesPairwiseCheck) {
   }
   EXPECT_GT(refused, 20u);
   EXPECT_GT(accepted, 20u);
+}
+
+// Note [moved gradients] (core/validate.cc): after an accepted call, a call
+// whose tensors differ in their gradients only is checked through the memo's
+// shortcut. Every gradient moves on every call here (zero_grad(set_to_none=
+// True)); the verdict must be the pairwise test's, and a refusal's message
+// the one a thread that never validated these tensors (a full check, no
+// memo) gives for the same call.
+TEST(ErrorRows, OnlyGradientsMovingKeepTheFullChecksVerdictAndMessage) {
+  constexpr size_t kTensors = 16, kElements = 4, kSpan = 2000;
+  std::vector<float> arena(kSpan + kElements, 0.01f);
+  luminav_hyperparams hp;
+  luminav_hyperparams_init(&hp);
+  hp.lr = 1e-4;
+  std::vector<size_t> fixed(kTensors * 4), grad(kTensors);
+  for (size_t b = 0; b < fixed.size(); ++b) fixed[b] = b * 8;  // param, exp_avg, exp_avg_sq, master: apart
+  std::vector<luminav_tensor> t(kTensors);
+  const auto place = [&] {
+    for (size_t i = 0; i < kTensors; ++i) {
+      t[i] = luminav_tensor{};
+      t[i].param = arena.data() + fixed[4 * i];
+      t[i].grad = arena.data() + grad[i];
+      t[i].exp_avg = arena.data() + fixed[4 * i + 1];
+      t[i].exp_avg_sq = arena.data() + fixed[4 * i + 2];
+      t[i].master = arena.data() + fixed[4 * i + 3];
+      t[i].num_elements = kElements;
+    }
+  };
+  const auto overlaps = [](size_t a, size_t b) { return (a > b ? a - b : b - a) < kElements; };
+  const auto pairwise_overlap = [&] {
+    for (size_t i = 0; i < kTensors; ++i) {
+      for (size_t f : fixed) {
+        if (overlaps(grad[i], f)) return true;
+      }
+      for (size_t j = i + 1; j < kTensors; ++j) {
+        if (overlaps(grad[i], grad[j])) return true;
+      }
+    }
+    return false;
+  };
+  const auto fresh_thread_message = [&] {
+    std::string message;
+    std::thread([&] {
+      if (luminav_step_multi(&hp, t.data(), kTensors, nullptr) != LUMINAV_STATUS_OK) {
+        message = luminav_last_error_message();
+      }
+    }).join();
+    return message;
+  };
+  uint64_t state = 777;
+  auto next = [&] {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    return static_cast<size_t>(state >> 33);
+  };
+  const size_t fixed_end = fixed.size() * 8;
+  size_t refused = 0, accepted = 0;
+  for (int call = 0; call < 300; ++call) {
+    for (size_t i = 0; i < kTensors; ++i) {
+      // Mostly beyond the fixed buffers, now and then anywhere (an overlap to find).
+      grad[i] = next() % 40 == 0 ? next() % kSpan : fixed_end + 8 * (next() % ((kSpan - fixed_end) / 8));
+    }
+    place();
+    for (float& x : arena) x = 0.01f;
+    const bool overlap = pairwise_overlap();
+    const std::string expected = overlap ? fresh_thread_message() : std::string();
+    const int status = luminav_step_multi(&hp, t.data(), kTensors, nullptr);
+    ASSERT_EQ(status, overlap ? kInvalid : LUMINAV_STATUS_OK) << "call " << call << ": " << luminav_last_error_message();
+    if (overlap) {
+      EXPECT_EQ(std::string(luminav_last_error_message()), expected) << "call " << call;
+      ++refused;
+    } else {
+      ++accepted;
+    }
+  }
+  EXPECT_GT(refused, 20u);
+  EXPECT_GT(accepted, 20u);
+  // A gradient that is NULL or misaligned after accepted calls: the full check's message.
+  for (size_t i = 0; i < kTensors; ++i) grad[i] = fixed_end + 8 * i;
+  place();
+  ASSERT_EQ(luminav_step_multi(&hp, t.data(), kTensors, nullptr), LUMINAV_STATUS_OK);
+  t[3].grad = nullptr;
+  EXPECT_EQ(luminav_step_multi(&hp, t.data(), kTensors, nullptr), kInvalid);
+  EXPECT_EQ(std::string(luminav_last_error_message()), "tensors[3].grad must not be NULL");
+  place();
+  ASSERT_EQ(luminav_step_multi(&hp, t.data(), kTensors, nullptr), LUMINAV_STATUS_OK);
+  t[5].grad = reinterpret_cast<const char*>(t[5].grad) + 2;
+  EXPECT_EQ(luminav_step_multi(&hp, t.data(), kTensors, nullptr), kInvalid);
+  EXPECT_NE(std::string(luminav_last_error_message()).find("tensors[5].grad must be aligned to 4 bytes"),
+            std::string::npos)
+      << luminav_last_error_message();
 }
 
 // The same through luminav_step_groups with two groups: an overlap across

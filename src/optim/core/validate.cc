@@ -58,10 +58,37 @@ std::string name_of(const ByteRange& r) {
 // sorts only those that did and merges the two: the same order a full sort
 // gives, so the same verdict and the same message, at the cost of sorting
 // what moved. Small calls do not use it.
+//
+// Note [moved gradients]: in that loop nothing but the gradients moves, and
+// building, comparing and merging every byte range (5,000 for a thousand
+// tensors) was most of the validation's cost in the F1 step. So a memo also
+// keeps the tensors of the last call it accepted; a call whose tensors equal
+// them in every field but `grad` passes every check but the gradients' own
+// (the others read only those fields and the mode), and its overlap check
+// merges the moved gradients' ranges into the kept order and scans it. Only a
+// verdict of "no problem" is taken from there: anything else (a field that
+// changed, a gradient that is NULL, misaligned or overlaps) goes through the
+// full check, which names the problem as it always has.
+struct MovedRange {
+  uintptr_t begin, end;
+  uint32_t position;  // of the range in the call's range list
+  uint32_t tensor;
+};
+constexpr uint32_t kNoRange = static_cast<uint32_t>(-1);
+
 struct OverlapMemo {
   std::vector<uintptr_t> begins, ends;  // the previous call's ranges, by position
   std::vector<uint32_t> order;          // their positions sorted by (begin, position)
   std::vector<uint32_t> kept, moved;    // scratch of the merge
+  // Note [moved gradients]: the last accepted call.
+  bool accepted = false;
+  int buffer_mode = -1;
+  std::vector<luminav_tensor> tensors;
+  std::vector<uint32_t> grad_at;        // position of each tensor's grad range (kNoRange: none)
+  std::vector<MovedRange> moved_ranges; // scratch
+  std::vector<uint8_t> is_moved;        // scratch, by position (all 0 between calls)
+  std::vector<uint32_t> merged;         // scratch: the next order
+  size_t last_ranges = 0;               // ranges of the last full check
 };
 constexpr size_t kMemoMinRanges = 64;
 
@@ -130,11 +157,110 @@ Status validate_tensors(const luminav_hyperparams& hp, std::span<const luminav_t
 }
 
 namespace {
+
+// Every field the checks read but `grad` (Note [moved gradients]).
+bool same_but_grad(const luminav_tensor& a, const luminav_tensor& b) {
+  return a.param == b.param && a.exp_avg == b.exp_avg && a.exp_avg_sq == b.exp_avg_sq && a.master == b.master &&
+         a.num_elements == b.num_elements && a.index_offset == b.index_offset && a.param_dtype == b.param_dtype &&
+         a.grad_dtype == b.grad_dtype && a.rows == b.rows && a.td_factor == b.td_factor;
+}
+
+// True when `tensors` differ from the memo's accepted call in gradients only
+// and every moved gradient is present, aligned and overlaps nothing: then
+// the call passes, and the memo holds it. False: the full check decides.
+bool passes_as_moved_gradients(const luminav_hyperparams& hp, std::span<const luminav_tensor> tensors,
+                               OverlapMemo& memo) {
+  if (!memo.accepted || memo.buffer_mode != hp.buffer_mode || memo.tensors.size() != tensors.size()) return false;
+  std::vector<MovedRange>& moved = memo.moved_ranges;
+  moved.clear();
+  for (size_t ti = 0; ti < tensors.size(); ++ti) {
+    const luminav_tensor& t = tensors[ti];
+    const luminav_tensor& was = memo.tensors[ti];
+    if (!same_but_grad(t, was)) return false;
+    if (t.grad == was.grad || memo.grad_at[ti] == kNoRange) continue;  // unchanged, or N = 0 (never read)
+    const size_t grad_size = dtype_size(t.grad_dtype);
+    const auto address = reinterpret_cast<uintptr_t>(t.grad);
+    const size_t bytes = t.num_elements * grad_size;
+    if (address == 0 || address % grad_size != 0 || address > std::numeric_limits<uintptr_t>::max() - bytes) {
+      return false;
+    }
+    moved.push_back({address, address + bytes, memo.grad_at[ti], static_cast<uint32_t>(ti)});
+  }
+  if (moved.empty()) return true;
+  std::sort(moved.begin(), moved.end(), [](const MovedRange& a, const MovedRange& b) {
+    return a.begin < b.begin || (a.begin == b.begin && a.position < b.position);
+  });
+  for (const MovedRange& m : moved) memo.is_moved[m.position] = 1;
+  // The kept ranges in their order merged with the moved ones: the order a
+  // full sort by (begin, position) gives; sorted by start, a range overlaps
+  // an earlier one iff it starts before the furthest end seen so far.
+  std::vector<uint32_t>& merged = memo.merged;
+  merged.clear();
+  uintptr_t furthest_end = 0;
+  bool overlap = false;
+  size_t k = 0, m = 0;
+  const size_t n = memo.order.size();
+  while (!overlap && (k < n || m < moved.size())) {
+    while (k < n && memo.is_moved[memo.order[k]]) ++k;
+    uintptr_t begin, end;
+    const bool take_moved = m < moved.size() &&
+                            (k >= n || moved[m].begin < memo.begins[memo.order[k]] ||
+                             (moved[m].begin == memo.begins[memo.order[k]] && moved[m].position < memo.order[k]));
+    if (take_moved) {
+      begin = moved[m].begin;
+      end = moved[m].end;
+      merged.push_back(moved[m++].position);
+    } else if (k < n) {
+      begin = memo.begins[memo.order[k]];
+      end = memo.ends[memo.order[k]];
+      merged.push_back(memo.order[k++]);
+    } else {
+      break;
+    }
+    if (merged.size() > 1 && begin < furthest_end) overlap = true;
+    if (merged.size() == 1 || end > furthest_end) furthest_end = end;
+  }
+  for (const MovedRange& r : moved) memo.is_moved[r.position] = 0;
+  if (overlap) return false;  // the full check names the pair
+  memo.order.swap(merged);
+  for (const MovedRange& r : moved) {
+    memo.begins[r.position] = r.begin;
+    memo.ends[r.position] = r.end;
+    memo.tensors[r.tensor].grad = tensors[r.tensor].grad;
+  }
+  return true;
+}
+
+Status validate_tensors_checked(const luminav_hyperparams& hp, std::span<const luminav_tensor> tensors,
+                                const void* scratch, size_t scratch_bytes, OverlapMemo* memo);
+
+// The full check, or the memo's shortcut for moved gradients (Note [moved
+// gradients]); the memo records an accepted call for the next one.
 Status validate_tensors_into(const luminav_hyperparams& hp, std::span<const luminav_tensor> tensors,
                              const void* scratch, size_t scratch_bytes, OverlapMemo* memo) {
+  if (memo == nullptr || scratch != nullptr) return validate_tensors_checked(hp, tensors, scratch, scratch_bytes, memo);
+  if (passes_as_moved_gradients(hp, tensors, *memo)) return Status::success();
+  memo->accepted = false;
+  memo->grad_at.assign(tensors.size(), kNoRange);
+  Status s = validate_tensors_checked(hp, tensors, nullptr, 0, memo);
+  // Only a call that the memo's order describes (check_no_overlap keeps it
+  // from kMemoMinRanges on) can be the base of the next one.
+  if (s.ok() && memo->last_ranges >= kMemoMinRanges && memo->begins.size() == memo->last_ranges &&
+      memo->order.size() == memo->last_ranges) {
+    memo->accepted = true;
+    memo->buffer_mode = hp.buffer_mode;
+    memo->tensors.assign(tensors.begin(), tensors.end());
+    memo->is_moved.assign(memo->begins.size(), 0);
+  }
+  return s;
+}
+
+Status validate_tensors_checked(const luminav_hyperparams& hp, std::span<const luminav_tensor> tensors,
+                                const void* scratch, size_t scratch_bytes, OverlapMemo* memo) {
   const bool several = tensors.size() > 1;
   std::vector<ByteRange>& ranges = ranges_of_thread(tensors.size() * 5 + 1);
   constexpr size_t kMax = std::numeric_limits<size_t>::max();
+  const bool note_grads = memo != nullptr && memo->grad_at.size() == tensors.size();
 
   for (size_t ti = 0; ti < tensors.size(); ++ti) {
     const luminav_tensor& t = tensors[ti];
@@ -217,6 +343,7 @@ Status validate_tensors_into(const luminav_hyperparams& hp, std::span<const lumi
       if (address > std::numeric_limits<uintptr_t>::max() - b.bytes) {
         return Status::invalid(named(b.field) + " range wraps around the address space");
       }
+      if (note_grads && &b == &buffers[1]) memo->grad_at[ti] = static_cast<uint32_t>(ranges.size());
       ranges.push_back({address, address + b.bytes, kNoIndex, several ? ti : kNoIndex, b.field});
     }
   }
@@ -238,6 +365,7 @@ Status validate_tensors_into(const luminav_hyperparams& hp, std::span<const lumi
     ranges.push_back({address, address + scratch_bytes, kNoIndex, kNoIndex, "scratch"});
   }
 
+  if (memo != nullptr) memo->last_ranges = ranges.size();
   return check_no_overlap(ranges, memo);
 }
 
