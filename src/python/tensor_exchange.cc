@@ -47,7 +47,14 @@ struct DLTensorFields {
   int64_t* strides;
   uint64_t byte_offset;
 };
+// Every field where DLPack (and nanobind's copy) has it: the producer writes by that layout.
 static_assert(sizeof(DLTensorFields) == sizeof(nb::dlpack::dltensor) &&
+              offsetof(DLTensorFields, data) == offsetof(nb::dlpack::dltensor, data) &&
+              offsetof(DLTensorFields, device) == offsetof(nb::dlpack::dltensor, device) &&
+              offsetof(DLTensorFields, ndim) == offsetof(nb::dlpack::dltensor, ndim) &&
+              offsetof(DLTensorFields, dtype) == offsetof(nb::dlpack::dltensor, dtype) &&
+              offsetof(DLTensorFields, shape) == offsetof(nb::dlpack::dltensor, shape) &&
+              offsetof(DLTensorFields, strides) == offsetof(nb::dlpack::dltensor, strides) &&
               offsetof(DLTensorFields, byte_offset) == offsetof(nb::dlpack::dltensor, byte_offset));
 
 // DLPack's type and device codes (dlpack.h).
