@@ -13,8 +13,8 @@
 # 260 s there (docs/runs/issue19_h200_call2_build.log); off, the build took 25-34 s. LOG2N,
 # BENCH_FLAGS (e.g. "--no-host --no-simd") and CUDA_LOG2N trim the benchmark; the whole run took
 # 98 s (call 3) and, trimmed, 60 s (call 4). BASE_TREE (below) adds an A/B benchmark.
-# Writes at most 8 files to $OUT (the device tool brings back no more): with BASE_TREE, set
-# CUDA_LOG2N to one size. TESTS replaces the pytest files (default tests/optim/test_vulkan_backend.py).
+# Writes at most 8 files to $OUT (the device tool brings back no more).
+# SIMD_BENCH_DIR (below) runs a carried benchmark; BENCH_TIMEOUT (default 90 s) bounds it. TESTS replaces the pytest files (default tests/optim/test_vulkan_backend.py).
 set -u
 out=${OUT:-$PWD/gpu_out}
 mkdir -p "$out"
@@ -49,8 +49,16 @@ timeout 260 python3 -m pip install -q --no-build-isolation --no-deps --target $s
   -Ccmake.define.OPENSSL_CRYPTO_LIBRARY="$prefix/lib/x86_64-linux-gnu/libcrypto.so" . > "$out/build.log" 2>&1
 echo "build rc=$? in $(( $(date +%s) - t0 )) s" | tee -a "$out/build.log"
 grep -E "LUMINA_HAVE|LUMINA_GLSLC|LUMINA_VULKAN" $build/CMakeCache.txt | tee -a "$out/build.log"
-cmake --build $build --target luminav_vulkan_bench -j 16 >> "$out/build.log" 2>&1
-echo "bench build rc=$? at $(( $(date +%s) - t0 )) s"
+# SIMD_BENCH_DIR: the benchmark and its libluminav built on the CPU machine with the simd and
+# Vulkan backends (CUDA off; the H200 machine builds the Highway kernels too slowly, see above),
+# carried in, run instead of the one built here so that simd stands beside Vulkan on this host.
+if [ -n "${SIMD_BENCH_DIR:-}" ]; then
+  bench_bin=$(cd "$SIMD_BENCH_DIR" && pwd)/luminav_vulkan_bench; bench_libdir=$(dirname "$bench_bin")
+else
+  timeout 200 cmake --build $build --target luminav_vulkan_bench -j 16 >> "$out/build.log" 2>&1
+  echo "bench build rc=$? at $(( $(date +%s) - t0 )) s"
+  bench_bin=$build/src/optim/vulkan/luminav_vulkan_bench; bench_libdir=
+fi
 lib=$(find $site -name 'libluminav.so*' | head -1)
 PYTHONPATH=$site:tests timeout 20 python3 -c "from luminamoon import info; info.main()" 2>&1 | tee "$out/info.txt" | sed -n '/Backends/,/Versions/p'
 # No Vulkan device: the probe in env.txt says why; stop before spending device time on skips.
@@ -58,8 +66,9 @@ if ! grep -qE '^ *vulkan +available' "$out/info.txt"; then echo "vulkan unavaila
 PYTHONPATH=$site LUMINAV_LIBRARY=$lib timeout 100 python3 -m pytest -q -p no:cacheprovider -o addopts= \
   ${TESTS:-tests/optim/test_vulkan_backend.py} -rs 2>&1 | tee "$out/pytest.log" | tail -15
 echo "tests done at $(( $(date +%s) - t0 )) s"
-LD_LIBRARY_PATH=$(dirname "$lib"):$LD_LIBRARY_PATH timeout 90 $build/src/optim/vulkan/luminav_vulkan_bench \
+LD_LIBRARY_PATH=${bench_libdir:-$(dirname "$lib")}:$LD_LIBRARY_PATH timeout ${BENCH_TIMEOUT:-90} $bench_bin \
   --log2n ${LOG2N:-24,26,28} --reps 5 ${BENCH_FLAGS:-} 2>&1 | tee "$out/vulkan_bench.jsonl"
+echo "vulkan bench done at $(( $(date +%s) - t0 )) s"
 # BASE_TREE: another copy of the sources (e.g. the branch before a change), its benchmark
 # built the same way and run right after this one's, for an A/B in one call.
 if [ -n "${BASE_TREE:-}" ]; then
@@ -77,8 +86,11 @@ if [ -n "${BASE_TREE:-}" ]; then
     --log2n ${LOG2N:-24,26,28} --reps 5 ${BENCH_FLAGS:-} 2>&1 | tee "$out/base_vulkan_bench.jsonl"
   echo "base bench done at $(( $(date +%s) - t0 )) s"
 fi
+# One file for every size (the device tool brings back at most 8): each size's JSON follows a
+# "# 2^N" line.
 for lg in ${CUDA_LOG2N:-28 24}; do
   PYTHONPATH=$site:tests/optim:tests LUMINAV_LIBRARY=$lib timeout 45 python3 bench/cuda_step_bench.py --log2n $lg --reps 20 --only torch,clm,tdclm \
-    --out "$out/cuda_bench_2e$lg.json" 2>&1 | tail -12
+    --out "/tmp/cuda_bench_2e$lg.json" 2>&1 | tail -12
+  { echo "# 2^$lg"; cat "/tmp/cuda_bench_2e$lg.json"; echo; } >> "$out/cuda_bench.json"
 done | tee "$out/cuda_bench.log"
 echo "all done at $(( $(date +%s) - t0 )) s"
