@@ -207,7 +207,7 @@ def test_replayed_steps_equal_launched_steps_through_address_changes_and_gradsca
     opt_b.grad_scale = opt_a.grad_scale.clone()
     replayed = 0
     for step in range(6):
-        if step == 3:  # new gradient tensors (new addresses): the record is made again
+        if step == 3:  # new gradient tensors (new addresses): tables rewritten, slots filled, replayed
             for a, b in zip(ours, theirs):
                 a.grad, b.grad = torch.empty_like(a), torch.empty_like(b)
         for a, b in zip(ours, theirs):
@@ -235,20 +235,23 @@ def test_replayed_steps_equal_launched_steps_through_address_changes_and_gradsca
     assert opt_a.state[ours[0]]["step"].item() == opt_b.state[theirs[0]]["step"].item() == 5.0
 
 
-def test_new_gradient_tensors_every_step_replay_without_a_host_sync():
+@pytest.mark.parametrize("mode", ["clm", "tdclm"])
+def test_new_gradient_tensors_every_step_replay_without_a_host_sync(mode):
     """Note [tensor tables]: after zero_grad(set_to_none=True) every gradient is a new tensor, at an
     address the caching allocator chooses; the batches' gradient tables are rewritten (pinned,
-    non-blocking) and the step's launches replayed, with no host synchronisation in any of these
-    steps (set_sync_debug_mode("error") raises on one); the parameters and state equal those of a
-    twin whose every step is launched through the JIT, and agree with the nvcc kernels."""
+    non-blocking), the gradients launched as arguments (TD-CLM's factored ones) are slots filled per
+    replay (Note [replayed launches]), and the step's launches replayed, with no host
+    synchronisation in any of these steps (set_sync_debug_mode("error") raises on one); the
+    parameters and state equal those of a twin whose every step is launched through the JIT, and
+    agree with the nvcc kernels."""
     torch.manual_seed(5)
-    sizes = [(1 << 16,), (768, 64), (4099,), (48,), (1 << 18,)]
+    sizes = [(1 << 16,), (768, 64), (4099,), (48,), (1 << 18,), (300, 257)]
     inits = [torch.randn(s, device="cuda") for s in sizes]
     opts, models = [], []
     for backend in ("triton", "triton", "auto"):
         params = [torch.nn.Parameter(x.clone()) for x in inits]
         models.append(params)
-        opts.append(LuminaV(params, lr=1e-3, weight_decay=0.1, seed=7, backend=backend))
+        opts.append(LuminaV(params, lr=1e-3, weight_decay=0.1, seed=7, backend=backend, mode=mode))
     replayed, previous = 0, None
     for step in range(6):
         grads = [torch.randn(s, device="cuda") for s in sizes]
@@ -275,7 +278,8 @@ def test_new_gradient_tensors_every_step_replay_without_a_host_sync():
             replayed += 1
         addresses = [p.grad.data_ptr() for p in models[0]]
         assert addresses != previous  # what this test is about
-        assert opts[0]._plans[0].native.groups[0].batches[0].grad_addresses == addresses
+        for batch in opts[0]._plans[0].native.groups[0].batches:
+            assert batch.grad_addresses == [addresses[i] for i in batch.flat]
         previous = addresses
         del held
     torch.cuda.synchronize()
@@ -283,5 +287,7 @@ def test_new_gradient_tensors_every_step_replay_without_a_host_sync():
     for a, b, c in zip(*models):
         assert torch.equal(a, b)
         assert torch.equal(opts[0].state[a]["exp_avg_sq"], opts[1].state[b]["exp_avg_sq"])
-        torch.testing.assert_close(a, c, rtol=1e-6, atol=1e-7)
+        torch.testing.assert_close(a, c, rtol=1e-6, atol=1e-7 if mode == "clm" else 1e-6)
     assert opts[0].state[models[0][0]]["step"].item() == 6.0
+    if mode == "tdclm":  # the factored tensors were launched as arguments, not through tables
+        assert opts[0]._plans[0].native._alone

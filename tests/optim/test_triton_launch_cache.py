@@ -63,6 +63,21 @@ def test_a_record_keeps_addresses_not_tensors_and_fills_its_slots_per_replay():
                    ((3, 1, 1), 78, "fn", "packed", (x_address, 8, 5678, 4))]
 
 
+def test_a_gradient_launched_as_an_argument_is_a_slot_found_by_its_address():
+    """A view of the gradient (the kernels take 16-bit data as int16 views) is recognised by its
+    address; each replay launches with the address this step's gradient has, the other tensors as
+    recorded."""
+    log = []
+    kernel = FakeKernel(FakeCompiled(log))
+    grad, scale = torch.zeros(8, dtype=torch.bfloat16), torch.ones(1)
+    record = cache.LaunchRecord(key=("k",))
+    record.launch(kernel, (2,), (grad.view(torch.int16), 8), dict(scale_ptr=scale, BLOCK=4), {},
+                  {grad.data_ptr(): 0})
+    record.replay(stream=5, fills={0: 4096})
+    record.replay(stream=5, fills={0: 8192})
+    assert [entry[4] for entry in log] == [(4096, 8, scale.data_ptr(), 4), (8192, 8, scale.data_ptr(), 4)]
+
+
 def test_a_launch_without_a_compiled_kernel_leaves_the_record_incomplete():
     """TRITON_INTERPRET=1 returns nothing to replay: the step is launched, the record is not used."""
     kernel = FakeKernel(None)

@@ -8,7 +8,12 @@ JIT returned and its arguments with every tensor replaced by its address (so not
 a gradient least of all, is kept alive: the caching allocator may hand the same block to the next
 step's gradient, which is what lets the record be reused); replaying calls the compiled kernel's
 launcher directly with those values, on the current stream. GradScaler's scale and found_inf
-tensors may be new objects on every step: their positions are slots filled in per replay.
+tensors may be new objects on every step: their positions are slots filled in per replay. So are
+the gradients launched as arguments (a factored TD-CLM tensor's, or a tensor outside every batch):
+after zero_grad(set_to_none=True) the caching allocator may put a step's gradient anywhere, and in
+a 111-tensor model some gradient moved on most steps, so a record keyed on their addresses was
+rarely replayed (issue 18, session 7: 4.96 ms of host time a TD-CLM step). Such an argument is
+recognised by its address when the launch is recorded.
 
 The record is only valid for the addresses it was made with; the caller keys it on them
 (triton_step.TritonStepPlan). Interpreted kernels (TRITON_INTERPRET=1) return no compiled kernel
@@ -42,8 +47,10 @@ class LaunchRecord:
         self.launches: list[tuple[Any, tuple[int, int, int], list, tuple[tuple[int, str], ...]]] = []
         self.complete = True  # False once a launch could not be recorded
 
-    def launch(self, kernel, grid: tuple, args: tuple, kwargs: dict, slots: dict) -> None:
-        """Launch through the JIT and record it; `slots` maps an id() of an argument to its slot name."""
+    def launch(self, kernel, grid: tuple, args: tuple, kwargs: dict, slots: dict,
+               address_slots: dict | None = None) -> None:
+        """Launch through the JIT and record it; `slots` maps an id() of an argument to its slot name,
+        `address_slots` the address of a tensor argument (any view of it) to its slot name."""
         compiled = kernel[grid](*args, **kwargs)
         if not self.complete:
             return
@@ -55,10 +62,12 @@ class LaunchRecord:
         filled = []
         for i, value in enumerate(values):
             slot = slots.get(id(value))
-            if slot is not None:
-                filled.append((i, slot))
             if hasattr(value, "data_ptr"):
                 values[i] = value.data_ptr()
+                if slot is None and address_slots:
+                    slot = address_slots.get(values[i])
+            if slot is not None:
+                filled.append((i, slot))
         grid3 = (tuple(grid) + (1, 1))[:3]
         self.launches.append((compiled, grid3, values, tuple(filled)))
 

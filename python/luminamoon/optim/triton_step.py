@@ -220,15 +220,18 @@ class TritonStepPlan:
         self._all_batches = [b for g in groups for b in g.batches]
         for b in self._all_batches:
             b.flat = [flat[id(t)] for t in b.tensors]
-        # The gradients launched as kernel arguments (not through a gradient table): a replay needs
-        # their addresses unchanged.
-        self._alone = [flat[id(t)] for g in groups for t in g.tensors if id(t) not in self._in_batch]
+        # The gradients launched as kernel arguments (not through a gradient table): slots a replay
+        # fills with this step's addresses (Note [replayed launches]); the empty ones are never launched.
+        self._alone = [flat[id(t)] for g in groups for t in g.tensors
+                       if id(t) not in self._in_batch and t.param.numel() > 0]
+        self._alone_addresses: list[int] = []  # theirs at the last _replay_key
         self._grad_addresses: list | None = None  # every gradient's address at the last step
         # Interpreted kernels (the CPU) have no compiled kernel to replay.
         self._replayable = REPLAY and device.type != "cpu"
         self._record: LaunchRecord | None = None  # the last step's launches (Note [replayed launches])
         self._recording: LaunchRecord | None = None
         self._slots: dict = {}
+        self._address_slots: dict = {}
 
     # ---- many tensors per launch (Note [tensor tables]) ---------------------------------------
 
@@ -354,6 +357,7 @@ class TritonStepPlan:
                 self._refresh_lr()
                 fills = {GRAD_SCALE: grad_scale.data_ptr() if grad_scale is not None else 0,
                          FOUND_INF: found_inf.data_ptr() if found_inf is not None else 0}
+                fills.update(enumerate(self._alone_addresses))  # slot k: the k-th such gradient
                 record.replay(_current_stream(self.device), fills)
                 self._copy_status()
             return True
@@ -365,6 +369,7 @@ class TritonStepPlan:
             self._recording = LaunchRecord(key) if key is not None else None
             self._slots = {id(v): name for name, v in ((GRAD_SCALE, grad_scale), (FOUND_INF, found_inf))
                            if v is not None}
+            self._address_slots = {a: k for k, a in enumerate(self._alone_addresses)} if key is not None else {}
             try:
                 self._launch(grads, grad_scale, found_inf, skip_nonfinite)
             finally:
@@ -373,10 +378,11 @@ class TritonStepPlan:
         return True
 
     def _replay_key(self, grad_scale, found_inf, skip_nonfinite) -> tuple | None:
-        """What a recorded step depends on beyond the plan: the addresses of the gradients launched
-        on their own, whether each batch's are ALIGNED and the step's flags (None when a gradient is
-        missing or not contiguous: such a step is never recorded). Points the batches' gradient
-        tables at this step's gradients (device-side, in stream order: the step's launches follow)."""
+        """What a recorded step depends on beyond the plan: whether each gradient launched on its own
+        is 16-byte aligned (the JIT specializes a pointer on it; the address itself is a slot) and each
+        batch's are ALIGNED, and the step's flags (None when a gradient is missing or not contiguous:
+        such a step is never recorded). Points the batches' gradient tables at this step's gradients
+        (device-side, in stream order: the step's launches follow)."""
         if not self._replayable:
             return None
         grads = [p.grad for p in self._params]
@@ -388,7 +394,8 @@ class TritonStepPlan:
             return None
         with device_context(self.device):
             self._point_batches_at(addresses)
-        return (tuple([addresses[i] for i in self._alone]), tuple([b.aligned() for b in self._all_batches]),
+        self._alone_addresses = [addresses[i] for i in self._alone]
+        return (tuple([a % 16 == 0 for a in self._alone_addresses]), tuple([b.aligned() for b in self._all_batches]),
                 grad_scale is not None, found_inf is not None, bool(skip_nonfinite))
 
     def _run(self, kernel, grid: tuple, *args, **kwargs) -> None:
@@ -396,7 +403,7 @@ class TritonStepPlan:
         if self._recording is None:
             kernel[grid](*args, **kwargs)
         else:
-            self._recording.launch(kernel, grid, args, kwargs, self._slots)
+            self._recording.launch(kernel, grid, args, kwargs, self._slots, self._address_slots)
 
     def _options_unchanged(self) -> bool:
         """Every group holds the option objects the plan was built with (FIXED_OPTIONS), and an lr of
