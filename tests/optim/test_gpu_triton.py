@@ -236,6 +236,56 @@ def test_replayed_steps_equal_launched_steps_through_address_changes_and_gradsca
 
 
 @pytest.mark.parametrize("mode", ["clm", "tdclm"])
+def test_steps_whose_slots_repeat_run_as_one_cuda_graph(mode):
+    """Note [Triton step graphs]: from the third step whose slot values repeat (here the same gradient
+    tensors, no GradScaler) the recorded launches run as one captured CUDA graph, with no host
+    synchronisation in a replayed step; the parameters and state equal those of a twin whose every
+    step is launched through the JIT. New gradient tensors: a CLM step reads its gradients from the
+    batches' tables, so its graph stays valid; a TD-CLM step launches its factored gradients as
+    arguments, so it replays the record's launches, then captures a graph for the new addresses."""
+    torch.manual_seed(3)
+    sizes = [(1 << 16,), (768, 64), (4099,), (48,), (300, 257)]
+    inits = [torch.randn(s, device="cuda") for s in sizes]
+    models, opts = [], []
+    for _ in range(2):
+        params = [torch.nn.Parameter(x.clone()) for x in inits]
+        for p in params:
+            p.grad = torch.zeros_like(p)
+        models.append(params)
+        opts.append(LuminaV(params, lr=1e-3, weight_decay=0.1, seed=7, backend="triton", mode=mode))
+    captures = {2} if mode == "clm" else {2, 6}  # steps that capture (once per set of slot values)
+    for step in range(8):
+        if step == 5:
+            for params in models:
+                for p in params:
+                    p.grad = torch.empty_like(p)
+        grads = [torch.randn(s, device="cuda") for s in sizes]
+        for params in models:
+            for p, g in zip(params, grads):
+                p.grad.copy_(g)
+        if opts[1]._plans:
+            opts[1]._plans[0].native._record = None  # the twin launches every step through the JIT
+        checked = step >= 1 and step not in captures
+        if checked:
+            torch.cuda.synchronize()
+            torch.cuda.set_sync_debug_mode("error")
+        try:
+            opts[0].step()
+        finally:
+            torch.cuda.set_sync_debug_mode(0)
+        opts[1].step()
+    torch.cuda.synchronize()
+    graphs = opts[0]._plans[0].native.graphs
+    assert graphs.replays == (6 if mode == "clm" else 5), graphs.replays
+    assert opts[1]._plans[0].native.graphs.replays == 0
+    for a, b in zip(*models):
+        assert torch.equal(a, b)
+        for key in ("exp_avg", "exp_avg_sq"):
+            assert torch.equal(opts[0].state[a][key], opts[1].state[b][key])
+    assert opts[0].state[models[0][0]]["step"].item() == 8.0
+
+
+@pytest.mark.parametrize("mode", ["clm", "tdclm"])
 def test_new_gradient_tensors_every_step_replay_without_a_host_sync(mode):
     """Note [tensor tables]: after zero_grad(set_to_none=True) every gradient is a new tensor, at an
     address the caching allocator chooses; the batches' gradient tables are rewritten (pinned,

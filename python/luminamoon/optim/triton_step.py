@@ -23,6 +23,7 @@ import torch
 
 from . import triton_kernels as tk
 from .triton_launch_cache import FOUND_INF, GRAD_SCALE, LaunchRecord
+from .triton_step_graph import StepGraphs
 
 # The launch geometry (Note [Triton block sizes] in triton_kernels.py, shared with the AOT build);
 # LUMINAV_TRITON_APPLY_BLOCK / LUMINAV_TRITON_NUM_WARPS override it (tuning runs).
@@ -229,6 +230,7 @@ class TritonStepPlan:
         # Interpreted kernels (the CPU) have no compiled kernel to replay.
         self._replayable = REPLAY and device.type != "cpu"
         self._record: LaunchRecord | None = None  # the last step's launches (Note [replayed launches])
+        self.graphs = StepGraphs(device)  # that record as CUDA graphs (Note [Triton step graphs])
         self._recording: LaunchRecord | None = None
         self._slots: dict = {}
         self._address_slots: dict = {}
@@ -358,10 +360,12 @@ class TritonStepPlan:
                 fills = {GRAD_SCALE: grad_scale.data_ptr() if grad_scale is not None else 0,
                          FOUND_INF: found_inf.data_ptr() if found_inf is not None else 0}
                 fills.update(enumerate(self._alone_addresses))  # slot k: the k-th such gradient
-                record.replay(_current_stream(self.device), fills)
+                self.graphs.run(fills, lambda stream: record.replay(stream, fills),
+                                lambda: _current_stream(self.device))
                 self._copy_status()
             return True
         self._record = None
+        self.graphs.clear()
         grads = self.grads()
         if grads is None:
             return False
