@@ -10,13 +10,12 @@ step's gradient, which is what lets the record be reused); replaying calls the c
 launcher directly with those values, on the current stream. GradScaler's scale and found_inf
 tensors may be new objects on every step: their positions are slots filled in per replay. So are
 the gradients launched as arguments (a factored TD-CLM tensor's, or a tensor outside every batch):
-after zero_grad(set_to_none=True) the caching allocator may put a step's gradient anywhere, and in
-a 111-tensor model some gradient moved on most steps, so a record keyed on their addresses was
-rarely replayed (issue 18, session 7: 4.96 ms of host time a TD-CLM step). Such an argument is
-recognised by its address when the launch is recorded.
+after zero_grad(set_to_none=True) the caching allocator may put a step's gradient elsewhere, and a
+record keyed on their addresses had to be made again whenever one of them moved. Such an argument
+is recognised by its address when the launch is recorded.
 
-The record is only valid for the addresses it was made with; the caller keys it on them
-(triton_step.TritonStepPlan). Interpreted kernels (TRITON_INTERPRET=1) return no compiled kernel
+The record is only valid for the addresses of its other arguments (the plan's own memory) and for
+slot values of the same 16-byte alignment; the caller keys it on those (triton_step.TritonStepPlan). Interpreted kernels (TRITON_INTERPRET=1) return no compiled kernel
 and are never recorded. This relies on CompiledKernel.run / function / packed_metadata and
 launch_metadata, Triton 3.3-3.6's launch path (runtime/jit.py: JITFunction.run); a Triton without
 them records nothing, and every step launches through the JIT as before.
