@@ -13,8 +13,9 @@ which the kernels read when they run, so a replay computes exactly what the laun
 
 A graph is captured only for slot values seen at an earlier step (values met once, such as a new
 found_inf tensor every step, are launched as a record replay), at most MAX_GRAPHS per plan, the
-oldest dropped first. Capture uses the plan's own stream and thread-local capture mode, and does
-not synchronise the device. While the caller is itself capturing (a user's torch.cuda.graph around
+oldest dropped first. Capture uses the plan's own stream and thread-local capture mode, through
+CUDAGraph.capture_begin/capture_end rather than torch.cuda.graph (whose context synchronises the
+device); the GPU test checks the replayed steps for host synchronisation, not the capturing one. While the caller is itself capturing (a user's torch.cuda.graph around
 opt.step()), the launches are replayed into the caller's capture instead.
 LUMINAV_TRITON_GRAPHS=0 turns graphs off (A/B).
 """
