@@ -244,7 +244,7 @@ def test_steps_whose_slots_repeat_run_as_one_cuda_graph(mode):
     batches' tables, so its graph stays valid; a TD-CLM step launches its factored gradients as
     arguments, so it replays the record's launches, then captures a graph for the new addresses."""
     torch.manual_seed(3)
-    sizes = [(1 << 16,), (768, 64), (4099,), (48,), (300, 257)]
+    sizes = [(1 << 16,), (768, 64), (4099,), (48,), (300, 257), (256, 300)]  # TD-CLM: one factored batch, one alone
     inits = [torch.randn(s, device="cuda") for s in sizes]
     models, opts = [], []
     for _ in range(2):
@@ -295,7 +295,7 @@ def test_new_gradient_tensors_every_step_replay_without_a_host_sync(mode):
     parameters and state equal those of a twin whose every step is launched through the JIT, and
     agree with the nvcc kernels."""
     torch.manual_seed(5)
-    sizes = [(1 << 16,), (768, 64), (4099,), (48,), (1 << 18,), (300, 257)]
+    sizes = [(1 << 16,), (768, 64), (4099,), (48,), (1 << 18,), (300, 257), (256, 300)]
     inits = [torch.randn(s, device="cuda") for s in sizes]
     opts, models = [], []
     for backend in ("triton", "triton", "auto"):
@@ -339,5 +339,6 @@ def test_new_gradient_tensors_every_step_replay_without_a_host_sync(mode):
         assert torch.equal(opts[0].state[a]["exp_avg_sq"], opts[1].state[b]["exp_avg_sq"])
         torch.testing.assert_close(a, c, rtol=1e-6, atol=1e-7 if mode == "clm" else 1e-6)
     assert opts[0].state[models[0][0]]["step"].item() == 6.0
-    if mode == "tdclm":  # the factored tensors were launched as arguments, not through tables
-        assert opts[0]._plans[0].native._alone
+    if mode == "tdclm":  # a factored batch (Note [factored tables]) and a factored tensor launched on its own
+        plan = opts[0]._plans[0].native
+        assert plan._alone and any(b.kind == 3 and len(b.tensors) == 2 for b in plan.groups[0].batches)

@@ -380,3 +380,83 @@ def test_many_clm_tensors_step_through_the_multi_tensor_kernels():
     assert plan.step(torch.tensor(hp.grad_scale), None, False)
     assert status.tolist() == [5, 5, 0, 0]  # 1 + position 4
     assert torch.equal(before, cases[0][0])
+
+
+def _factored_cases(hp, gen):
+    """(param, state, grad, master, seed) of factored TD-CLM tensors: fp32 of the wide tile (C >= 128) and of
+    the narrow one, bf16 with fp32 masters; two or more of each kind, so that each kind makes a batch."""
+    shapes = {torch.float32: [(130, 144), (20, 128), (40, 32), (12, 48)], torch.bfloat16: [(24, 130), (8, 200)]}
+    cases = []
+    for pdtype, pshapes in shapes.items():
+        for shape in pshapes:
+            x = torch.randn(shape, generator=gen)
+            state = {"exp_avg": torch.randn(shape, generator=gen) * 0.01,
+                     "exp_avg_sq": torch.rand(exp_avg_sq_length(x.numel(), shape[0], hp), generator=gen) * 0.01}
+            master = pdtype != torch.float32
+            if master:
+                state["master"] = x.clone()
+            p = x.to(pdtype)
+            p.grad = (torch.randn(shape, generator=gen) * 0.1 * hp.grad_scale).to(pdtype)
+            cases.append((p, state, master, 900 + len(cases)))
+    return cases
+
+
+def _factored_plan(cases, hp, counter, status):
+    tensors = [TensorStep(p, s, f"p{i}", i, seed=seed) for i, (p, s, _, seed) in enumerate(cases)]
+    group = GroupStep(options_of(hp), counter, tensors)
+    return TritonStepPlan(torch.device("cpu"), [group], status), group
+
+
+def test_many_factored_tensors_step_through_the_factored_tables(monkeypatch):
+    """Note [factored tables]: a group's factored TD-CLM tensors of one dtype pair and sums tile share four
+    launches, and each is written bit for bit as when it is stepped alone (the one-tensor kernels), over two
+    steps with new gradients (a new address each) and a loss scale; stochastic rounding included. A NaN in
+    one tensor of a batch writes nothing of any tensor."""
+    from luminamoon.optim import triton_step
+    hp = Hyper(buffer_mode=1, td_factor="factored", lam=0.3, bound_mode=2, bound_ratio=2e-5, grad_scale=1024.0)
+    batched = _factored_cases(hp, torch.Generator().manual_seed(8))
+    alone = [(p.detach().clone(), {k: v.clone() for k, v in s.items()}, m, seed) for p, s, m, seed in batched]
+    for (p, _, _, _), (q, _, _, _) in zip(batched, alone):
+        q.grad = p.grad.clone()
+    counters, statuses = [torch.tensor(2.0), torch.tensor(2.0)], [torch.zeros(4, dtype=torch.int32) for _ in "ab"]
+    plan_a, group_a = _factored_plan(batched, hp, counters[0], statuses[0])
+    monkeypatch.setattr(triton_step, "MULTI_TENSOR", False)
+    plan_b, group_b = _factored_plan(alone, hp, counters[1], statuses[1])
+    assert sorted((b.kind, len(b.tensors), b.tile[1]) for b in group_a.batches) == [
+        (tk.FACTORED, 2, tk.FACTOR_NARROW_COLS), (tk.FACTORED, 2, tk.FACTOR_WIDE_COLS),
+        (tk.FACTORED, 2, tk.FACTOR_WIDE_COLS)]
+    assert group_b.batches == []
+    gen = torch.Generator().manual_seed(9)
+    for step in range(2):
+        for plan in (plan_a, plan_b):
+            assert plan.step(torch.tensor(hp.grad_scale), None, False)
+        for (p, s, _, _), (q, r, _, _) in zip(batched, alone):
+            assert torch.equal(p.view(torch.int16) if p.dtype != torch.float32 else p,
+                               q.view(torch.int16) if q.dtype != torch.float32 else q)
+            assert all(torch.equal(s[k], r[k]) for k in s)
+            p.grad = torch.randn(p.shape, generator=gen).to(p.dtype) * hp.grad_scale * 0.1
+            q.grad = p.grad.clone()
+    assert [st.tolist() for st in statuses] == [[0, 0, 0, 0]] * 2
+    assert counters[0].item() == counters[1].item() == 4.0
+    batched[1][0].grad[19, 127] = float("nan")
+    before = [(p.clone(), {k: v.clone() for k, v in s.items()}) for p, s, _, _ in batched]
+    assert plan_a.step(torch.tensor(hp.grad_scale), None, False)
+    assert statuses[0].tolist() == [2, 2, 0, 0]  # 1 + position 1
+    for (p0, s0), (p, s, _, _) in zip(before, batched):
+        assert torch.equal(p0.float(), p.float()) and all(torch.equal(s0[k], s[k]) for k in s0)
+
+
+def test_factored_tables_against_the_reference():
+    """The batched factored step of fp32 tensors against the float64 reference (one step)."""
+    hp = Hyper(buffer_mode=1, td_factor="factored", tau=0.05)
+    cases = [c for c in _factored_cases(hp, torch.Generator().manual_seed(10)) if not c[2]]
+    olds = [(p.clone(), s["exp_avg"].clone(), s["exp_avg_sq"].clone(), p.grad.clone()) for p, s, _, _ in cases]
+    status = torch.zeros(4, dtype=torch.int32)
+    plan, group = _factored_plan(cases, hp, torch.tensor(2.0), status)
+    assert all(b.kind == tk.FACTORED for b in group.batches) and len(group.batches) == 2
+    assert plan.step(None, None, False)
+    assert status.tolist() == [0, 0, 0, 0]
+    for (p, s, _, _), (x, m, v, g) in zip(cases, olds):
+        ref = reference_step(hp, x.numpy().reshape(-1), m.numpy().reshape(-1), v.numpy(), g.numpy().reshape(-1),
+                             3, p.shape[0])
+        check_against_reference(hp, p, s, ref, master=False)

@@ -439,27 +439,35 @@ def factor_sums_kernel(g_ptr, row_part_ptr, col_part_ptr, k_ptr, words_ptr, rows
     passes without the check, changes nothing).
     """
     if step_open(words_ptr):
-        pid = tl.program_id(0).to(tl.int64)
-        strips = tl.cdiv(cols, BLOCK_C)
-        chunk = pid // strips
-        strip = pid - chunk * strips
-        c = strip * BLOCK_C + tl.arange(0, BLOCK_C)
-        c_ok = c < cols
-        col = tl.zeros([LOAD_ROWS, BLOCK_C], dtype=tl.float64)
-        for i in tl.static_range(CHUNK_ROWS // LOAD_ROWS):  # unrolled: the loads of a tile issue together
-            r = chunk * CHUNK_ROWS + i * LOAD_ROWS + tl.arange(0, LOAD_ROWS)
-            r_ok = r < rows
-            mask = r_ok[:, None] & c_ok[None, :]
-            g = scaled_gradient(k_ptr, load_f32(g_ptr, r[:, None] * cols + c[None, :], mask, GDTYPE), SCALED)
-            g64 = g.to(tl.float64)
-            sq = g64 * g64
-            col += sq
-            tl.store(row_part_ptr + strip * rows + r, tl.sum(sq, axis=1), mask=r_ok)
-        col_sum = tl.sum(col, axis=0)
-        if with_cols != 0:
-            tl.store(col_part_ptr + chunk * cols + c, col_sum, mask=c_ok)
-        if tl.max(nonfinite_f64(col_sum).to(tl.int32), axis=0) > 0:
-            tl.atomic_min(words_ptr + 1, position)
+        factor_sums_program(tl.program_id(0).to(tl.int64), g_ptr, row_part_ptr, col_part_ptr, k_ptr, words_ptr, rows,
+                            cols, position, with_cols, GDTYPE, SCALED, CHUNK_ROWS, LOAD_ROWS, BLOCK_C)
+
+
+@triton.jit
+def factor_sums_program(pid, g_ptr, row_part_ptr, col_part_ptr, k_ptr, words_ptr, rows, cols, position, with_cols,
+                        GDTYPE: tl.constexpr, SCALED: tl.constexpr, CHUNK_ROWS: tl.constexpr,
+                        LOAD_ROWS: tl.constexpr, BLOCK_C: tl.constexpr):
+    """Program `pid` (int64) of factor_sums_kernel, for it and for factored_sums_multi_kernel."""
+    strips = tl.cdiv(cols, BLOCK_C)
+    chunk = pid // strips
+    strip = pid - chunk * strips
+    c = strip * BLOCK_C + tl.arange(0, BLOCK_C)
+    c_ok = c < cols
+    col = tl.zeros([LOAD_ROWS, BLOCK_C], dtype=tl.float64)
+    for i in tl.static_range(CHUNK_ROWS // LOAD_ROWS):  # unrolled: the loads of a tile issue together
+        r = chunk * CHUNK_ROWS + i * LOAD_ROWS + tl.arange(0, LOAD_ROWS)
+        r_ok = r < rows
+        mask = r_ok[:, None] & c_ok[None, :]
+        g = scaled_gradient(k_ptr, load_f32(g_ptr, r[:, None] * cols + c[None, :], mask, GDTYPE), SCALED)
+        g64 = g.to(tl.float64)
+        sq = g64 * g64
+        col += sq
+        tl.store(row_part_ptr + strip * rows + r, tl.sum(sq, axis=1), mask=r_ok)
+    col_sum = tl.sum(col, axis=0)
+    if with_cols != 0:
+        tl.store(col_part_ptr + chunk * cols + c, col_sum, mask=c_ok)
+    if tl.max(nonfinite_f64(col_sum).to(tl.int32), axis=0) > 0:
+        tl.atomic_min(words_ptr + 1, position.to(tl.int32))
 
 
 @triton.jit
@@ -485,13 +493,20 @@ def factor_rows_kernel(row_part_ptr, exp_avg_sq_ptr, new_ptr, block_sums_ptr, wo
     partials added MERGE at a time, then MERGE lanes by a fixed tree) into new[r], and the sum of
     these new factors in fp64 (a fixed tree) into block_sums[pid] (Note [Triton factor tiles])."""
     if step_open(words_ptr):
-        pid = tl.program_id(0)
-        r = pid.to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
-        r_ok = r < rows
-        row = merged_factor(row_part_ptr, rows, strips, r, r_ok, exp_avg_sq_ptr, cols, beta2, one_minus_beta2,
-                            BLOCK, MERGE)
-        tl.store(new_ptr + r, row, mask=r_ok)
-        tl.store(block_sums_ptr + pid, tl.sum(tl.where(r_ok, row.to(tl.float64), 0.0), axis=0))
+        factor_rows_program(tl.program_id(0), row_part_ptr, exp_avg_sq_ptr, new_ptr, block_sums_ptr, rows, cols, strips,
+                            beta2, one_minus_beta2, BLOCK, MERGE)
+
+
+@triton.jit
+def factor_rows_program(pid, row_part_ptr, exp_avg_sq_ptr, new_ptr, block_sums_ptr, rows, cols, strips, beta2,
+                        one_minus_beta2, BLOCK: tl.constexpr, MERGE: tl.constexpr):
+    """Program `pid` of factor_rows_kernel, for it and for factored_rows_multi_kernel."""
+    r = pid.to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    r_ok = r < rows
+    row = merged_factor(row_part_ptr, rows, strips, r, r_ok, exp_avg_sq_ptr, cols, beta2, one_minus_beta2,
+                        BLOCK, MERGE)
+    tl.store(new_ptr + r, row, mask=r_ok)
+    tl.store(block_sums_ptr + pid, tl.sum(tl.where(r_ok, row.to(tl.float64), 0.0), axis=0))
 
 
 @triton.jit(do_not_specialize=["rows", "cols", "form_cols", "chunks", "row_blocks"])
@@ -504,25 +519,32 @@ def factor_cols_kernel(col_part_ptr, block_sums_ptr, exp_avg_sq_ptr, new_ptr, gl
     chunk partials added MERGE at a time, then by a fixed tree. Program 0 writes the tensor's globals
     (s 0, scales 1, rho) as the finalize does (Note [Triton factor tiles])."""
     if step_open(words_ptr):
-        pid = tl.program_id(0)
-        lanes = tl.arange(0, BLOCK)
-        racc = tl.zeros([BLOCK], dtype=tl.float64)
-        for b0 in range(0, row_blocks, BLOCK):
-            b = b0 + lanes
-            racc += tl.load(block_sums_ptr + b, mask=b < row_blocks, other=0.0)
-        rho = (tl.sum(racc, axis=0) / rows.to(tl.float64)).to(tl.float32)
-        if pid == 0:
-            tl.store(gl_ptr + 0, 0.0)
-            tl.store(gl_ptr + 1, 1.0)
-            tl.store(gl_ptr + 2, 1.0)
-            tl.store(gl_ptr + 3, rho)
-        c = pid.to(tl.int64) * BLOCK + lanes
-        c_ok = c < form_cols
-        col = merged_factor(col_part_ptr, cols, chunks, c, c_ok, exp_avg_sq_ptr + rows, rows, beta2, one_minus_beta2,
-                            BLOCK, MERGE)
-        tl.store(new_ptr + rows + c, col, mask=c_ok)
-        over = tl.where(rho > 0.0, tl.div_rn(col, tl.zeros_like(col) + rho), 0.0)  # core::column_over_rho
-        tl.store(new_ptr + rows + cols + c, over, mask=c_ok)
+        factor_cols_program(tl.program_id(0), col_part_ptr, block_sums_ptr, exp_avg_sq_ptr, new_ptr, gl_ptr, rows, cols,
+                            form_cols, chunks, row_blocks, beta2, one_minus_beta2, BLOCK, MERGE)
+
+
+@triton.jit
+def factor_cols_program(pid, col_part_ptr, block_sums_ptr, exp_avg_sq_ptr, new_ptr, gl_ptr, rows, cols, form_cols,
+                        chunks, row_blocks, beta2, one_minus_beta2, BLOCK: tl.constexpr, MERGE: tl.constexpr):
+    """Program `pid` of factor_cols_kernel, for it and for factored_cols_multi_kernel."""
+    lanes = tl.arange(0, BLOCK)
+    racc = tl.zeros([BLOCK], dtype=tl.float64)
+    for b0 in range(0, row_blocks, BLOCK):
+        b = b0 + lanes
+        racc += tl.load(block_sums_ptr + b, mask=b < row_blocks, other=0.0)
+    rho = (tl.sum(racc, axis=0) / rows.to(tl.float64)).to(tl.float32)
+    if pid == 0:
+        tl.store(gl_ptr + 0, 0.0)
+        tl.store(gl_ptr + 1, 1.0)
+        tl.store(gl_ptr + 2, 1.0)
+        tl.store(gl_ptr + 3, rho)
+    c = pid.to(tl.int64) * BLOCK + lanes
+    c_ok = c < form_cols
+    col = merged_factor(col_part_ptr, cols, chunks, c, c_ok, exp_avg_sq_ptr + rows, rows, beta2, one_minus_beta2,
+                        BLOCK, MERGE)
+    tl.store(new_ptr + rows + c, col, mask=c_ok)
+    over = tl.where(rho > 0.0, tl.div_rn(col, tl.zeros_like(col) + rho), 0.0)  # core::column_over_rho
+    tl.store(new_ptr + rows + cols + c, over, mask=c_ok)
 
 
 @triton.jit(do_not_specialize=["num_partials", "n", "rows", "cols", "position", "chunks"])
@@ -630,8 +652,20 @@ def apply_kernel(p_ptr, g_ptr, m_ptr, v_ptr, master_ptr, k_ptr, step_ptr, words_
                  HAS_TAU: tl.constexpr, CAUTIOUS: tl.constexpr, BOUND: tl.constexpr, SCALED: tl.constexpr,
                  BLOCK: tl.constexpr):
     """Pass 2 of one tensor (apply_tile); program 0 also stores TD-CLM's s or new factors into exp_avg_sq."""
-    pid = tl.program_id(0)
-    open_ = step_open(words_ptr)
+    apply_program(tl.program_id(0), tl.num_programs(0), step_open(words_ptr), p_ptr, g_ptr, m_ptr, v_ptr, master_ptr,
+                  k_ptr, step_ptr, gl_ptr, new_ptr, n, rows, cols, seed.to(tl.uint64), index_offset.to(tl.uint64), beta1,
+                  one_minus_beta1, beta2, one_minus_beta2, eps, lam, one_minus_lam, tau, bound_ratio, PDTYPE, GDTYPE,
+                  KIND, MASTER, SR, HAS_LAM, HAS_TAU, CAUTIOUS, BOUND, SCALED, BLOCK)
+
+
+@triton.jit
+def apply_program(pid, programs, open_, p_ptr, g_ptr, m_ptr, v_ptr, master_ptr, k_ptr, step_ptr, gl_ptr, new_ptr, n,
+                  rows, cols, seed, index_offset, beta1, one_minus_beta1, beta2, one_minus_beta2, eps, lam,
+                  one_minus_lam, tau, bound_ratio, PDTYPE: tl.constexpr, GDTYPE: tl.constexpr, KIND: tl.constexpr,
+                  MASTER: tl.constexpr, SR: tl.constexpr, HAS_LAM: tl.constexpr, HAS_TAU: tl.constexpr,
+                  CAUTIOUS: tl.constexpr, BOUND: tl.constexpr, SCALED: tl.constexpr, BLOCK: tl.constexpr):
+    """Program `pid` of `programs` of apply_kernel, for it and for factored_apply_multi_kernel (seed and
+    index_offset as uint64)."""
     offs = pid.to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     mask = (offs < n) & open_
     if KIND == 1:
@@ -644,14 +678,14 @@ def apply_kernel(p_ptr, g_ptr, m_ptr, v_ptr, master_ptr, k_ptr, step_ptr, words_
             factors = rows + cols
         else:
             factors = rows
-        for q0 in range(pid * BLOCK, factors, tl.num_programs(0) * BLOCK):
+        for q0 in range(pid * BLOCK, factors, programs * BLOCK):
             q = q0 + tl.arange(0, BLOCK)
             qm = (q < factors) & open_
             tl.store(v_ptr + q, tl.load(new_ptr + q, mask=qm, other=0.0), mask=qm)
     apply_tile(p_ptr, g_ptr, m_ptr, v_ptr, master_ptr, k_ptr, step_ptr, gl_ptr, new_ptr, new_ptr + rows + cols, offs,
-               pid.to(tl.int64) * BLOCK, mask, cols, seed.to(tl.uint64), index_offset.to(tl.uint64), beta1, one_minus_beta1, beta2, one_minus_beta2, eps,
-               lam, one_minus_lam, tau, bound_ratio, PDTYPE, GDTYPE, KIND, MASTER, SR, HAS_LAM, HAS_TAU, CAUTIOUS,
-               BOUND, SCALED)
+               pid.to(tl.int64) * BLOCK, mask, cols, seed, index_offset, beta1, one_minus_beta1, beta2,
+               one_minus_beta2, eps, lam, one_minus_lam, tau, bound_ratio, PDTYPE, GDTYPE, KIND, MASTER, SR, HAS_LAM,
+               HAS_TAU, CAUTIOUS, BOUND, SCALED)
 
 
 # ---- many tensors per launch --------------------------------------------------------------------
@@ -736,6 +770,115 @@ def apply_multi_kernel(table_ptr, grad_table_ptr, program_map_ptr, k_ptr, step_p
                tl.load(row + 6).to(tl.uint64), tl.load(row + 7).to(tl.uint64), beta1, one_minus_beta1, beta2,
                one_minus_beta2, eps, lam, one_minus_lam, tau, bound_ratio, PDTYPE, GDTYPE, 0, MASTER, SR,
                HAS_LAM, HAS_TAU, False, BOUND, SCALED)
+
+
+# Note [factored tables]: TD-CLM's factored tensors, many per launch. One at a time, each takes four
+# launches (sums, row factors, column factors, apply): 336 of a step's 349 launches in the Llama
+# 98M model, where a graph replay of them took 2.1 ms against the nvcc kernels' 0.8 (issue 18,
+# session 7). The factored kernels below run the same programs for every tensor of a batch: a
+# program map per stage (int32: the tensor of each program), a table of FACTORED_FIELDS int64 per
+# tensor (below) uploaded with the plan, and the gradient table of Note [tensor tables]. A
+# program's tensor-local index is its index minus its tensor's first program of that stage, and
+# the program computes exactly what the one-tensor kernel's program of that index would.
+# (constexpr globals: the kernels read them; the plan writes a row with their .value)
+FT_SUMS_FIRST, FT_ROWS_FIRST, FT_COLS_FIRST, FT_APPLY_FIRST = (tl.constexpr(i) for i in range(4))  # stages' first
+FT_ROWS, FT_COLS, FT_POSITION = (tl.constexpr(i) for i in range(4, 7))  # R, C, the verdict's position
+FT_ROW_PART, FT_COL_PART, FT_BLOCK_SUMS, FT_NEW, FT_GL = (tl.constexpr(i) for i in range(7, 12))  # scratch
+FT_PARAM, FT_EXP_AVG, FT_EXP_AVG_SQ, FT_MASTER = (tl.constexpr(i) for i in range(12, 16))  # master: param's own
+FT_SEED, FT_INDEX_OFFSET, FT_STRIPS, FT_CHUNKS, FT_ROW_BLOCKS, FT_APPLY_PROGRAMS = (tl.constexpr(i)
+                                                                                   for i in range(16, 22))
+FACTORED_FIELDS = tl.constexpr(22)
+
+
+@triton.jit
+def _factored_row(table_ptr, program_map_ptr, pid):
+    """(the tensor, its table row) of program `pid`."""
+    tensor = tl.load(program_map_ptr + pid).to(tl.int64)
+    return tensor, table_ptr + tensor * FACTORED_FIELDS
+
+
+@triton.jit
+def _f64_field(row, i):
+    return tl.load(row + i).to(tl.pointer_type(tl.float64))
+
+
+@triton.jit
+def _f32_field(row, i):
+    return tl.load(row + i).to(tl.pointer_type(tl.float32))
+
+
+@triton.jit
+def _cols_field(row, ALIGNED: tl.constexpr):
+    cols = tl.load(row + FT_COLS)
+    if ALIGNED:
+        cols = tl.multiple_of(cols, 16)
+    return cols
+
+
+@triton.jit
+def factored_sums_multi_kernel(table_ptr, grad_table_ptr, program_map_ptr, k_ptr, words_ptr, GDTYPE: tl.constexpr,
+                               SCALED: tl.constexpr, CHUNK_ROWS: tl.constexpr, LOAD_ROWS: tl.constexpr,
+                               BLOCK_C: tl.constexpr, ALIGNED: tl.constexpr):
+    """factor_sums_kernel for every tensor of a factored batch (Note [factored tables])."""
+    if step_open(words_ptr):
+        pid = tl.program_id(0)
+        tensor, row = _factored_row(table_ptr, program_map_ptr, pid)
+        local = pid.to(tl.int64) - tl.load(row + FT_SUMS_FIRST)
+        g_ptr = _table_pointer(grad_table_ptr + tensor, GDTYPE, ALIGNED)
+        factor_sums_program(local, g_ptr, _f64_field(row, FT_ROW_PART), _f64_field(row, FT_COL_PART), k_ptr,
+                            words_ptr, tl.load(row + FT_ROWS), _cols_field(row, ALIGNED), tl.load(row + FT_POSITION),
+                            1, GDTYPE, SCALED, CHUNK_ROWS, LOAD_ROWS, BLOCK_C)
+
+
+@triton.jit
+def factored_rows_multi_kernel(table_ptr, program_map_ptr, words_ptr, beta2, one_minus_beta2, BLOCK: tl.constexpr,
+                               MERGE: tl.constexpr):
+    """factor_rows_kernel for every tensor of a factored batch."""
+    if step_open(words_ptr):
+        pid = tl.program_id(0)
+        _, row = _factored_row(table_ptr, program_map_ptr, pid)
+        local = pid.to(tl.int64) - tl.load(row + FT_ROWS_FIRST)
+        factor_rows_program(local, _f64_field(row, FT_ROW_PART), _f32_field(row, FT_EXP_AVG_SQ),
+                            _f32_field(row, FT_NEW), _f64_field(row, FT_BLOCK_SUMS), tl.load(row + FT_ROWS),
+                            tl.load(row + FT_COLS), tl.load(row + FT_STRIPS), beta2, one_minus_beta2, BLOCK, MERGE)
+
+
+@triton.jit
+def factored_cols_multi_kernel(table_ptr, program_map_ptr, words_ptr, beta2, one_minus_beta2, BLOCK: tl.constexpr,
+                               MERGE: tl.constexpr):
+    """factor_cols_kernel for every tensor of a factored batch."""
+    if step_open(words_ptr):
+        pid = tl.program_id(0)
+        _, row = _factored_row(table_ptr, program_map_ptr, pid)
+        local = pid.to(tl.int64) - tl.load(row + FT_COLS_FIRST)
+        cols = tl.load(row + FT_COLS)
+        factor_cols_program(local, _f64_field(row, FT_COL_PART), _f64_field(row, FT_BLOCK_SUMS),
+                            _f32_field(row, FT_EXP_AVG_SQ), _f32_field(row, FT_NEW), _f32_field(row, FT_GL),
+                            tl.load(row + FT_ROWS), cols, cols, tl.load(row + FT_CHUNKS), tl.load(row + FT_ROW_BLOCKS),
+                            beta2, one_minus_beta2, BLOCK, MERGE)
+
+
+@triton.jit
+def factored_apply_multi_kernel(table_ptr, grad_table_ptr, program_map_ptr, k_ptr, step_ptr, words_ptr, beta1,
+                                one_minus_beta1, beta2, one_minus_beta2, eps, lam, one_minus_lam, tau, bound_ratio,
+                                PDTYPE: tl.constexpr, GDTYPE: tl.constexpr, MASTER: tl.constexpr, SR: tl.constexpr,
+                                HAS_LAM: tl.constexpr, HAS_TAU: tl.constexpr, BOUND: tl.constexpr,
+                                SCALED: tl.constexpr, ALIGNED: tl.constexpr, BLOCK: tl.constexpr):
+    """apply_kernel (KIND FACTORED, no cautious mask nor tensor bound) for every tensor of a factored batch."""
+    pid = tl.program_id(0)
+    tensor, row = _factored_row(table_ptr, program_map_ptr, pid)
+    local = pid.to(tl.int64) - tl.load(row + FT_APPLY_FIRST)
+    rows, cols = tl.load(row + FT_ROWS), _cols_field(row, ALIGNED)
+    p_ptr = _table_pointer(row + FT_PARAM, PDTYPE, ALIGNED)
+    g_ptr = _table_pointer(grad_table_ptr + tensor, GDTYPE, ALIGNED)
+    m_ptr = _table_pointer(row + FT_EXP_AVG, 0, ALIGNED)
+    master_ptr = _table_pointer(row + FT_MASTER, 0, ALIGNED)
+    seed, index_offset = tl.load(row + FT_SEED).to(tl.uint64), tl.load(row + FT_INDEX_OFFSET).to(tl.uint64)
+    apply_program(local, tl.load(row + FT_APPLY_PROGRAMS), step_open(words_ptr), p_ptr, g_ptr, m_ptr,
+                  _f32_field(row, FT_EXP_AVG_SQ), master_ptr, k_ptr, step_ptr, _f32_field(row, FT_GL),
+                  _f32_field(row, FT_NEW), rows * cols, rows, cols, seed, index_offset, beta1, one_minus_beta1, beta2,
+                  one_minus_beta2, eps, lam, one_minus_lam, tau, bound_ratio, PDTYPE, GDTYPE, 3, MASTER, SR, HAS_LAM,
+                  HAS_TAU, False, BOUND, SCALED, BLOCK)
 
 
 # ---- the verdict ---------------------------------------------------------------------------------

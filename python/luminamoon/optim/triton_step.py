@@ -126,15 +126,19 @@ class TensorStep:
 
 @dataclass
 class TensorBatch:
-    """CLM tensors of one group and dtype pair stepped by the multi-tensor kernels (Note [tensor
-    tables] in triton_kernels.py): the program maps and tensor tables (sizes and the addresses of
-    parameters and state) are built with the plan; the gradient table is written when a gradient's
-    address changed (a new gradient tensor after zero_grad(set_to_none=True), say)."""
+    """Tensors of one group and dtype pair stepped by the multi-tensor kernels: CLM's (kind ELEMENT,
+    Note [tensor tables] in triton_kernels.py) or TD-CLM's factored ones of one tile (kind FACTORED,
+    Note [factored tables]). The program maps and tensor tables (sizes and the addresses of
+    parameters, state and scratch) are built with the plan; the gradient table is written when a
+    gradient's address changed (a new gradient tensor after zero_grad(set_to_none=True), say)."""
 
     tensors: list[TensorStep]
     pdtype: int
     gdtype: int
     master: bool
+    kind: int = tk.ELEMENT
+    tile: tuple | None = None  # FACTORED: the sums' (rows per load, columns) of every tensor
+    maps: dict = field(default_factory=dict)  # FACTORED: stage -> its program map (device)
     flat: list[int] = field(default_factory=list)  # the tensors' positions among the plan's gradients
     reduce_map: torch.Tensor = None
     apply_map: torch.Tensor = None
@@ -243,11 +247,16 @@ class TritonStepPlan:
         if g.options.needs_update_sums():
             return []
         by_key: dict[tuple, list[TensorStep]] = {}
+        factored: dict[tuple, list[TensorStep]] = {}
         for t in g.tensors:
-            if t.kind == tk.ELEMENT and t.param.numel() > 0 and t.param.grad is not None:
-                key = (_DTYPES[t.param.dtype], _DTYPES[t.param.grad.dtype], t.state.get("master") is not None)
+            if t.param.numel() == 0 or t.param.grad is None:
+                continue
+            key = (_DTYPES[t.param.dtype], _DTYPES[t.param.grad.dtype], t.state.get("master") is not None)
+            if t.kind == tk.ELEMENT:
                 by_key.setdefault(key, []).append(t)
-        batches = []
+            elif t.kind == tk.FACTORED:
+                factored.setdefault(key + (t.scratch["tile"],), []).append(t)
+        batches = [self._factored_batch(g, tensors, *key) for key, tensors in factored.items() if len(tensors) >= 2]
         for (pdtype, gdtype, master), tensors in by_key.items():
             if len(tensors) < 2:
                 continue
@@ -272,6 +281,46 @@ class TritonStepPlan:
             b.grad_table = torch.zeros(len(tensors), dtype=torch.int64, device=self.device)
             batches.append(b)
         return batches
+
+    def _factored_batch(self, g: GroupStep, tensors: list[TensorStep], pdtype: int, gdtype: int, master: bool,
+                        tile: tuple) -> TensorBatch:
+        """Factored TD-CLM tensors of one dtype pair and sums tile (Note [factored tables]): their table
+        rows and each stage's program map, as many programs per tensor as its own launches have."""
+        b = TensorBatch(tensors, pdtype, gdtype, master, kind=tk.FACTORED, tile=tile)
+        stages = {tk.FT_SUMS_FIRST: lambda t: t.scratch["chunks"] * t.scratch["strips"],
+                  tk.FT_ROWS_FIRST: lambda t: t.scratch["row_blocks"],
+                  tk.FT_COLS_FIRST: lambda t: triton_cdiv(t.cols, tk.FACTOR_COL_BLOCK),
+                  tk.FT_APPLY_FIRST: lambda t: triton_cdiv(t.param.numel(), APPLY_BLOCK)}
+        counts = {stage: [count(t) for t in tensors] for stage, count in stages.items()}
+        table = []
+        for i, t in enumerate(tensors):
+            s = t.scratch
+            master_t = t.state.get("master")
+            row = [0] * tk.FACTORED_FIELDS.value
+            for stage in stages:
+                row[stage.value] = sum(counts[stage][:i])
+            fields = {tk.FT_ROWS: t.rows, tk.FT_COLS: t.cols,
+                      tk.FT_POSITION: t.position if g.options.check_finite else tk.NO_BAD,
+                      tk.FT_ROW_PART: s["row_part"].data_ptr(), tk.FT_COL_PART: s["col_part"].data_ptr(),
+                      tk.FT_BLOCK_SUMS: s["block_sums"].data_ptr(), tk.FT_NEW: s["new"].data_ptr(),
+                      tk.FT_GL: s["gl"].data_ptr(), tk.FT_PARAM: t.param.data_ptr(),
+                      tk.FT_EXP_AVG: t.state["exp_avg"].data_ptr(), tk.FT_EXP_AVG_SQ: t.state["exp_avg_sq"].data_ptr(),
+                      tk.FT_MASTER: (master_t if master_t is not None else t.param).data_ptr(),
+                      tk.FT_SEED: t.seed - (1 << 64) if t.seed >= (1 << 63) else t.seed,  # the uint64 bits as int64
+                      tk.FT_INDEX_OFFSET: t.index_offset, tk.FT_STRIPS: s["strips"], tk.FT_CHUNKS: s["chunks"],
+                      tk.FT_ROW_BLOCKS: s["row_blocks"], tk.FT_APPLY_PROGRAMS: counts[tk.FT_APPLY_FIRST][i]}
+            for f, value in fields.items():
+                row[f.value] = value
+            table.append(row)
+            t.batch_gdtype = gdtype
+        b.tables["factored"] = self._upload(torch.tensor(table, dtype=torch.int64))
+        for stage in stages:
+            b.maps[stage.value] = self._upload(torch.repeat_interleave(
+                torch.arange(len(tensors), dtype=torch.int32), torch.tensor(counts[stage], dtype=torch.int64)))
+        b.fixed_aligned = (all(t.cols % 16 == 0 and t.param.numel() % 16 == 0 for t in tensors)
+                           and all(a % 16 == 0 for t in tensors for a in _fixed_addresses(t)))
+        b.grad_table = torch.zeros(len(tensors), dtype=torch.int64, device=self.device)
+        return b
 
     def _program_map(self, tensors: list[TensorStep], block: int) -> torch.Tensor:
         counts = torch.tensor([triton_cdiv(t.param.numel(), block) for t in tensors], dtype=torch.int64)
@@ -462,9 +511,11 @@ class TritonStepPlan:
         self._point_batches_at([grad.data_ptr() for _, _, grad in per_tensor])
         for g, t, grad in alone:
             self._round(g, t, grad, 0, scaled)
-        for g in self.groups:
-            if g.options.check_finite:
-                for b in g.batches:
+        for g in self.groups:  # every verdict before any pass 2: a non-finite gradient writes nothing
+            for b in g.batches:
+                if b.kind == tk.FACTORED:
+                    self._factored_round0_batch(g, b, scaled)
+                elif g.options.check_finite:
                     self._finite_check_batch(g, b, scaled)
         for g, t, grad in alone:
             if t.kind != tk.ELEMENT and g.options.needs_update_sums():
@@ -473,7 +524,7 @@ class TritonStepPlan:
             self._apply(g, t, grad, scaled)
         for g in self.groups:
             for b in g.batches:
-                self._apply_batch(g, b, scaled)
+                (self._factored_apply_batch if b.kind == tk.FACTORED else self._apply_batch)(g, b, scaled)
         self._run(tk.commit_kernel, (1,), status, words, found_inf if found_inf is not None else dummy,
                   FOUND_INF=found_inf is not None, SKIP_NONFINITE=bool(skip_nonfinite), **FP_OPTIONS)
         for g in self.groups:
@@ -561,6 +612,32 @@ class TritonStepPlan:
         self._run(tk.finite_check_multi_kernel, (b.reduce_map.numel(),),
             b.tables[REDUCE_BLOCK], b.grad_table, b.reduce_map, g.k, self.words, GDTYPE=b.gdtype, SCALED=scaled,
             ALIGNED=b.aligned(), BLOCK=REDUCE_BLOCK, num_warps=NUM_WARPS, **FP_OPTIONS)
+
+    def _factored_round0_batch(self, g: GroupStep, b: TensorBatch, scaled: bool) -> None:
+        """_factors for every tensor of a factored batch: three launches (Note [factored tables])."""
+        o = g.options
+        table, maps = b.tables["factored"], b.maps
+        load_rows, block_c = b.tile
+        self._run(tk.factored_sums_multi_kernel, (maps[tk.FT_SUMS_FIRST.value].numel(),),
+            table, b.grad_table, maps[tk.FT_SUMS_FIRST.value], g.k, self.words, GDTYPE=b.gdtype, SCALED=scaled,
+            CHUNK_ROWS=tk.FACTOR_CHUNK_ROWS, LOAD_ROWS=load_rows, BLOCK_C=block_c, ALIGNED=b.aligned(),
+            num_warps=FACTOR_WARPS, **FP_OPTIONS)
+        self._run(tk.factored_rows_multi_kernel, (maps[tk.FT_ROWS_FIRST.value].numel(),),
+            table, maps[tk.FT_ROWS_FIRST.value], self.words, o.beta2, 1.0 - o.beta2, BLOCK=tk.FACTOR_ROW_BLOCK,
+            MERGE=tk.FACTOR_MERGE, num_warps=NUM_WARPS, **FP_OPTIONS)
+        self._run(tk.factored_cols_multi_kernel, (maps[tk.FT_COLS_FIRST.value].numel(),),
+            table, maps[tk.FT_COLS_FIRST.value], self.words, o.beta2, 1.0 - o.beta2, BLOCK=tk.FACTOR_COL_BLOCK,
+            MERGE=tk.FACTOR_MERGE, num_warps=NUM_WARPS, **FP_OPTIONS)
+
+    def _factored_apply_batch(self, g: GroupStep, b: TensorBatch, scaled: bool) -> None:
+        o = g.options
+        apply_map = b.maps[tk.FT_APPLY_FIRST.value]
+        self._run(tk.factored_apply_multi_kernel, (apply_map.numel(),),
+            b.tables["factored"], b.grad_table, apply_map, g.k, g.step, self.words, **o.fp32_args(),
+            bound_ratio=o.bound_ratio, PDTYPE=b.pdtype, GDTYPE=b.gdtype, MASTER=b.master,
+            SR=o.stochastic_rounding and b.pdtype != tk.F32, HAS_LAM=o.lam != 0.0, HAS_TAU=o.tau > 0.0,
+            BOUND=o.bound_mode, SCALED=scaled, ALIGNED=b.aligned(), BLOCK=APPLY_BLOCK, num_warps=NUM_WARPS,
+            **FP_OPTIONS)
 
     def _apply_batch(self, g: GroupStep, b: TensorBatch, scaled: bool) -> None:
         o = g.options
