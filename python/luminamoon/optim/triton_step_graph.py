@@ -1,9 +1,10 @@
 """A replayed Triton step as one CUDA graph (Note [Triton step graphs]).
 
 Note [Triton step graphs]: a recorded step (Note [replayed launches]) still costs the host about
-14 us per launch in Triton 3.6's launcher, and a TD-CLM step launches per factored tensor (sums,
-row factors, column factors, apply): 349 launches and ~5 ms of host time a step for the 98M
-Llama model of bench/optim_training_loop.py, more than the GPU work (issue 18, session 7). The
+14 us per launch in Triton 3.6's launcher. A TD-CLM step once launched four kernels per factored
+tensor: 349 launches and ~5 ms of host time a step for the 98M Llama model of
+bench/optim_training_loop.py, more than the GPU work (issue 18, session 7; the factored tables,
+Note [factored tables], have since cut the launches to about a dozen). The
 nvcc backend replays a cached graph of its step (Note [cached step graph] in
 src/optim/cuda/step_graph_cache.h); this is the same for the Triton plan: the recorded launches,
 captured once per set of slot values (the gradients launched as arguments, GradScaler's
