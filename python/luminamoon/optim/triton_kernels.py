@@ -791,10 +791,13 @@ FACTORED_FIELDS = tl.constexpr(22)
 
 
 @triton.jit
-def _factored_row(table_ptr, program_map_ptr, pid):
-    """(the tensor, its table row) of program `pid`."""
+def _factored_program(table_ptr, program_map_ptr, FIRST: tl.constexpr):
+    """(the tensor, its table row, the tensor-local program index) of this program of the stage whose
+    first programs are in field FIRST."""
+    pid = tl.program_id(0)
     tensor = tl.load(program_map_ptr + pid).to(tl.int64)
-    return tensor, table_ptr + tensor * FACTORED_FIELDS
+    row = table_ptr + tensor * FACTORED_FIELDS
+    return tensor, row, pid.to(tl.int64) - tl.load(row + FIRST)
 
 
 @triton.jit
@@ -821,9 +824,7 @@ def factored_sums_multi_kernel(table_ptr, grad_table_ptr, program_map_ptr, k_ptr
                                BLOCK_C: tl.constexpr, ALIGNED: tl.constexpr):
     """factor_sums_kernel for every tensor of a factored batch (Note [factored tables])."""
     if step_open(words_ptr):
-        pid = tl.program_id(0)
-        tensor, row = _factored_row(table_ptr, program_map_ptr, pid)
-        local = pid.to(tl.int64) - tl.load(row + FT_SUMS_FIRST)
+        tensor, row, local = _factored_program(table_ptr, program_map_ptr, FT_SUMS_FIRST)
         g_ptr = _table_pointer(grad_table_ptr + tensor, GDTYPE, ALIGNED)
         factor_sums_program(local, g_ptr, _f64_field(row, FT_ROW_PART), _f64_field(row, FT_COL_PART), k_ptr,
                             words_ptr, tl.load(row + FT_ROWS), _cols_field(row, ALIGNED), tl.load(row + FT_POSITION),
@@ -835,9 +836,7 @@ def factored_rows_multi_kernel(table_ptr, program_map_ptr, words_ptr, beta2, one
                                MERGE: tl.constexpr):
     """factor_rows_kernel for every tensor of a factored batch."""
     if step_open(words_ptr):
-        pid = tl.program_id(0)
-        _, row = _factored_row(table_ptr, program_map_ptr, pid)
-        local = pid.to(tl.int64) - tl.load(row + FT_ROWS_FIRST)
+        _, row, local = _factored_program(table_ptr, program_map_ptr, FT_ROWS_FIRST)
         factor_rows_program(local, _f64_field(row, FT_ROW_PART), _f32_field(row, FT_EXP_AVG_SQ),
                             _f32_field(row, FT_NEW), _f64_field(row, FT_BLOCK_SUMS), tl.load(row + FT_ROWS),
                             tl.load(row + FT_COLS), tl.load(row + FT_STRIPS), beta2, one_minus_beta2, BLOCK, MERGE)
@@ -848,9 +847,7 @@ def factored_cols_multi_kernel(table_ptr, program_map_ptr, words_ptr, beta2, one
                                MERGE: tl.constexpr):
     """factor_cols_kernel for every tensor of a factored batch."""
     if step_open(words_ptr):
-        pid = tl.program_id(0)
-        _, row = _factored_row(table_ptr, program_map_ptr, pid)
-        local = pid.to(tl.int64) - tl.load(row + FT_COLS_FIRST)
+        _, row, local = _factored_program(table_ptr, program_map_ptr, FT_COLS_FIRST)
         cols = tl.load(row + FT_COLS)
         factor_cols_program(local, _f64_field(row, FT_COL_PART), _f64_field(row, FT_BLOCK_SUMS),
                             _f32_field(row, FT_EXP_AVG_SQ), _f32_field(row, FT_NEW), _f32_field(row, FT_GL),
@@ -865,9 +862,7 @@ def factored_apply_multi_kernel(table_ptr, grad_table_ptr, program_map_ptr, k_pt
                                 HAS_LAM: tl.constexpr, HAS_TAU: tl.constexpr, BOUND: tl.constexpr,
                                 SCALED: tl.constexpr, ALIGNED: tl.constexpr, BLOCK: tl.constexpr):
     """apply_kernel (KIND FACTORED, no cautious mask nor tensor bound) for every tensor of a factored batch."""
-    pid = tl.program_id(0)
-    tensor, row = _factored_row(table_ptr, program_map_ptr, pid)
-    local = pid.to(tl.int64) - tl.load(row + FT_APPLY_FIRST)
+    tensor, row, local = _factored_program(table_ptr, program_map_ptr, FT_APPLY_FIRST)
     rows, cols = tl.load(row + FT_ROWS), _cols_field(row, ALIGNED)
     p_ptr = _table_pointer(row + FT_PARAM, PDTYPE, ALIGNED)
     g_ptr = _table_pointer(grad_table_ptr + tensor, GDTYPE, ALIGNED)
