@@ -15,6 +15,7 @@ Every launch and allocation happens with the tensors' device current
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 from dataclasses import dataclass, field
 from typing import Any
@@ -256,75 +257,70 @@ class TritonStepPlan:
                 by_key.setdefault(key, []).append(t)
             elif t.kind == tk.FACTORED:
                 factored.setdefault(key + (t.scratch["tile"],), []).append(t)
-        batches = [self._factored_batch(g, tensors, *key) for key, tensors in factored.items() if len(tensors) >= 2]
-        for (pdtype, gdtype, master), tensors in by_key.items():
-            if len(tensors) < 2:
-                continue
-            b = TensorBatch(tensors, pdtype, gdtype, master)
-            for t in tensors:
-                t.batch_gdtype = gdtype
-            b.reduce_map = self._program_map(tensors, REDUCE_BLOCK)
-            b.apply_map = self._program_map(tensors, APPLY_BLOCK)
-            fixed = [_fixed_addresses(t) for t in tensors]
-            # (16-bit batches too: the AOT bf16 _a16 fault of session 2 was the manifest's shared
-            # memory, Note [shared memory per platform]; the JIT sizes its own launches.)
-            b.fixed_aligned = (all(t.param.numel() % 16 == 0 for t in tensors)
-                               and all(a % 16 == 0 for ptrs in fixed for a in ptrs))
-            for block in (REDUCE_BLOCK, APPLY_BLOCK):
-                rows, first = [], 0
-                for t, ptrs in zip(tensors, fixed):
-                    n = t.param.numel()
-                    seed = t.seed - (1 << 64) if t.seed >= (1 << 63) else t.seed  # the uint64 bits as int64
-                    rows.append([first, n, *ptrs, seed, t.index_offset, t.position])
-                    first += triton_cdiv(n, block)
-                b.tables[block] = self._upload(torch.tensor(rows, dtype=torch.int64))
-            b.grad_table = torch.zeros(len(tensors), dtype=torch.int64, device=self.device)
-            batches.append(b)
+        batches = ([self._factored_batch(g, tensors, *key) for key, tensors in factored.items() if len(tensors) >= 2]
+                   + [self._element_batch(tensors, *key) for key, tensors in by_key.items() if len(tensors) >= 2])
+        for b in batches:
+            b.grad_table = torch.zeros(len(b.tensors), dtype=torch.int64, device=self.device)
+            for t in b.tensors:
+                t.batch_gdtype = b.gdtype
         return batches
+
+    def _element_batch(self, tensors: list[TensorStep], pdtype: int, gdtype: int, master: bool) -> TensorBatch:
+        """CLM tensors of one dtype pair (Note [tensor tables]): a table and a program map per block size."""
+        b = TensorBatch(tensors, pdtype, gdtype, master)
+        b.reduce_map = self._program_map([triton_cdiv(t.param.numel(), REDUCE_BLOCK) for t in tensors])
+        b.apply_map = self._program_map([triton_cdiv(t.param.numel(), APPLY_BLOCK) for t in tensors])
+        fixed = [_fixed_addresses(t) for t in tensors]
+        # (16-bit batches too: the AOT bf16 _a16 fault of session 2 was the manifest's shared
+        # memory, Note [shared memory per platform]; the JIT sizes its own launches.)
+        b.fixed_aligned = (all(t.param.numel() % 16 == 0 for t in tensors)
+                           and all(a % 16 == 0 for ptrs in fixed for a in ptrs))
+        for block in (REDUCE_BLOCK, APPLY_BLOCK):
+            rows, first = [], 0
+            for t, ptrs in zip(tensors, fixed):
+                n = t.param.numel()
+                rows.append([first, n, *ptrs, _int64_bits(t.seed), t.index_offset, t.position])
+                first += triton_cdiv(n, block)
+            b.tables[block] = self._upload(torch.tensor(rows, dtype=torch.int64))
+        return b
 
     def _factored_batch(self, g: GroupStep, tensors: list[TensorStep], pdtype: int, gdtype: int, master: bool,
                         tile: tuple) -> TensorBatch:
         """Factored TD-CLM tensors of one dtype pair and sums tile (Note [factored tables]): their table
         rows and each stage's program map, as many programs per tensor as its own launches have."""
         b = TensorBatch(tensors, pdtype, gdtype, master, kind=tk.FACTORED, tile=tile)
-        stages = {tk.FT_SUMS_FIRST: lambda t: t.scratch["chunks"] * t.scratch["strips"],
-                  tk.FT_ROWS_FIRST: lambda t: t.scratch["row_blocks"],
-                  tk.FT_COLS_FIRST: lambda t: triton_cdiv(t.cols, tk.FACTOR_COL_BLOCK),
-                  tk.FT_APPLY_FIRST: lambda t: triton_cdiv(t.param.numel(), APPLY_BLOCK)}
-        counts = {stage: [count(t) for t in tensors] for stage, count in stages.items()}
+        counts = {tk.FT_SUMS_FIRST: [t.scratch["chunks"] * t.scratch["strips"] for t in tensors],
+                  tk.FT_ROWS_FIRST: [t.scratch["row_blocks"] for t in tensors],
+                  tk.FT_COLS_FIRST: [triton_cdiv(t.cols, tk.FACTOR_COL_BLOCK) for t in tensors],
+                  tk.FT_APPLY_FIRST: [triton_cdiv(t.param.numel(), APPLY_BLOCK) for t in tensors]}
+        firsts = {stage: list(itertools.accumulate(c, initial=0)) for stage, c in counts.items()}
         table = []
         for i, t in enumerate(tensors):
             s = t.scratch
-            master_t = t.state.get("master")
-            row = [0] * tk.FACTORED_FIELDS.value
-            for stage in stages:
-                row[stage.value] = sum(counts[stage][:i])
+            param, exp_avg, exp_avg_sq, master_or_param = _fixed_addresses(t)
             fields = {tk.FT_ROWS: t.rows, tk.FT_COLS: t.cols,
                       tk.FT_POSITION: t.position if g.options.check_finite else tk.NO_BAD,
                       tk.FT_ROW_PART: s["row_part"].data_ptr(), tk.FT_COL_PART: s["col_part"].data_ptr(),
                       tk.FT_BLOCK_SUMS: s["block_sums"].data_ptr(), tk.FT_NEW: s["new"].data_ptr(),
-                      tk.FT_GL: s["gl"].data_ptr(), tk.FT_PARAM: t.param.data_ptr(),
-                      tk.FT_EXP_AVG: t.state["exp_avg"].data_ptr(), tk.FT_EXP_AVG_SQ: t.state["exp_avg_sq"].data_ptr(),
-                      tk.FT_MASTER: (master_t if master_t is not None else t.param).data_ptr(),
-                      tk.FT_SEED: t.seed - (1 << 64) if t.seed >= (1 << 63) else t.seed,  # the uint64 bits as int64
+                      tk.FT_GL: s["gl"].data_ptr(), tk.FT_PARAM: param, tk.FT_EXP_AVG: exp_avg,
+                      tk.FT_EXP_AVG_SQ: exp_avg_sq, tk.FT_MASTER: master_or_param, tk.FT_SEED: _int64_bits(t.seed),
                       tk.FT_INDEX_OFFSET: t.index_offset, tk.FT_STRIPS: s["strips"], tk.FT_CHUNKS: s["chunks"],
-                      tk.FT_ROW_BLOCKS: s["row_blocks"], tk.FT_APPLY_PROGRAMS: counts[tk.FT_APPLY_FIRST][i]}
+                      tk.FT_ROW_BLOCKS: s["row_blocks"], tk.FT_APPLY_PROGRAMS: counts[tk.FT_APPLY_FIRST][i],
+                      **{stage: firsts[stage][i] for stage in counts}}
+            row = [0] * tk.FACTORED_FIELDS.value
             for f, value in fields.items():
                 row[f.value] = value
             table.append(row)
-            t.batch_gdtype = gdtype
         b.tables["factored"] = self._upload(torch.tensor(table, dtype=torch.int64))
-        for stage in stages:
-            b.maps[stage.value] = self._upload(torch.repeat_interleave(
-                torch.arange(len(tensors), dtype=torch.int32), torch.tensor(counts[stage], dtype=torch.int64)))
+        b.maps = {stage.value: self._program_map(c) for stage, c in counts.items()}
         b.fixed_aligned = (all(t.cols % 16 == 0 and t.param.numel() % 16 == 0 for t in tensors)
                            and all(a % 16 == 0 for t in tensors for a in _fixed_addresses(t)))
-        b.grad_table = torch.zeros(len(tensors), dtype=torch.int64, device=self.device)
         return b
 
-    def _program_map(self, tensors: list[TensorStep], block: int) -> torch.Tensor:
-        counts = torch.tensor([triton_cdiv(t.param.numel(), block) for t in tensors], dtype=torch.int64)
-        return self._upload(torch.repeat_interleave(torch.arange(len(tensors), dtype=torch.int32), counts))
+    def _program_map(self, counts: list[int]) -> torch.Tensor:
+        """The tensor of each program (int32), tensor i owning counts[i] programs in a row."""
+        return self._upload(torch.repeat_interleave(torch.arange(len(counts), dtype=torch.int32),
+                                                    torch.tensor(counts, dtype=torch.int64)))
 
     def _upload(self, host: torch.Tensor) -> torch.Tensor:
         """A host tensor on the plan's device without waiting for it: pinned and non-blocking (a
@@ -647,6 +643,11 @@ class TritonStepPlan:
             SR=o.stochastic_rounding and b.pdtype != tk.F32, HAS_LAM=o.lam != 0.0, HAS_TAU=o.tau > 0.0,
             BOUND=o.bound_mode, SCALED=scaled, ALIGNED=b.aligned(), BLOCK=APPLY_BLOCK, num_warps=NUM_WARPS,
             **FP_OPTIONS)
+
+
+def _int64_bits(seed: int) -> int:
+    """A uint64 rounding seed's bits as the int64 a table holds."""
+    return seed - (1 << 64) if seed >= (1 << 63) else seed
 
 
 def _fixed_addresses(t: TensorStep) -> tuple[int, ...]:

@@ -54,7 +54,7 @@ class StepGraphs:
         if not self.enabled or torch.cuda.is_current_stream_capturing():
             launch(current_stream())
             return
-        key = tuple(sorted(fills.items(), key=lambda kv: str(kv[0])))
+        key = tuple(fills.items())  # the caller fills its slots in one order on every step
         graph = self._graphs.get(key)
         if graph is None:
             if key not in self._seen:
