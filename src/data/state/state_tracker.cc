@@ -39,6 +39,10 @@ std::optional<Checkpoint> StateTracker::decode_slot(const uint8_t* in) {
   if (C::get<uint32_t>(in + 0) != kMagic) return std::nullopt;
   if (C::get<uint16_t>(in + 4) != kVersion) return std::nullopt;
   if (C::get<uint32_t>(in + 60) != crc32_ieee(in, 60)) return std::nullopt;
+  // The reserved word is written as zero; a slot with anything else there was
+  // not written by this version, and accepting it would let two different
+  // files decode to the same checkpoint.
+  if (C::get<uint32_t>(in + 56) != 0) return std::nullopt;
   Checkpoint cp;
   cp.flags = C::get<uint16_t>(in + 6);
   cp.sequence = C::get<uint64_t>(in + 8);
@@ -72,7 +76,7 @@ std::optional<Checkpoint> StateTracker::load() {
   if (!latest_) {
     throw DataError(DataErrorKind::kStateCorrupt,
                     "checkpoint " + path_ +
-                        ": both slots are corrupt (bad magic, version or CRC32); "
+                        ": both slots are corrupt (bad magic, version, reserved word or CRC32); "
                         "refusing to restart silently. Remove the output directory "
                         "to start over.");
   }

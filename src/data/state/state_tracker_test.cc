@@ -69,6 +69,21 @@ TEST(StateTracker, SlotLayoutMatchesSpec) {
   EXPECT_FALSE(StateTracker::decode_slot(slot));
 }
 
+TEST(StateTracker, NonZeroReservedWordWithValidCrcIsNotASlot) {
+  // Found by fuzz_checkpoint_meta: a slot whose reserved word (bytes 56..59)
+  // is non-zero but whose CRC32 was recomputed over it decoded, and re-encoding
+  // it gave different bytes. The spec writes that word as zero.
+  Checkpoint cp;
+  cp.sequence = 5;
+  cp.output_position = 2;
+  uint8_t slot[64];
+  StateTracker::encode_slot(cp, slot);
+  slot[57] = 0x20;
+  const uint32_t crc = static_cast<uint32_t>(::crc32(0, slot, 60));
+  for (int i = 0; i < 4; ++i) slot[60 + i] = static_cast<uint8_t>(crc >> (8 * i));
+  EXPECT_FALSE(StateTracker::decode_slot(slot));
+}
+
 TEST(StateTracker, MissingFileIsAFreshRun) {
   StateTracker t(temp_meta("missing.meta"));
   EXPECT_FALSE(t.load());

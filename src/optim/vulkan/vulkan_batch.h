@@ -276,6 +276,16 @@ class Batch {
     return LUMINAV_STATUS_OK;
   }
 
+  // Waits at most `timeout_ns` for the submission; whether it is complete.
+  // Only for the exit handler, which must not hang on a driver that is being
+  // torn down under it (Note [Vulkan steps at exit]).
+  bool finished_within(uint64_t timeout_ns) {
+    if (!submitted_ || finished_) return true;
+    if (vk_.vkWaitForFences(dev_, 1, &fence_, VK_TRUE, timeout_ns) != VK_SUCCESS) return false;
+    finished_ = true;
+    return true;
+  }
+
   // Once done: the staged arrays that the shaders wrote go back to the host.
   void copy_back() {
     for (const Staged& s : staged_) {
