@@ -12,7 +12,7 @@ FREE_THREADED=0
 DEB_PACKAGES=(
   build-essential pkg-config ninja-build
   libhwy-dev libtbb-dev libsimdjson-dev libxxhash-dev
-  libvectorscan-dev libre2-dev libzstd-dev zlib1g-dev
+  libvectorscan-dev libre2-dev libzstd-dev zlib1g-dev libisal-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libssl-dev
   debootstrap

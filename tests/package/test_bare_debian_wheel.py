@@ -89,7 +89,7 @@ def test_the_wheel_bundles_its_libraries(tag):
         pytest.skip(f"no {tag} wheel in dist/ (`make wheel`)")
     names = zipfile.ZipFile(whl).namelist()
     bundled = [n for n in names if n.startswith("luminamoon.libs/")]
-    for lib in ("libtbb", "libhwy", "libsimdjson", "libxxhash", "libhs", "libzstd"):
+    for lib in ("libtbb", "libhwy", "libsimdjson", "libxxhash", "libhs", "libzstd", "libisal"):
         assert any(Path(n).name.startswith(lib) for n in bundled), f"{lib} not bundled: {bundled}"
     assert not any("libarrow" in n or "libparquet" in n for n in names), "pyarrow's Arrow must not be bundled"
 

@@ -25,4 +25,24 @@ class ByteSource {
   static std::unique_ptr<ByteSource> open(const std::string& path, Compression compression);
 };
 
+// The compressed file of a shard, read sequentially; errors name the path.
+class ShardFile {
+ public:
+  explicit ShardFile(const std::string& path);
+  ~ShardFile();
+  ShardFile(const ShardFile&) = delete;
+  ShardFile& operator=(const ShardFile&) = delete;
+  size_t read(char* out, size_t n);  // 0 at the end
+  void seek(uint64_t offset);
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+};
+
+// For the compressed sources' skip_to: decompresses and discards up to a
+// decompressed offset (or the end).
+void discard_to(ByteSource& source, uint64_t offset);
+
 }  // namespace luminamoon
