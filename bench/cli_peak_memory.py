@@ -38,7 +38,7 @@ def run_cli(python: str, inputs: str, out_dir: str, extra: list[str]) -> dict:
     """One CLI run: peak RSS (MB), CPU seconds (user, sys) and wall seconds."""
     import time
     shutil.rmtree(out_dir, ignore_errors=True)
-    cmd = [python, "-m", "luminamoon.data.cli", "run", inputs, "-o", out_dir, "--no-resume",
+    cmd = [python, "-m", "luminamoon.cli", "data", "run", inputs, "-o", out_dir, "--no-resume",
            "--progress", "none", *extra]
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
