@@ -83,7 +83,7 @@ std::unique_ptr<TableSerializer> make_serializer(OutputFormat format, const Writ
 // stream order.
 std::string part_file_name(uint64_t part_index, OutputFormat format);
 
-class SpilledPart;
+class OpenPart;
 
 // Collects the kept/dropped/metrics rows of the current part (one row group
 // in memory, the rest spilled: Note [streamed parts]) and writes them as
@@ -110,7 +110,7 @@ class CorpusWriter {
   std::string output_dir_;
   WriterOptions options_;
   std::unique_ptr<TableSerializer> serializer_;
-  std::unique_ptr<SpilledPart> kept_, dropped_, metrics_;
+  std::unique_ptr<OpenPart> kept_, dropped_, metrics_;
   uint64_t rows_seen_ = 0;
   uint64_t next_part_ = 0;
 };

@@ -22,29 +22,32 @@ from test_pipeline_support import CLI, part_files, read_part, read_rows, run_cli
 PHASES = ("file_synced", "part_renamed", "state_synced", "meta_written")
 
 
-def _args(corpus, out):
-    # Row groups of 7 rows: parts of 24 rows are streamed as 7 + 7 + 7 + 3, the
-    # first three spilled beside the part (Note [streamed parts]), so a kill
-    # lands while spilled row groups exist.
+def _args(corpus, out, fmt):
+    # Parquet: row groups of 7 rows: parts of 24 rows are streamed as 7 + 7 + 7
+    # + 3, the first three spilled beside the part (Note [streamed parts]), so
+    # a kill lands while spilled row groups exist. NDJSON: each part is written
+    # as its rows come (Note [NDJSON parts are streamed]), so a kill lands while
+    # a part's temporary file holds some of its rows.
     config = os.path.join(os.path.dirname(corpus), "row_groups.toml")
     if not os.path.exists(config):
         with open(config, "w") as f:
             f.write("[output]\nrow_group_rows = 7\n")
-    return ["run", corpus, "-o", out, "--format", "parquet", "--part-rows", "20",
+    return ["run", corpus, "-o", out, "--format", fmt, "--part-rows", "20",
             "--batch-docs", "8", "--write-dropped", "--progress", "none", "--config", config]
 
 
-@pytest.fixture(scope="module")
-def corpus(tmp_path_factory):
-    if not arrow_io_available():
+@pytest.fixture(scope="module", params=["parquet", "ndjson"])
+def corpus(request, tmp_path_factory):
+    fmt = request.param
+    if fmt == "parquet" and not arrow_io_available():
         pytest.skip("Parquet output needs luminamoon._data_io")
-    root = tmp_path_factory.mktemp("crash")
+    root = tmp_path_factory.mktemp(f"crash-{fmt}")
     generate_corpus(str(root / "corpus"), shards=3, docs_per_shard=500, seed=11)
     reference = str(root / "reference")
     started = time.monotonic()
-    r = run_cli(_args(str(root / "corpus"), reference))
+    r = run_cli(_args(str(root / "corpus"), reference, fmt))
     assert r.returncode == 0, r.stderr
-    return root, reference, time.monotonic() - started
+    return root, reference, time.monotonic() - started, fmt
 
 
 def _assert_same_output(out, reference):
@@ -64,26 +67,26 @@ def _assert_same_output(out, reference):
 
 
 def test_sigkill_at_every_commit_phase_then_resume(corpus):
-    root, reference, _ = corpus
+    root, reference, _, fmt = corpus
     out = str(root / "phases")
     kills = 0
     # Each run resumes the previous one's checkpoint and dies at the n-th
     # occurrence of a phase: every phase, at several depths, 20 kills.
     schedule = [(phase, n) for n in (1, 2, 3, 5, 2) for phase in PHASES]
     for phase, n in schedule:
-        r = run_cli(_args(str(root / "corpus"), out), env={"LUMINAMOON_TEST_CRASH_AT": f"{phase}:{n}"})
+        r = run_cli(_args(str(root / "corpus"), out, fmt), env={"LUMINAMOON_TEST_CRASH_AT": f"{phase}:{n}"})
         if r.returncode == -signal.SIGKILL:
             kills += 1
         else:
             assert r.returncode == 0, r.stderr
     assert kills >= 20
-    r = run_cli(_args(str(root / "corpus"), out))
+    r = run_cli(_args(str(root / "corpus"), out, fmt))
     assert r.returncode == 0, r.stderr
     _assert_same_output(out, reference)
 
 
 def test_sigkill_at_random_instants_then_resume(corpus):
-    root, reference, duration = corpus
+    root, reference, duration, fmt = corpus
     out = str(root / "random")
     rng = random.Random(5)
     kills = 0
@@ -91,7 +94,7 @@ def test_sigkill_at_random_instants_then_resume(corpus):
     # Kill instants spread over a run's length (measured on the reference
     # run); each run resumes where the last checkpoint left the previous one.
     for _ in range(8):
-        proc = subprocess.Popen(CLI + _args(str(root / "corpus"), out), env=env,
+        proc = subprocess.Popen(CLI + _args(str(root / "corpus"), out, fmt), env=env,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         time.sleep(rng.uniform(0.2, 0.6) * duration)
         if proc.poll() is None:
@@ -99,7 +102,7 @@ def test_sigkill_at_random_instants_then_resume(corpus):
             kills += 1
         _, err = proc.communicate()
         assert proc.returncode in (0, -signal.SIGKILL), err.decode(errors="replace")
-    r = run_cli(_args(str(root / "corpus"), out))
+    r = run_cli(_args(str(root / "corpus"), out, fmt))
     assert r.returncode == 0, r.stderr
     assert kills >= 1
     _assert_same_output(out, reference)

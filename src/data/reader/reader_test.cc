@@ -3,6 +3,7 @@
 #include "luminamoon/reader.h"
 
 #include <gtest/gtest.h>
+#include <simdjson.h>
 #include <zlib.h>
 #include <zstd.h>
 
@@ -186,6 +187,32 @@ TEST(JsonText, EscapesAndReplacesInvalidUtf8) {
   std::string out;
   json_text::append_string(out, std::string("a\"b\\c\n\x01\xC3\xA9\xFF\xE2\x82", 12));
   EXPECT_EQ(out, "\"a\\\"b\\\\c\\n\\u0001\xC3\xA9\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD\"");
+}
+
+// Every byte position and lane of the eight-byte scan (plain_json_run): the
+// JSON string append_string makes, parsed by simdjson, is the original text
+// for valid UTF-8, and U+FFFD stands for each byte of an ill-formed sequence.
+TEST(JsonText, EscapedStringsParseBackToTheOriginalAtEveryAlignment) {
+  const std::vector<std::string> specials{"\"", "\\", "\n", "\t", "\x01", "\x1f", "\x7f", "\xC3\xA9",
+                                          "\xE2\x82\xAC", "\xF0\x9F\x98\x80", " ", "~", "A"};
+  simdjson::dom::parser parser;
+  for (size_t len = 0; len < 40; ++len) {
+    for (size_t at = 0; at <= len; ++at) {
+      for (const auto& special : specials) {
+        const std::string text = std::string(at, 'x') + special + std::string(len - at, 'y');
+        std::string json;
+        json_text::append_string(json, text);
+        simdjson::padded_string padded(json);
+        std::string_view parsed;
+        ASSERT_EQ(parser.parse(padded).get_string().get(parsed), simdjson::SUCCESS) << json;
+        EXPECT_EQ(parsed, text) << "len " << len << " at " << at;
+      }
+      std::string bad = std::string(at, 'x') + "\xC3" + std::string(len - at, 'y');  // a lead byte alone
+      std::string json;
+      json_text::append_string(json, bad);
+      EXPECT_EQ(json, "\"" + std::string(at, 'x') + "\xEF\xBF\xBD" + std::string(len - at, 'y') + "\"");
+    }
+  }
 }
 
 }  // namespace

@@ -44,8 +44,9 @@ void read_column(int fd, StringColumn& c, uint64_t rows, uint64_t bytes, uint64_
 
 }  // namespace
 
-SpilledPart::SpilledPart(std::string spill_path, std::string text_field, uint64_t group_rows)
-    : spill_path_(std::move(spill_path)), group_rows_(group_rows ? group_rows : 1) {
+SpilledPart::SpilledPart(std::string spill_path, std::string text_field, uint64_t group_rows,
+                         TableSerializer& serializer)
+    : spill_path_(std::move(spill_path)), serializer_(serializer), group_rows_(group_rows ? group_rows : 1) {
   buffer_.text_field = std::move(text_field);
 }
 
@@ -114,6 +115,16 @@ const PartTable& SpilledPart::read(size_t k, PartTable& scratch, bool fields_onl
   }
   read_column(fd_, scratch.fields, header[0], header[2], offset, spill_path_);
   return scratch;
+}
+
+uint64_t SpilledPart::publish(const std::string& final_path) {
+  durable::PendingFile file(final_path);
+  serializer_.write_chunks(*this, file.fd(), file.temp_path());
+  const off_t bytes = ::lseek(file.fd(), 0, SEEK_END);
+  if (bytes < 0) throw DataError(DataErrorKind::kOutput, "[seek] " + file.temp_path() + ": " + std::strerror(errno));
+  file.finish();
+  clear();
+  return static_cast<uint64_t>(bytes);
 }
 
 void SpilledPart::clear() {

@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "data/writer/open_part.h"
 #include "luminamoon/writer.h"
 
 namespace luminamoon {
@@ -15,7 +16,8 @@ namespace luminamoon {
 // Note [streamed parts]
 // A part holds up to part_max_rows documents or part_max_bytes of text (256
 // MB by default); buffering it whole made peak memory grow with the part
-// size. Rows are now buffered one row group at a time (parquet_row_group_rows
+// size. (This is for the Arrow formats; NDJSON parts are written as their
+// rows come: Note [NDJSON parts are streamed] in ndjson_part.h.) Rows are now buffered one row group at a time (parquet_row_group_rows
 // rows or kRowGroupMaxBytes of text, whichever comes first); a full row group
 // is appended to a spill file next to the part (part-spill-*.tmp, removed
 // with the other temporary files on resume) and the buffer reused. When the
@@ -40,19 +42,19 @@ namespace luminamoon {
 inline constexpr uint64_t kRowGroupMaxBytes = 32u << 20;
 inline constexpr uint64_t kRowSlackBytes = 4u << 20;
 
-class SpilledPart final : public PartChunks {
+// A part of an Arrow format (Parquet, Arrow IPC), serialized by `serializer`
+// when published.
+class SpilledPart final : public PartChunks, public OpenPart {
  public:
-  SpilledPart(std::string spill_path, std::string text_field, uint64_t group_rows);
+  SpilledPart(std::string spill_path, std::string text_field, uint64_t group_rows, TableSerializer& serializer);
   ~SpilledPart() override;
   SpilledPart(const SpilledPart&) = delete;
   SpilledPart& operator=(const SpilledPart&) = delete;
 
-  // Adds one row; with_text false for a part without a text column.
-  void push(std::string_view text, std::string_view fields, bool with_text = true);
-  uint64_t rows() const { return rows_; }
-  uint64_t text_bytes() const { return text_bytes_; }
-  // After the part is written: no rows, the spill file emptied.
-  void clear();
+  void push(std::string_view text, std::string_view fields, bool with_text = true) override;
+  uint64_t rows() const override { return rows_; }
+  uint64_t text_bytes() const override { return text_bytes_; }
+  uint64_t publish(const std::string& final_path) override;
 
   std::string_view text_field() const override { return buffer_.text_field; }
   size_t chunks() const override;
@@ -60,8 +62,10 @@ class SpilledPart final : public PartChunks {
 
  private:
   void spill();
+  void clear();  // no rows, the spill file emptied
 
   std::string spill_path_;
+  TableSerializer& serializer_;
   uint64_t group_rows_;
   PartTable buffer_;                                   // the row group being filled
   std::vector<std::pair<uint64_t, uint64_t>> spilled_;  // (offset, size) of each spilled row group

@@ -12,6 +12,7 @@
 
 #include "data/state/durable_io.h"
 #include "data/writer/json_text.h"
+#include "data/writer/ndjson_part.h"
 #include "data/writer/spilled_part.h"
 #include "luminamoon/data_error.h"
 
@@ -27,11 +28,10 @@ TableSerializerFactory& arrow_factory() {
   return f;
 }
 
-// NDJSON: one object per row, the text field first, then the row's fields in
-// their input order (copied verbatim, so their JSON types survive).
+// NDJSON for make_serializer's callers; CorpusWriter streams its NDJSON parts
+// instead (Note [NDJSON parts are streamed]).
 class NdjsonSerializer final : public TableSerializer {
  public:
-  // Rows need no schema: each chunk is written as it is read.
   void write_chunks(const PartChunks& part, int fd, const std::string& path) override {
     PartTable scratch;
     for (size_t k = 0; k < part.chunks(); ++k) write(part.read(k, scratch), fd, path);
@@ -41,29 +41,14 @@ class NdjsonSerializer final : public TableSerializer {
     std::string out;
     out.reserve(1 << 20);
     for (size_t i = 0; i < table.rows(); ++i) {
-      out.push_back('{');
-      bool first = true;
-      if (!table.text_field.empty()) {
-        json_text::append_string(out, table.text_field);
-        out.push_back(':');
-        json_text::append_string(out, table.text[i]);
-        first = false;
+      append_ndjson_row(out, table.text_field, table.text_field.empty() ? std::string_view() : table.text[i],
+                        table.fields[i]);
+      if (out.size() >= (1u << 20)) {
+        durable::write_all(fd, out, path);
+        out.clear();
       }
-      std::string_view fields = table.fields[i];
-      if (fields.size() > 2) {  // "{...}" with at least one member
-        if (!first) out.push_back(',');
-        out.append(fields.substr(1, fields.size() - 2));
-      }
-      out += "}\n";
-      if (out.size() >= (1u << 20)) flush(out, fd, path);
     }
-    flush(out, fd, path);
-  }
-
- private:
-  static void flush(std::string& out, int fd, const std::string& path) {
     durable::write_all(fd, out, path);
-    out.clear();
   }
 };
 
@@ -149,16 +134,27 @@ std::unique_ptr<TableSerializer> make_serializer(OutputFormat format, const Writ
 }
 
 CorpusWriter::CorpusWriter(std::string output_dir, std::string text_field, WriterOptions options)
-    : output_dir_(std::move(output_dir)),
-      options_(std::move(options)),
-      serializer_(make_serializer(options_.format, options_)) {
+    : output_dir_(std::move(output_dir)), options_(std::move(options)) {
   durable::make_dirs(output_dir_);
   if (options_.write_dropped) durable::make_dirs(output_dir_ + "/dropped");
   if (options_.write_metrics) durable::make_dirs(output_dir_ + "/metrics");
+  if (options_.format == OutputFormat::kNdjson) {
+    auto path_in = [this](std::string sub) {
+      return [this, sub] { return output_dir_ + sub + part_file_name(next_part_, options_.format); };
+    };
+    kept_ = std::make_unique<NdjsonPart>(std::move(text_field), path_in("/"));
+    dropped_ = std::make_unique<NdjsonPart>("text", path_in("/dropped/"));
+    metrics_ = std::make_unique<NdjsonPart>("", path_in("/metrics/"));
+    return;
+  }
+  serializer_ = make_serializer(options_.format, options_);
   const uint64_t group = static_cast<uint64_t>(std::max<int64_t>(1, options_.parquet_row_group_rows));
-  kept_ = std::make_unique<SpilledPart>(output_dir_ + "/part-spill-kept.tmp", std::move(text_field), group);
-  dropped_ = std::make_unique<SpilledPart>(output_dir_ + "/dropped/part-spill-dropped.tmp", "text", group);
-  metrics_ = std::make_unique<SpilledPart>(output_dir_ + "/metrics/part-spill-metrics.tmp", "", group);
+  kept_ = std::make_unique<SpilledPart>(output_dir_ + "/part-spill-kept.tmp", std::move(text_field), group,
+                                        *serializer_);
+  dropped_ = std::make_unique<SpilledPart>(output_dir_ + "/dropped/part-spill-dropped.tmp", "text", group,
+                                           *serializer_);
+  metrics_ = std::make_unique<SpilledPart>(output_dir_ + "/metrics/part-spill-metrics.tmp", "", group,
+                                           *serializer_);
 }
 
 CorpusWriter::~CorpusWriter() = default;
@@ -245,19 +241,10 @@ bool CorpusWriter::part_full() const {
 }
 
 uint64_t CorpusWriter::write_part() {
-  auto write_one = [&](const SpilledPart& part, const std::string& dir) -> uint64_t {
-    durable::PendingFile file(dir + "/" + part_file_name(next_part_, options_.format));
-    serializer_->write_chunks(part, file.fd(), file.temp_path());
-    uint64_t bytes = static_cast<uint64_t>(::lseek(file.fd(), 0, SEEK_END));
-    file.finish();
-    return bytes;
-  };
-  uint64_t bytes = write_one(*kept_, output_dir_);
-  if (options_.write_dropped) write_one(*dropped_, output_dir_ + "/dropped");
-  if (options_.write_metrics) write_one(*metrics_, output_dir_ + "/metrics");
-  kept_->clear();
-  dropped_->clear();
-  metrics_->clear();
+  const std::string name = part_file_name(next_part_, options_.format);
+  const uint64_t bytes = kept_->publish(output_dir_ + "/" + name);
+  if (options_.write_dropped) dropped_->publish(output_dir_ + "/dropped/" + name);
+  if (options_.write_metrics) metrics_->publish(output_dir_ + "/metrics/" + name);
   rows_seen_ = 0;
   ++next_part_;
   return bytes;
