@@ -16,10 +16,11 @@ def main(argv: list[str] | None = None) -> int:
     demo.add_argument("--seed", type=int, default=0)
     sub.add_parser("data", help="run the data engine (see `luminamoon data --help`)", add_help=False)
     if argv and argv[0] == "data":
-        # The data engine does no linear algebra, but importing numpy starts
-        # OpenBLAS's threads, and each spins about 0.1 CPU-second waiting for
-        # work that never comes (measured: 0.17 against 0.07 CPU-s for the
-        # import alone on 2 cores). A user's own setting wins.
+        # The data engine does no linear algebra, but where a command imports
+        # numpy (the Ray executor, tokenization) OpenBLAS starts its threads,
+        # and each spins about 0.1 CPU-second waiting for work that never
+        # comes (0.17 against 0.07 CPU-s for the import alone on 2 cores). A
+        # user's own setting wins.
         os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
         from .data.cli import main as data_main
         return data_main(argv[1:])

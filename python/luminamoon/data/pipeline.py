@@ -329,15 +329,26 @@ _backend_lock = threading.Lock()
 _backend_module: Any = None
 
 
+def _import_data_io():
+    """The extension finds pyarrow's libarrow/libparquet through its RPATH, so
+    pyarrow's Python module (and the numpy it imports: 55 ms of each CLI
+    start) is imported only where that fails: loaded first, its libraries
+    are then found by SONAME."""
+    try:
+        from .. import _data_io  # type: ignore[attr-defined]
+    except ImportError:
+        import pyarrow  # noqa: F401
+        from .. import _data_io  # type: ignore[attr-defined]
+    return _data_io
+
+
 def _backend():
     """luminamoon._data_io (with Arrow) when pyarrow and the extension load, else _native."""
     global _backend_module
     with _backend_lock:
         if _backend_module is None:
             try:
-                import pyarrow  # noqa: F401  (loads libarrow/libparquet first, by SONAME)
-                from .. import _data_io  # type: ignore[attr-defined]
-                _backend_module = _data_io
+                _backend_module = _import_data_io()
             except ImportError:
                 from .. import _native
                 if not hasattr(_native, "_FusedPipeline"):

@@ -4,6 +4,7 @@
 // decoded from a damaged member before the damage is detected are not
 // checked: deflate cannot tell them from good ones until the CRC).
 #include "data/reader/gzip_source.h"
+#include "data/reader/deflate_for_tests.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -30,20 +31,7 @@ fs::path temp_file(const std::string& name, const std::string& bytes) {
   return dir / name;
 }
 
-// window_bits 15 + 16: a gzip member; 15: a zlib stream.
-std::string deflate_member(const std::string& s, int window_bits = 15 + 16, int level = 6) {
-  z_stream z{};
-  EXPECT_EQ(deflateInit2(&z, level, Z_DEFLATED, window_bits, 8, Z_DEFAULT_STRATEGY), Z_OK);
-  std::string out(deflateBound(&z, s.size()) + 64, '\0');
-  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(s.data()));
-  z.avail_in = static_cast<uInt>(s.size());
-  z.next_out = reinterpret_cast<Bytef*>(out.data());
-  z.avail_out = static_cast<uInt>(out.size());
-  EXPECT_EQ(deflate(&z, Z_FINISH), Z_STREAM_END);
-  out.resize(z.total_out);
-  deflateEnd(&z);
-  return out;
-}
+using test_support::deflate_member;
 
 // JSON-like lines with repeats (long matches) and random words (literals).
 std::string text(size_t bytes, uint32_t seed) {

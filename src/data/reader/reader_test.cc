@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "data/reader/deflate_for_tests.h"
 #include "data/writer/json_text.h"
 #include "luminamoon/data_error.h"
 
@@ -39,19 +40,7 @@ void write(const std::filesystem::path& p, const std::string& bytes) {
   std::ofstream(p, std::ios::binary) << bytes;
 }
 
-std::string gzip(const std::string& s) {
-  z_stream z{};
-  deflateInit2(&z, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY);
-  std::string out(deflateBound(&z, s.size()) + 32, '\0');
-  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(s.data()));
-  z.avail_in = static_cast<uInt>(s.size());
-  z.next_out = reinterpret_cast<Bytef*>(out.data());
-  z.avail_out = static_cast<uInt>(out.size());
-  EXPECT_EQ(deflate(&z, Z_FINISH), Z_STREAM_END);
-  out.resize(z.total_out);
-  deflateEnd(&z);
-  return out;
-}
+std::string gzip(const std::string& s) { return test_support::deflate_member(s); }
 
 std::string zstd(const std::string& s) {
   std::string out(ZSTD_compressBound(s.size()), '\0');
