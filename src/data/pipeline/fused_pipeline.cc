@@ -18,6 +18,7 @@
 #include <mutex>
 #include <thread>
 
+#include "data/common/parallel.h"
 #include "data/pipeline/run_state.h"
 #include "data/pipeline/stage_runner.h"
 #include "data/state/crash_point.h"
@@ -116,6 +117,7 @@ void run_stages(const PipelineConfig& config, BatchSource& source,
     auto mode = stages[i]->mode() == StageMode::kParallel ? tbb::filter_mode::parallel
                                                           : tbb::filter_mode::serial_in_order;
     chain = chain & tbb::make_filter<DocBatch*, DocBatch*>(mode, [group](DocBatch* b) {
+              detail::StagesInCallersArena in_pipeline_arena;  // Note [stages in the pipeline's arena]
               for (auto* stage : group) stage->process(*b);
               return b;
             });

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <mutex>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -17,7 +18,10 @@
 #include <thread>
 #include <vector>
 
+#include "data/common/parallel.h"
+#include "data/pipeline/stage_runner.h"
 #include "luminamoon/data_error.h"
+#include "luminamoon/data_threads.h"
 
 namespace luminamoon {
 namespace {
@@ -155,6 +159,67 @@ TEST_F(FusedPipelineTest, StrictFailsOnTheFirstRejectedRecord) {
     EXPECT_EQ(e.kind(), DataErrorKind::kInput);
     EXPECT_NE(std::string(e.what()).find("shard-0.jsonl:2"), std::string::npos) << e.what();
   }
+}
+
+// Note [stages in the pipeline's arena]: a stage's parallel loop runs on the
+// pipeline's threads, whatever the batch API's own thread count says.
+class ThreadRecordingStage final : public PipelineStage {
+ public:
+  const char* name() const override { return "threads"; }
+  StageMode mode() const override { return StageMode::kParallel; }
+  void process(DocBatch& batch) override {
+    detail::for_each_document(batch.text.view(), [&](size_t, std::string_view text) {
+      uint64_t h = 0;
+      for (int round = 0; round < 200; ++round)  // enough work per chunk for other threads to join
+        for (char c : text) h = h * 31 + static_cast<uint8_t>(c);
+      std::lock_guard<std::mutex> lock(mu_);
+      threads_.insert(std::this_thread::get_id());
+      sink_ ^= h;
+    });
+  }
+  size_t threads_seen() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return threads_.size();
+  }
+
+ private:
+  std::mutex mu_;
+  std::set<std::thread::id> threads_;
+  uint64_t sink_ = 0;
+};
+
+class GeneratedBatches final : public pipeline_internal::BatchSource {
+ public:
+  explicit GeneratedBatches(int batches) : left_(batches) {}
+  bool next(DocBatch& batch) override {
+    if (left_-- <= 0) return false;
+    batch.text.clear();
+    for (int i = 0; i < 4000; ++i) batch.text.push(std::string(200, static_cast<char>('a' + i % 26)));
+    batch.reset_decisions();
+    return true;
+  }
+
+ private:
+  int left_;
+};
+
+TEST(FusedPipelineThreads, StagesRunTheirLoopsOnThePipelinesThreadsOnly) {
+  set_data_num_threads(4);  // what the batch API alone would use
+  for (int threads : {1, 2}) {
+    PipelineConfig config;
+    config.num_threads = threads;
+    std::vector<std::unique_ptr<PipelineStage>> stages;
+    stages.push_back(std::make_unique<ThreadRecordingStage>());
+    auto* recorder = static_cast<ThreadRecordingStage*>(stages.back().get());
+    GeneratedBatches source(6);
+    std::atomic<bool> cancelled{false};
+    size_t batches = 0;
+    pipeline_internal::run_stages(config, source, stages, cancelled, [&](pipeline_internal::BatchPtr) { ++batches; });
+    EXPECT_EQ(batches, 6u);
+    EXPECT_GE(recorder->threads_seen(), 1u);
+    EXPECT_LE(recorder->threads_seen(), static_cast<size_t>(threads)) << threads << " pipeline threads";
+  }
+  set_data_num_threads(0);
 }
 
 }  // namespace
