@@ -85,9 +85,11 @@ std::string part_file_name(uint64_t part_index, OutputFormat format);
 
 class OpenPart;
 
-// Collects the kept/dropped/metrics rows of the current part (one row group
-// in memory, the rest spilled: Note [streamed parts]) and writes them as
-// durable part files (temporary name, fsync, rename, directory fsync).
+// Collects the kept/dropped/metrics rows of the current part and writes them
+// as durable part files (temporary name, fsync, rename, directory fsync):
+// NDJSON rows go to the part's temporary file as they come (Note [NDJSON parts
+// are streamed]); Arrow formats keep one row group in memory and spill the
+// rest until the part closes (Note [streamed parts]).
 class CorpusWriter {
  public:
   CorpusWriter(std::string output_dir, std::string text_field, WriterOptions options);

@@ -48,7 +48,12 @@ class GzipSource final : public ByteSource {
       at_member_start_ = false;
       std::string error;
       bool member_end = false;
-      produced += decoder_.inflate_some(out + produced, n - produced, member_end, error);
+      const size_t input_before = decoder_.input_left();
+      const size_t got = decoder_.inflate_some(out + produced, n - produced, member_end, error);
+      produced += got;
+      if (error.empty() && got == 0 && !member_end && decoder_.input_left() == input_before) {
+        error = "the decoder made no progress";  // never spin on input a decoder will not take
+      }
       if (!error.empty()) {
         std::string message = "[gzip] " + file_.path() + ": " + error;
         if (produced > 0) {
