@@ -25,7 +25,7 @@ class ByteSource {
   static std::unique_ptr<ByteSource> open(const std::string& path, Compression compression);
 };
 
-// The compressed file of a shard, read sequentially; errors name the path.
+// A shard's file (compressed or not), read in order; errors name the path.
 class ShardFile {
  public:
   explicit ShardFile(const std::string& path);

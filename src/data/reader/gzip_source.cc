@@ -156,7 +156,6 @@ class IsalDecoder {
 
   std::unique_ptr<inflate_state> state_;  // ~200 KB: on the heap
 };
-#endif
 
 bool starts_with_gzip_magic(const std::string& path) {
   ShardFile file(path);
@@ -169,6 +168,7 @@ bool starts_with_gzip_magic(const std::string& path) {
   }
   return got == 2 && magic[0] == 0x1f && magic[1] == 0x8b;
 }
+#endif
 
 }  // namespace
 
@@ -194,7 +194,9 @@ const char* gzip_decoder_name() {
 }
 
 std::unique_ptr<ByteSource> open_gzip(const std::string& path) {
-  if (auto isal = open_gzip_with_isal(path); isal && starts_with_gzip_magic(path)) return isal;
+#ifdef LUMINA_HAVE_ISAL
+  if (starts_with_gzip_magic(path)) return open_gzip_with_isal(path);
+#endif
   return open_gzip_with_zlib(path);
 }
 
