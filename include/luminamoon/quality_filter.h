@@ -92,8 +92,12 @@ class QualityFilter {
 
   // Index of the first failing check, or -1 when the document passes.
   int first_failing_check(const QualityMetrics& metrics) const;
-  // Parallel over documents (oneTBB).
-  QualityResult evaluate(const TextBatchView& batch) const;
+  // The same verdict from the text, counting only what the checks up to the
+  // first failure need (Note [verdict only] in quality_metrics.cc).
+  int first_failing_check(std::string_view text) const;
+  // Parallel over documents (oneTBB). Without metrics, `metrics` stays empty
+  // and each verdict stops counting at its first failing check.
+  QualityResult evaluate(const TextBatchView& batch, bool with_metrics = true) const;
 
  private:
   QualityThresholds thresholds_;

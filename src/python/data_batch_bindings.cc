@@ -268,7 +268,8 @@ void register_data_batch(nb::module_& m) {
   });
   m.def(
       "filter_quality",
-      [](const StringTensor& t, const std::vector<std::pair<std::string, std::optional<double>>>& bounds) {
+      [](const StringTensor& t, const std::vector<std::pair<std::string, std::optional<double>>>& bounds,
+         bool with_metrics) {
         QualityThresholds th;
         for (const auto& [name, bound] : bounds) th.set(name, bound);
         th.validate();
@@ -276,14 +277,15 @@ void register_data_batch(nb::module_& m) {
         QualityResult r;
         {
           nb::gil_scoped_release release;
-          r = filter.evaluate(t.view());
+          r = filter.evaluate(t.view(), with_metrics);
         }
         const size_t n = r.size;
+        nb::object metrics = nb::none();
+        if (with_metrics) metrics = nb::cast(numpy_from_vector(std::move(r.metrics), {kQualityMetricCount, n}));
         return nb::make_tuple(numpy_from_vector(std::move(r.keep), {n}),
-                              numpy_from_vector(std::move(r.failed_check), {n}),
-                              numpy_from_vector(std::move(r.metrics), {kQualityMetricCount, n}));
+                              numpy_from_vector(std::move(r.failed_check), {n}), metrics);
       },
-      nb::arg("texts"), nb::arg("bounds"));
+      nb::arg("texts"), nb::arg("bounds"), nb::arg("with_metrics") = true);
 #endif
 
 #if defined(LUMINA_HAVE_PII_MASKER)

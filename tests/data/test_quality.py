@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+import os
 import random
 import re
 import string
@@ -311,3 +312,78 @@ def test_gopher_details_of_spec_v2():
     only_hash = " ".join(("#" + w if i < 11 else w) for i, w in enumerate(words))
     r = data.filter_quality([both, only_hash], **{c[0]: None for c in CHECKS if "gram" in c[0] or "dup" in c[0]})
     assert r.reason == [None, "max_hash_word_ratio"]
+
+
+# --- verdicts without metrics (Note [verdict only]) -------------------------------------------
+
+@pytest.fixture(scope="module")
+def reference(docs):
+    sub = docs[:800]
+    return sub, [reference_metrics(d) for d in sub]
+
+
+def _bound_between(ref_metrics, metric, quantile):
+    """A bound near the quantile of the reference metric, halfway between two distinct values (a bound
+    equal to a document's value would make its verdict hang on the last bit of a float)."""
+    values = sorted(set(m[metric] for m in ref_metrics))
+    k = min(int(quantile * (len(values) - 1)), len(values) - 2)
+    return (values[k] + values[k + 1]) / 2
+
+
+def _bounds_failing_some(ref_metrics, rng):
+    """Every check at a bound that some documents fail: near a random quantile of the reference metric, a
+    minimum below the median and a maximum above it (a minimum may not exceed its maximum)."""
+    return {name: _bound_between(ref_metrics, metric, rng.uniform(0.05, 0.45) if is_min else rng.uniform(0.55, 0.95))
+            for name, metric, is_min, _ in CHECKS}
+
+
+def test_verdicts_without_metrics_match_reference(reference):
+    sub, ref = reference
+    rng = random.Random(11)
+    configs = [{c[0]: c[3] for c in CHECKS}]  # the defaults
+    # Each check alone: the verdict is decided in that check's own phase (words and lines,
+    # duplicates, or the n-gram size), with every earlier phase passing.
+    for name, metric, _, _ in CHECKS:
+        bound = _bound_between(ref, metric, 0.5)
+        configs.append({c[0]: (bound if c[0] == name else None) for c in CHECKS})
+    configs += [_bounds_failing_some(ref, rng) for _ in range(6)]
+    # Only the n-gram checks, tight: documents fail at every size from 2 to 10.
+    configs.append({c[0]: (0.0 if "gram" in c[0] else None) for c in CHECKS})
+    seen = set()
+    for bounds in configs:
+        expected = [reference_decision(m, bounds) for m in ref]
+        r = data.filter_quality(sub, metrics=False, **bounds)
+        assert r.metrics is None
+        assert r.reason == expected, bounds
+        assert r.keep.tolist() == [e is None for e in expected]
+        full = data.filter_quality(sub, **bounds)  # and the same as with the metrics
+        assert full.reason == expected
+        seen.update(e for e in expected if e)
+    assert seen == {c[0] for c in CHECKS}  # every check decided some document
+
+
+def test_metrics_flag_must_be_a_bool():
+    with pytest.raises(TypeError, match="metrics"):
+        data.filter_quality(["some text"], metrics="no")
+
+
+def test_pipeline_without_metrics_drops_for_the_reference_reasons(tmp_path, reference):
+    import json
+    from luminamoon.data.pipeline import FusedPipeline
+    sub, ref = reference
+    with open(tmp_path / "in.jsonl", "w") as f:
+        for i, d in enumerate(sub):
+            f.write(json.dumps({"id": f"d{i}", "text": d}) + "\n")
+    rng = random.Random(5)
+    for k, bounds in enumerate([{c[0]: c[3] for c in CHECKS}, _bounds_failing_some(ref, rng)]):
+        out = tmp_path / f"out{k}"
+        FusedPipeline(format="ndjson", clean=False, dedup=False, minhash=False, pii=False, write_dropped=True,
+                      quality_thresholds=bounds).run([str(tmp_path / "in.jsonl")], str(out), resume=False)
+        got = {}
+        for directory in (out, out / "dropped"):
+            for name in sorted(os.listdir(directory)):
+                if name.endswith(".ndjson"):
+                    for line in open(directory / name):
+                        row = json.loads(line)
+                        got[row["id"]] = row.get("reason") if directory != out else None
+        assert got == {f"d{i}": reference_decision(m, bounds) for i, m in enumerate(ref)}

@@ -217,20 +217,25 @@ class QualityResult:
 
     keep: np.ndarray
     reason: list[Optional[str]]
-    metrics: Any  # pyarrow.Table
+    metrics: Any  # pyarrow.Table, or None when filter_quality(..., metrics=False)
 
     def __len__(self) -> int:
         return len(self.keep)
 
 
-def filter_quality(texts: Any, **thresholds: Optional[float]) -> QualityResult:
+def filter_quality(texts: Any, *, metrics: bool = True, **thresholds: Optional[float]) -> QualityResult:
     """Entropy + Gopher quality + Gopher repetition metrics, then the thresholds.
 
     Each keyword is a threshold name of quality_checks() (e.g. min_words=50,
-    max_dup_line_frac=0.3); None disables that check.
+    max_dup_line_frac=0.3); None disables that check. metrics=False returns
+    the same keep flags and reasons without the metric table (metrics is
+    None), faster: each document is counted only up to its first failing
+    check, as the pipeline does when it writes no metrics.
     """
     import pyarrow as pa
 
+    if not isinstance(metrics, bool):
+        raise TypeError(f"metrics must be True or False, got {type(metrics).__name__}")
     checks = quality_checks()
     names = [c[0] for c in checks]
     bounds = []
@@ -242,11 +247,13 @@ def filter_quality(texts: Any, **thresholds: Optional[float]) -> QualityResult:
                 raise TypeError(f"threshold {key} must be a number or None, got {type(value).__name__}")
             value = float(value)
         bounds.append((key, value))
-    keep, failed, metrics = _native.filter_quality(_as_tensor(texts), bounds)
+    keep, failed, values = _native.filter_quality(_as_tensor(texts), bounds, bool(metrics))
     keep = keep.astype(bool)
     reason = [None if f < 0 else names[f] for f in failed.tolist()]
-    columns = _native.quality_metric_names()
-    table = pa.table({name: pa.array(metrics[k]) for k, name in enumerate(columns)})
+    table = None
+    if values is not None:
+        columns = _native.quality_metric_names()
+        table = pa.table({name: pa.array(values[k]) for k, name in enumerate(columns)})
     return QualityResult(keep=keep, reason=reason, metrics=table)
 
 

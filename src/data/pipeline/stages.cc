@@ -110,7 +110,7 @@ class QualityStage final : public PipelineStage {
   StageMode mode() const override { return StageMode::kParallel; }
   void process(DocBatch& batch) override {
     KeptDocs kept = gather_kept(batch);
-    QualityResult result = filter_.evaluate(kept.view);
+    QualityResult result = filter_.evaluate(kept.view, want_metrics_);
     const auto& checks = quality_checks();
     for (size_t j = 0; j < kept.size(); ++j) {
       uint32_t i = kept.index[j];

@@ -153,19 +153,24 @@ int QualityFilter::first_failing_check(const QualityMetrics& metrics) const {
   return -1;
 }
 
-QualityResult QualityFilter::evaluate(const TextBatchView& batch) const {
+QualityResult QualityFilter::evaluate(const TextBatchView& batch, bool with_metrics) const {
   QualityResult r;
   r.size = batch.size;
   r.keep.assign(batch.size, 0);
   r.failed_check.assign(batch.size, -1);
-  r.metrics.assign(kQualityMetricCount * batch.size, 0.0);
+  if (with_metrics) r.metrics.assign(kQualityMetricCount * batch.size, 0.0);
   for (size_t i = 0; i < batch.size; ++i)
     if (batch.offsets[i + 1] - batch.offsets[i] > std::numeric_limits<uint32_t>::max())
       throw std::length_error("QualityFilter: document " + std::to_string(i) + " is over 4 GiB");
   detail::for_each_document(batch, [&](size_t i, std::string_view text) {
-    const QualityMetrics m = compute_quality_metrics(text);
-    for (size_t k = 0; k < kQualityMetricCount; ++k) r.metrics[k * batch.size + i] = m[k];
-    const int failed = first_failing_check(m);
+    int failed;
+    if (with_metrics) {
+      const QualityMetrics m = compute_quality_metrics(text);
+      for (size_t k = 0; k < kQualityMetricCount; ++k) r.metrics[k * batch.size + i] = m[k];
+      failed = first_failing_check(m);
+    } else {
+      failed = first_failing_check(text);
+    }
     r.failed_check[i] = static_cast<int16_t>(failed);
     r.keep[i] = failed < 0;
   });

@@ -4,7 +4,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <iterator>
+#include <random>
 #include <string>
+#include <vector>
 
 namespace luminamoon {
 namespace {
@@ -83,6 +86,44 @@ TEST(QualityFilter, HashAndEllipsisRatiosEachOnItsOwn) {
   EXPECT_EQ(QualityFilter(d).first_failing_check(compute_quality_metrics(doc(8, 0))) >= 0, true);
   EXPECT_EQ(std::string(quality_checks()[QualityFilter(d).first_failing_check(compute_quality_metrics(doc(0, 8)))].name),
             "max_ellipsis_word_ratio");
+}
+
+// Note [verdict only]: the verdict from the text, which stops counting at the
+// first failing check, equals the verdict from the full metrics, for
+// documents that fail in every phase (words and lines, duplicates, each
+// n-gram size) under the defaults and under bounds that make each check the
+// deciding one. (tests/data/test_quality.py holds both to the Python reference.)
+TEST(QualityFilter, VerdictFromTheTextEqualsTheVerdictFromTheMetrics) {
+  std::mt19937 rng(42);
+  const char* const vocab[] = {"the", "of", "river", "garden", "data", "model", "#", "...", "-", "x2", "caf\xC3\xA9"};
+  std::vector<std::string> docs;
+  for (int d = 0; d < 300; ++d) {
+    std::string t;
+    const int lines = 1 + static_cast<int>(rng() % 12), repeat = static_cast<int>(rng() % 4);
+    std::string line;
+    for (int l = 0; l < lines; ++l) {
+      if (l == 0 || rng() % 4 >= static_cast<unsigned>(repeat)) {  // more repeated lines as `repeat` grows
+        line.clear();
+        const int words = 1 + static_cast<int>(rng() % 20);
+        for (int w = 0; w < words; ++w) line += std::string(vocab[rng() % std::size(vocab)]) + " ";
+      }
+      t += line + (rng() % 3 == 0 ? "\n\n" : "\n");
+    }
+    docs.push_back(t);
+  }
+  std::vector<QualityThresholds> configs(1);  // the defaults
+  for (size_t c = 0; c < quality_checks().size(); ++c) {  // each check alone, at a bound some documents fail
+    QualityThresholds t;
+    for (auto& b : t.bounds) b.reset();
+    const QualityCheck& check = quality_checks()[c];
+    t.bounds[c] = check.is_minimum ? check.default_bound : check.default_bound / 4;
+    configs.push_back(t);
+  }
+  for (const QualityThresholds& t : configs) {
+    const QualityFilter f(t);
+    for (const std::string& doc : docs)
+      ASSERT_EQ(f.first_failing_check(std::string_view(doc)), f.first_failing_check(compute_quality_metrics(doc))) << doc;
+  }
 }
 
 TEST(QualityThresholds, Errors) {

@@ -365,7 +365,7 @@ HWY_INLINE uint64_t CountStopWords(const uint8_t* s, size_t n, const uint32_t* s
   return stop;
 }
 
-void CountQuality(const uint8_t* s, size_t n, QualityScratch& sc, QualityCounts& out) {
+void CountQuality(const uint8_t* s, size_t n, QualityScratch& sc, QualityCounts& out, QualityStop* stop) {
   // Byte histogram (four tables, so that runs of one byte do not serialize
   // on one counter).
   uint32_t hist[4][256] = {};
@@ -601,6 +601,7 @@ void CountQuality(const uint8_t* s, size_t n, QualityScratch& sc, QualityCounts&
     out.bullet_lines = bullets;
     out.ellipsis_lines = ellipses;
   }
+  if (stop && stop->decided(out, QualityPhase::kWordsAndLines, 0)) return;
   out.line_segments = segs.size();
   sc.line_hash.resize(segs.size());
   for (size_t k = 0; k < segs.size(); ++k) sc.line_hash[k] = XXH3_64bits(s + segs[k].first, segs[k].second - segs[k].first);
@@ -633,6 +634,7 @@ void CountQuality(const uint8_t* s, size_t n, QualityScratch& sc, QualityCounts&
     sc.para_hash[k] = same ? sc.line_hash[line] : XXH3_64bits(s + b, e - b);
   }
   CountDuplicates(segs, sc.para_hash.data(), C, sc, &out.dup_paras, &out.dup_para_chars);
+  if (stop && stop->decided(out, QualityPhase::kDuplicates, 0)) return;
 
   // n-grams. Note [n-gram candidates]: an n-gram occurring twice has an
   // (n-1)-gram prefix occurring twice, so the n-grams are only counted at
@@ -747,6 +749,7 @@ void CountQuality(const uint8_t* s, size_t n, QualityScratch& sc, QualityCounts&
     out.gram_covered[gram] = covered;
     out.gram_defined[gram] = true;
     cand.resize(kept);
+    if (stop && stop->decided(out, QualityPhase::kNgram, gram)) return;
   }
 }
 
@@ -758,8 +761,8 @@ HWY_AFTER_NAMESPACE();
 namespace luminamoon::detail {
 HWY_EXPORT(CountQuality);
 
-void count_quality(const uint8_t* s, size_t n, QualityScratch& scratch, QualityCounts& out) {
-  HWY_DYNAMIC_DISPATCH(CountQuality)(s, n, scratch, out);
+void count_quality(const uint8_t* s, size_t n, QualityScratch& scratch, QualityCounts& out, QualityStop* stop) {
+  HWY_DYNAMIC_DISPATCH(CountQuality)(s, n, scratch, out, stop);
 }
 }  // namespace luminamoon::detail
 #endif

@@ -59,7 +59,25 @@ struct QualityCounts {
   bool gram_defined[11] = {};
 };
 
-// Counts of valid UTF-8 bytes [s, s + n), n < 2^32.
-void count_quality(const uint8_t* s, size_t n, QualityScratch& scratch, QualityCounts& out);
+// The points between the kernel's phases, in the order of the checks that
+// their counts decide (Note [verdict only] in quality_metrics.cc): the word
+// and line counts (entropy .. stop words), the duplicate lines and
+// paragraphs, then each n-gram size, 2 to 10.
+enum class QualityPhase : uint8_t { kWordsAndLines, kDuplicates, kNgram };
+
+// Asked at each of those points whether the document's verdict is already
+// known; when it is, the kernel returns and the later counts stay zero.
+class QualityStop {
+ public:
+  virtual bool decided(const QualityCounts& counts, QualityPhase phase, size_t gram) = 0;
+
+ protected:
+  ~QualityStop() = default;
+};
+
+// Counts of valid UTF-8 bytes [s, s + n), n < 2^32; every count unless
+// `stop` ends the count early.
+void count_quality(const uint8_t* s, size_t n, QualityScratch& scratch, QualityCounts& out,
+                   QualityStop* stop = nullptr);
 
 }  // namespace luminamoon::detail

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "luminamoon/data_error.h"
+#include "test_support/scratch_dir.h"
 
 namespace luminamoon {
 namespace {
@@ -25,10 +26,9 @@ namespace {
 namespace fs = std::filesystem;
 
 fs::path temp_file(const std::string& name, const std::string& bytes) {
-  auto dir = fs::temp_directory_path() / ("lm_gzip_" + std::to_string(::getpid()));
-  fs::create_directories(dir);
-  std::ofstream(dir / name, std::ios::binary) << bytes;
-  return dir / name;
+  static const test_support::ScratchDir dir("lm_gzip");
+  std::ofstream(dir.path() / name, std::ios::binary) << bytes;
+  return dir.path() / name;
 }
 
 using test_support::deflate_member;

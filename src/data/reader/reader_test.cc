@@ -15,14 +15,14 @@
 #include "data/reader/deflate_for_tests.h"
 #include "data/writer/json_text.h"
 #include "luminamoon/data_error.h"
+#include "test_support/scratch_dir.h"
 
 namespace luminamoon {
 namespace {
 
 std::filesystem::path temp_dir() {
-  auto dir = std::filesystem::temp_directory_path() / ("lm_reader_" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
-  return dir;
+  static const test_support::ScratchDir dir("lm_reader");
+  return dir.path();
 }
 
 std::string jsonl(int n) {

@@ -11,14 +11,14 @@
 #include <string>
 
 #include "luminamoon/data_error.h"
+#include "test_support/scratch_dir.h"
 
 namespace luminamoon {
 namespace {
 
 std::string temp_meta(const char* name) {
-  auto dir = std::filesystem::temp_directory_path() / ("lm_state_" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
-  auto path = dir / name;
+  static const test_support::ScratchDir dir("lm_state");
+  auto path = dir.path() / name;
   std::filesystem::remove(path);
   return path.string();
 }

@@ -21,6 +21,7 @@
 #include "optim/cuda/triton_abi.h"
 #include "optim/triton/triton_aot_clm_step.h"
 #include "optim/triton/triton_aot_tdclm_step.h"
+#include "test_support/scratch_dir.h"
 
 namespace luminav::triton_aot {
 namespace {
@@ -155,8 +156,8 @@ std::string clm_manifest(const std::string& version, int trailing,
 
 // A fresh DIR/cuda/manifest.json holding `json`; returns DIR.
 std::string directory_with(const std::string& json, const std::string& tag) {
-  const auto dir = std::filesystem::temp_directory_path() / ("luminav_triton_aot_" + tag + "_" +
-                                                             std::to_string(::getpid()));
+  static const luminamoon::test_support::ScratchDir scratch("luminav_triton_aot");
+  const auto dir = scratch.path() / tag;
   std::filesystem::create_directories(dir / "cuda");
   std::FILE* f = std::fopen((dir / "cuda" / "manifest.json").c_str(), "wb");
   std::fwrite(json.data(), 1, json.size(), f);
