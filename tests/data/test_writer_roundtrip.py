@@ -132,3 +132,110 @@ def test_parts_are_written_row_group_by_row_group(tmp_path, fmt):
         schemas = [pa.parquet.read_schema(p) for p in parts]
         assert str(schemas[0].field("n").type) == "int64" and "late" not in schemas[0].names
         assert str(schemas[1].field("n").type) == "double" and str(schemas[1].field("late").type) == "string"
+
+
+# --- Parquet data pages (Note [Parquet pages]) -------------------------------------------------
+# Page headers are Thrift compact-protocol structs (the Parquet format's parquet.thrift): read here
+# from the file's bytes, independently of Arrow, to see how the text column was cut into pages.
+
+def _varint(buf, i):
+    shift = value = 0
+    while True:
+        b = buf[i]
+        i += 1
+        value |= (b & 0x7F) << shift
+        shift += 7
+        if b < 0x80:
+            return value, i
+
+
+def _skip(buf, i, ctype):
+    """Skips one compact-protocol value of type `ctype`; returns the index after it."""
+    if ctype in (1, 2):  # bool true/false, inside the field header
+        return i
+    if ctype == 3:  # byte
+        return i + 1
+    if ctype in (4, 5, 6):  # i16, i32, i64: zigzag varints
+        return _varint(buf, i)[1]
+    if ctype == 7:  # double
+        return i + 8
+    if ctype == 8:  # binary
+        n, i = _varint(buf, i)
+        return i + n
+    if ctype in (9, 10):  # list, set
+        head = buf[i]
+        i += 1
+        n, etype = head >> 4, head & 0x0F
+        if n == 15:
+            n, i = _varint(buf, i)
+        for _ in range(n):
+            i = 1 + i if etype in (1, 2) else _skip(buf, i, etype)
+        return i
+    if ctype == 12:  # struct
+        return _struct(buf, i)[1]
+    raise ValueError(f"compact type {ctype} not expected in a page header")
+
+
+def _struct(buf, i):
+    """Top-level i32 fields of a struct by id, and the index after the struct."""
+    fields, last = {}, 0
+    while True:
+        head = buf[i]
+        i += 1
+        if head == 0:
+            return fields, i
+        delta, ctype = head >> 4, head & 0x0F
+        if delta:
+            fid = last + delta
+        else:
+            z, i = _varint(buf, i)
+            fid = (z >> 1) ^ -(z & 1)
+        last = fid
+        if ctype == 5:
+            z, i = _varint(buf, i)
+            fields[fid] = (z >> 1) ^ -(z & 1)
+        else:
+            i = _skip(buf, i, ctype)
+
+
+def _pages(path, column):
+    """(page type, uncompressed size) of every page of `column` in row group 0."""
+    meta = pa.parquet.ParquetFile(path).metadata.row_group(0).column(column)
+    start = meta.dictionary_page_offset if meta.has_dictionary_page else meta.data_page_offset
+    with open(path, "rb") as f:
+        f.seek(start)
+        buf = f.read(meta.total_compressed_size)
+    pages, i = [], 0
+    while i < len(buf):
+        header, i = _struct(buf, i)
+        pages.append((header[1], header[2]))  # PageHeader.type, .uncompressed_page_size
+        i += header[3]  # compressed_page_size
+    return pages
+
+
+@pytest.mark.skipif(not arrow_io_available(), reason="Parquet needs luminamoon._data_io")
+def test_parquet_text_pages_are_about_a_mebibyte(tmp_path):
+    import random
+    rng = random.Random(3)
+    words = ["river", "garden", "model", "winter", "language", "the", "of"]
+    records = [{"id": f"r{i}", "text": " ".join(rng.choice(words) for _ in range(rng.randint(400, 1200)))}
+               for i in range(3000)]  # ~4 KB a document, ~13 MB in all
+    write_jsonl(tmp_path / "in.jsonl", records)
+    out = tmp_path / "out"
+    FusedPipeline(**dict(RAW, format="parquet")).run([str(tmp_path / "in.jsonl")], out, resume=False)
+    (part,) = part_files(str(out))
+    assert read_rows(str(out)) == records
+    pf = pa.parquet.ParquetFile(part)
+    names = pf.schema_arrow.names
+    text = pf.metadata.row_group(0).column(names.index("text"))
+    ident = pf.metadata.row_group(0).column(names.index("id"))
+    # The text column: no dictionary, no statistics; the metadata columns keep both.
+    assert not text.has_dictionary_page and not text.is_stats_set
+    assert ident.has_dictionary_page and ident.is_stats_set
+    pages = _pages(part, names.index("text"))
+    data_pages = [size for kind, size in pages if kind in (0, 3)]  # DATA_PAGE, DATA_PAGE_V2
+    assert len(data_pages) == len(pages)
+    assert sum(data_pages) >= 12e6
+    # Pages of about 1 MiB (Arrow's default write batch of 1,024 rows made ~4 MB pages here).
+    assert max(data_pages) <= 1.25 * 2 ** 20, data_pages
+    assert len(data_pages) >= 10
