@@ -247,7 +247,7 @@ def filter_quality(texts: Any, *, metrics: bool = True, **thresholds: Optional[f
                 raise TypeError(f"threshold {key} must be a number or None, got {type(value).__name__}")
             value = float(value)
         bounds.append((key, value))
-    keep, failed, values = _native.filter_quality(_as_tensor(texts), bounds, bool(metrics))
+    keep, failed, values = _native.filter_quality(_as_tensor(texts), bounds, metrics)
     keep = keep.astype(bool)
     reason = [None if f < 0 else names[f] for f in failed.tolist()]
     table = None

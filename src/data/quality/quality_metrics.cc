@@ -138,8 +138,8 @@ size_t phase_rank(QualityMetric k) {
 // up to the first one whose metric a later phase gives: a failure among
 // them is the document's verdict (every check before it passed), and the
 // kernel stops there. On the real-text corpus about 40% of the bytes fail
-// a word-level check, and their duplicate and n-gram counts (over half of
-// the kernel's time) are skipped. The verdict is the one that the full
+// a word-level check, and their duplicate and n-gram counts are skipped:
+// the stage takes 21-36% less CPU there (session 10). The verdict is the one that the full
 // metrics give: the metrics are computed by the same functions from the
 // same counts, only fewer of them.
 class FirstFailure final : public detail::QualityStop {
@@ -148,7 +148,7 @@ class FirstFailure final : public detail::QualityStop {
       : filter_(filter), entropy_counts_(entropy_counts) {}
 
   bool decided(const detail::QualityCounts& c, detail::QualityPhase phase, size_t gram) override {
-    size_t known;  // metrics of phase rank < known are computed
+    size_t known = 0;  // metrics of phase rank < known are computed
     switch (phase) {
       case detail::QualityPhase::kWordsAndLines: words_and_lines_metrics(c, entropy_counts_, metrics_); known = 1; break;
       case detail::QualityPhase::kDuplicates: duplicate_metrics(c, metrics_); known = 2; break;
