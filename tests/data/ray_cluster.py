@@ -78,7 +78,11 @@ class RayNode:
         home = os.path.join(os.path.dirname(log_path), "home")
         os.makedirs(home, exist_ok=True)
         env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0", HOME=home, RAY_AUTH_MODE="disabled")
-        self.proc = subprocess.Popen(ray_cli() + ["start", "--block", "--disable-usage-stats"] + args,
+        # The node stops with the test process even when that process dies
+        # without its teardown (a crash): `ray start --block` gets SIGTERM from
+        # the kernel when its parent exits, and stops the node's processes.
+        orphan_guard = ["setpriv", "--pdeathsig", "TERM", "--"] if shutil.which("setpriv") else []
+        self.proc = subprocess.Popen(orphan_guard + ray_cli() + ["start", "--block", "--disable-usage-stats"] + args,
                                      stdout=self.log, stderr=subprocess.STDOUT, env=env,
                                      start_new_session=True)
 
