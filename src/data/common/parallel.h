@@ -5,6 +5,7 @@
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
 #include <tbb/task_arena.h>
+#include <tbb/task_group.h>
 #if defined(__linux__)
 #include <sys/mman.h>
 #endif
@@ -59,16 +60,33 @@ class StagesInCallersArena {
   bool previous_;
 };
 
-// Runs body() in an arena of data_num_threads() threads, or in the caller's
-// (Note [stages in the pipeline's arena]).
+// Note [a stage's loops run to completion]: an algorithm started inside a
+// task belongs to that task's cancellation group, so a stage's parallel loop
+// inside the pipeline was cancelled with the pipeline: when another filter
+// threw (a malformed record in strict mode, a missing shard), the loop
+// skipped its chunks not yet started and returned as if done, and the stage
+// read results that were never computed (the quality stage looked up check
+// -1 and crashed, issue 17's Ray tests, one run in five). A stage's loops now
+// run in a task group of their own (an isolated context): a loop always
+// covers its whole batch, and the pipeline's cancellation takes effect
+// between stages, where TBB starts no further filters.
 template <class Body>
-void run_in_arena(Body&& body) {
+void run_to_completion(const Body& body) {
+  tbb::task_group_context own(tbb::task_group_context::isolated);
+  tbb::task_group group(own);
+  group.run_and_wait(body);  // rethrows body's exception
+}
+
+// Runs body() in an arena of data_num_threads() threads, or in the caller's
+// (Note [stages in the pipeline's arena]), to completion either way.
+template <class Body>
+void run_in_arena(const Body& body) {
   if (t_stages_in_callers_arena) {
-    body();
+    run_to_completion(body);
     return;
   }
   tbb::task_arena arena(data_num_threads());
-  arena.execute(body);
+  arena.execute([&] { run_to_completion(body); });
 }
 
 // Splits [0, n) documents into chunks of about `target_bytes` input bytes.

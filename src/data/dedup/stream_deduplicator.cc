@@ -12,6 +12,7 @@
 
 #include "data/dedup/append_log.h"
 #include "data/dedup/hash_key_set.h"
+#include "data/common/parallel.h"
 #include "data/dedup/shared_arena.h"
 #include "data/dedup/text_normalize.h"
 #include "luminamoon/data_error.h"
@@ -101,8 +102,8 @@ void StreamDeduplicator::add(const TextBatchView& batch, std::span<const int64_t
   if (batch.total_bytes() < (size_t{1} << 20)) {
     hash_range(tbb::blocked_range<size_t>(0, batch.size));
   } else {
-    shared_arena(impl_->options.num_threads).execute([&] {
-      tbb::parallel_for(tbb::blocked_range<size_t>(0, batch.size, 256), hash_range);
+    shared_arena(impl_->options.num_threads).execute([&] {  // Note [a stage's loops run to completion]
+      detail::run_to_completion([&] { tbb::parallel_for(tbb::blocked_range<size_t>(0, batch.size, 256), hash_range); });
     });
   }
   add_keys(keys, refs, keep, matched);

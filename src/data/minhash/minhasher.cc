@@ -11,6 +11,7 @@
 #include <bit>
 #include <string>
 
+#include "data/common/parallel.h"
 #include "data/dedup/shared_arena.h"
 #include "data/dedup/text_normalize.h"
 #include "data/minhash/minhash_kernel.h"
@@ -149,7 +150,9 @@ void MinHasher::signatures(const TextBatchView& batch, std::span<uint64_t> out, 
     sign_range(tbb::blocked_range<size_t>(0, batch.size));
     return;
   }
-  shared_arena(num_threads).execute([&] { tbb::parallel_for(tbb::blocked_range<size_t>(0, batch.size, 16), sign_range); });
+  shared_arena(num_threads).execute([&] {  // Note [a stage's loops run to completion]
+    detail::run_to_completion([&] { tbb::parallel_for(tbb::blocked_range<size_t>(0, batch.size, 16), sign_range); });
+  });
 }
 
 std::string MinHasher::kernel_target() { return minhash_simd_target(); }
