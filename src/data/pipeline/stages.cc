@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <stdexcept>
+#include <string>
 
 #include "data/pipeline/kept_docs.h"
 #include "data/pipeline/stage_runner.h"
@@ -124,7 +126,12 @@ class QualityStage final : public PipelineStage {
         }
         json.push_back('}');
       }
-      if (!result.keep[j]) batch.drop(i, "quality", checks[result.failed_check[j]].name);
+      if (!result.keep[j]) {
+        const int16_t failed = result.failed_check[j];
+        if (failed < 0 || static_cast<size_t>(failed) >= checks.size())  // a verdict never computed: a bug, never a crash
+          throw std::logic_error("quality stage: document " + std::to_string(i) + " dropped without a failing check");
+        batch.drop(i, "quality", checks[static_cast<size_t>(failed)].name);
+      }
     }
   }
 
