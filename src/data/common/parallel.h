@@ -66,7 +66,7 @@ class StagesInCallersArena {
 // threw (a malformed record in strict mode, a missing shard), the loop
 // skipped its chunks not yet started and returned as if done, and the stage
 // read results that were never computed (the quality stage looked up check
-// -1 and crashed, issue 17's Ray tests, one run in five). A stage's loops now
+// -1 and crashed: issue 17's Ray tests, about one run in four). A stage's loops now
 // run in a task group of their own (an isolated context): a loop always
 // covers its whole batch, and the pipeline's cancellation takes effect
 // between stages, where TBB starts no further filters.

@@ -198,7 +198,8 @@ std::shared_ptr<arrow::Table> to_arrow(const PartTable& part, FieldColumns& colu
 // kernel had to zero. A part's write batch is therefore sized from its first
 // chunk to a quarter of data_pagesize, so that a page closes between 1 and
 // 1.25 MiB (a batch of a whole page would close most at 2): on the real-text
-// corpus (issue 15, session 10) 9% less CPU and 13 MB less peak memory. The
+// corpus (issue 15, session 10) 3-9% less CPU and 13-24 MB less peak memory
+// across A/B runs. The
 // text column is also written without a dictionary (documents are nearly all
 // distinct: Arrow built a dictionary up to 1 MiB and then fell back to plain)
 // and without statistics (the minimum and maximum of documents prune nothing);
