@@ -55,6 +55,7 @@ struct QualityCheck {
   bool is_minimum;        // fails when metric < bound (else when metric > bound)
   double default_bound;
   bool is_fraction;       // a bound outside [0, 1] is rejected
+  bool fails(double bound, double value) const { return is_minimum ? value < bound : value > bound; }
 };
 // Every check, in the order they are evaluated (the first failing one names the drop).
 const std::vector<QualityCheck>& quality_checks();

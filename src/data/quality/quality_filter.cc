@@ -148,7 +148,7 @@ int QualityFilter::first_failing_check(const QualityMetrics& metrics) const {
     const auto& bound = thresholds_.bounds[i];
     if (!bound) continue;
     const double v = metrics[static_cast<size_t>(checks[i].metric)];
-    if (checks[i].is_minimum ? v < *bound : v > *bound) return static_cast<int>(i);
+    if (checks[i].fails(*bound, v)) return static_cast<int>(i);
   }
   return -1;
 }

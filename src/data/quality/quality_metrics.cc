@@ -173,7 +173,7 @@ class FirstFailure final : public detail::QualityStop {
       if (phase_rank(checks[i].metric) >= known) return false;
       if (!bounds[i]) continue;
       const double v = metrics_[static_cast<size_t>(checks[i].metric)];
-      if (checks[i].is_minimum ? v < *bounds[i] : v > *bounds[i]) {
+      if (checks[i].fails(*bounds[i], v)) {
         failed_ = static_cast<int>(i);
         return true;
       }
