@@ -34,7 +34,10 @@ from tdclm_torch_reference import TDCLMReference
 LLAMA_98M = dict(hidden=768, layers=12, heads=12, mlp=2048, vocab=8192, seq=512, batch=16)
 VOCAB, SEQ, BATCH = LLAMA_98M["vocab"], LLAMA_98M["seq"], LLAMA_98M["batch"]
 SUCCESSOR_WEIGHTS = (0.55, 0.25, 0.12, 0.08)
-KINDS = ("adamw_fused", "luminav_clm", "luminav_tdclm", "reference_tdclm", "adam_mini", "adamw8bit")
+KINDS = ("adamw_fused", "luminav_clm", "luminav_tdclm", "luminav_tdclm_rms", "luminav_tdclm_rms_half",
+         "reference_tdclm", "adam_mini", "adamw8bit")
+# TD-CLM with the RMS clip (bound="rms", beyond the spec; issue 14's moonshot): Adafactor's d = 1, and 0.5
+RMS_RATIOS = {"luminav_tdclm_rms": 1.0, "luminav_tdclm_rms_half": 0.5}
 
 
 def chain(seed, vocab=VOCAB, device="cuda"):
@@ -116,6 +119,9 @@ def make(kind, model, lr, heads=LLAMA_98M["heads"]):
         return LuminaV(model.parameters(), **kw)
     if kind == "luminav_tdclm":
         return LuminaV(model.parameters(), mode="tdclm", td_factor="factored", **kw)
+    if kind in RMS_RATIOS:
+        return LuminaV(model.parameters(), mode="tdclm", td_factor="factored", bound="rms",
+                       bound_ratio=RMS_RATIOS[kind], **kw)
     if kind == "reference_tdclm":  # the spec's formulas in plain torch (bench/tdclm_torch_reference.py)
         return TDCLMReference(model.parameters(), **kw)
     if kind == "adam_mini":  # its own partition by parameter name (embedding and lm_head keep Adam)

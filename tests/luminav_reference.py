@@ -267,6 +267,11 @@ def reference_step(hp: Hyper, x, m, v, g, t: int, rows: int | None = None) -> St
         if b_norm > 0 and a_norm > ratio * b_norm:
             d = d * (ratio * b_norm / a_norm)
             binds = True
+    elif hp.bound_mode == 3:  # RMS clip (beyond the spec): u <- u / max(1, RMS(u) / ratio)
+        rms_u = np.linalg.norm(d) / lr / np.sqrt(n_elem) if lr > 0 and n_elem else 0.0
+        if rms_u > ratio:
+            d = d * (ratio / rms_u)
+            binds = True
     elif hp.bound_mode == 2:
         b = ratio * np.sqrt(x * x + 1e-4)
         binds = bool(np.any(np.abs(d) > b))

@@ -45,7 +45,16 @@ const char* luminav_last_error_message(void);
 
 enum luminav_dtype { LUMINAV_DTYPE_F32 = 0, LUMINAV_DTYPE_BF16 = 1, LUMINAV_DTYPE_F16 = 2 };
 enum luminav_buffer_mode { LUMINAV_MODE_TDCLM = 1, LUMINAV_MODE_CLM = 2 };
-enum luminav_bound_mode { LUMINAV_BOUND_NONE = 0, LUMINAV_BOUND_TENSOR = 1, LUMINAV_BOUND_ELEMENT = 2 };
+/* LUMINAV_BOUND_RMS is an extension beyond the spec (version 2), Adafactor's
+ * update clipping (Shazeer and Stern 2018) on LuminaV's update: with
+ * A = ||d||_2 as for the tensor bound and B = lr * sqrt(N), d <- d * ratio*B/A
+ * when B > 0 and A > ratio*B, i.e. u <- u / max(1, RMS(u) / ratio). */
+enum luminav_bound_mode {
+  LUMINAV_BOUND_NONE = 0,
+  LUMINAV_BOUND_TENSOR = 1,
+  LUMINAV_BOUND_ELEMENT = 2,
+  LUMINAV_BOUND_RMS = 3
+};
 enum luminav_device_type { LUMINAV_DEVICE_CPU = 0, LUMINAV_DEVICE_CUDA = 1, LUMINAV_DEVICE_ROCM = 2 };
 /* TD-CLM's second moment (spec "TD-CLM second moment"), per tensor: over the
  * R rows and C = N / R columns of the tensor (factored: exp_avg_sq holds the

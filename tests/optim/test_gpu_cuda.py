@@ -189,6 +189,7 @@ OPTION_SETS = [
     dict(cautious=1),
     dict(bound_mode=1, bound_ratio=1e-4),              # the tensor bound binds
     dict(bound_mode=2, bound_ratio=1e-3),
+    dict(bound_mode=3, bound_ratio=0.05),              # the RMS clip (beyond the spec) binds
     dict(lam=0.2, tau=1.0, cautious=1, bound_mode=1, bound_ratio=1e-3, weight_decay=0.1),
 ]
 DTYPES = [(F32, F32, False), (F32, F32, True), (BF16, BF16, False), (BF16, BF16, True), (F16, F16, True),

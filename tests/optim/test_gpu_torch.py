@@ -49,7 +49,8 @@ def test_adamw_defaults_on_cuda_match_torch_adamw():
 
 @pytest.mark.parametrize("mode,options", [("clm", dict(lam=0.1, tau=1.0, cautious=True, bound="tensor", bound_ratio=1e-3)),
                                           ("tdclm", dict(td_factor="tensor", cautious=True, bound="element",
-                                                         bound_ratio=1e-2))])
+                                                         bound_ratio=1e-2)),
+                                          ("tdclm", dict(td_factor="factored", bound="rms", bound_ratio=0.3))])
 def test_every_option_on_cuda_matches_the_cpu_backends(mode, options):
     gpu, cpu = model_params("cuda", seed=3), model_params("cpu", seed=3)
     opt_gpu = LuminaV(gpu, mode=mode, **options)

@@ -15,7 +15,8 @@ from sklearn.datasets import load_digits
 from luminamoon import optim
 from luminamoon.optim import LuminaV, NonFiniteGradientError
 from luminamoon.optim.torch_optimizer import derive_seed
-from luminav_reference import bf16_stochastic_bits, normwise_relative_error, rounding_bits_array
+from luminav_reference import (Hyper, bf16_stochastic_bits, normwise_relative_error, reference_step,
+                               rounding_bits_array)
 
 
 @pytest.fixture(scope="module")
@@ -246,6 +247,54 @@ def test_bad_hyperparameters_are_refused_at_construction(bad):
             "betas": "beta2", "eps": "eps"}[bad]
     with pytest.raises(ValueError, match=word):
         LuminaV([p], **kwargs)
+
+
+def test_rms_clip_follows_the_float64_reference_and_binds_only_where_rms_exceeds_the_ratio():
+    """bound="rms" (beyond the spec): u <- u / max(1, RMS(u) / ratio) per tensor, TD-CLM factored on
+    a matrix and CLM on a vector, 20 steps against the float64 reference; at a ratio above every
+    RMS the step equals the unbounded one, bit for bit."""
+    torch.manual_seed(6)
+    w, b = torch.nn.Parameter(torch.randn(12, 40) * 0.5), torch.nn.Parameter(torch.randn(40) * 0.5)
+    opt = LuminaV([{"params": [w], "mode": "tdclm"}, {"params": [b]}], lr=1e-2, betas=(0.9, 0.95),
+                  weight_decay=0.1, bound="rms", bound_ratio=0.3)
+    state = {p: (p.detach().double().numpy().ravel().copy(), np.zeros(p.numel()), None) for p in (w, b)}
+    hps = {w: Hyper(lr=1e-2, beta2=0.95, weight_decay=0.1, buffer_mode=1, td_factor="factored", bound_mode=3,
+                    bound_ratio=0.3),
+           b: Hyper(lr=1e-2, beta2=0.95, weight_decay=0.1, bound_mode=3, bound_ratio=0.3)}
+    state[w] = (state[w][0], state[w][1], np.zeros(12 + 40))
+    state[b] = (state[b][0], state[b][1], np.zeros(40))
+    binds = 0
+    for t in range(1, 21):
+        grads = {p: torch.randn_like(p) * 0.01 + 0.002 * t for p in (w, b)}
+        for p, g in grads.items():
+            p.grad = g.clone()
+            x, m, v = state[p]
+            ref = reference_step(hps[p], x, m, v, g.double().numpy().ravel(), t, 12 if p is w else None)
+            state[p] = tuple(a.astype(np.float32).astype(np.float64) for a in (ref.x, ref.m, ref.v))
+            binds += ref.bound_binds
+        opt.step()
+    assert binds >= 20  # the clip is exercised (in most steps of both tensors)
+    for p in (w, b):
+        assert normwise_relative_error(p.detach().double().numpy().ravel(), state[p][0]) <= 1e-5
+        assert normwise_relative_error(opt.state[p]["exp_avg"].double().numpy().ravel(), state[p][1]) <= 1e-5
+        assert normwise_relative_error(opt.state[p]["exp_avg_sq"].double().numpy().ravel(), state[p][2]) <= 1e-5
+    # A ratio no update reaches: exactly the unbounded step.
+    twins = [torch.nn.Parameter(torch.randn(8, 16)) for _ in range(2)]
+    twins[1].data.copy_(twins[0].data)
+    loose = LuminaV([twins[0]], lr=1e-2, mode="tdclm", bound="rms", bound_ratio=1e6)
+    plain = LuminaV([twins[1]], lr=1e-2, mode="tdclm")
+    for _ in range(3):
+        g = torch.randn(8, 16)
+        for p, o in zip(twins, (loose, plain)):
+            p.grad = g.clone()
+            o.step()
+    assert torch.equal(twins[0], twins[1])
+
+
+def test_rms_clip_is_refused_by_the_triton_backend_with_a_clear_error():
+    p = torch.nn.Parameter(torch.ones(3))
+    with pytest.raises(ValueError, match="bound='rms' has no Triton kernel"):
+        LuminaV([p], bound="rms", bound_ratio=1.0, backend="triton")
 
 
 # ---- save / resume ------------------------------------------------------------------------

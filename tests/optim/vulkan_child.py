@@ -29,6 +29,10 @@ CASES = [
     ("tdclm-row", BASE.with_(buffer_mode=1, td_factor="row", lam=0.3), 40000, 400, "f32", False, "f32"),
     ("tdclm-tensor", BASE.with_(buffer_mode=1, td_factor="tensor", cautious=True), 40000, None, "f16", True, "f32"),
     ("tdclm-one-column", BASE.with_(buffer_mode=1, td_factor="factored"), 40000, 40000, "f32", False, "f32"),
+    # The RMS clip (beyond the spec): the shaders' tensor-bound scaling, its factor formed on the host.
+    ("clm-rmsclip", BASE.with_(bound_mode=3, bound_ratio=0.05), 40000, None, "f32", False, "f32"),
+    ("tdclm-factored-rmsclip", BASE.with_(buffer_mode=1, td_factor="factored", cautious=True, bound_mode=3,
+                                          bound_ratio=0.05), 40000, 200, "f32", False, "f32"),
 ]
 
 
@@ -47,6 +51,9 @@ def main() -> int:
         master = x32.copy() if use_master else None
         x_old = x32.astype(np.float64) if use_master else param_values(param, dtype)
         ref = reference_step(hp, x_old, m, v, g, 6, rows)
+        if hp.bound_mode and not ref.bound_binds:
+            print(f"{name}: the bound does not bind on this data", file=sys.stderr)
+            return 1
         optim.step(param, grad, m, v, master, **hp.kwargs(), step=6, seed=SEED, backend="vulkan", rows=rows)
         assert optim.last_backend().startswith("vulkan"), optim.last_backend()
         try:

@@ -37,6 +37,8 @@ DTYPE_BF16 = _native.DTYPE_BF16
 DTYPE_F16 = _native.DTYPE_F16
 _DTYPE_NAMES = {DTYPE_F32: "float32", DTYPE_BF16: "bfloat16", DTYPE_F16: "float16"}
 _FLOAT_DTYPES = frozenset(_DTYPE_NAMES)
+# LuminaV's bound= per param group -> luminav_bound_mode ("rms" is an extension beyond the spec).
+BOUND_MODES = {None: 0, "tensor": 1, "element": 2, "rms": 3}
 
 
 # ---- buffers -------------------------------------------------------------------

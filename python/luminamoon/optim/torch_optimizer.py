@@ -48,13 +48,12 @@ from torch.optim import optimizer as _torch_optimizer
 
 from .. import _native
 from .errors import NonFiniteGradientError, raise_for_status
-from .functional import (_FLOAT_DTYPES, DTYPE_F32, describe_buffer, make_hyperparams, rows_of,
+from .functional import (_FLOAT_DTYPES, BOUND_MODES, DTYPE_F32, describe_buffer, make_hyperparams, rows_of,
                          td_factor_code)
 
 __all__ = ["LuminaV"]
 
 _MODES = {"clm": 2, "tdclm": 1}
-_BOUNDS = {None: 0, "tensor": 1, "element": 2}
 _F32_ONLY = frozenset({DTYPE_F32})
 _STATE_F32_KEYS = ("exp_avg", "exp_avg_sq", "master")
 _DTYPE_CODES = {torch.float32: DTYPE_F32, torch.bfloat16: _native.DTYPE_BF16, torch.float16: _native.DTYPE_F16}
@@ -224,6 +223,13 @@ class LuminaV(Optimizer):
     ``"tensor"`` version 1's scalar. ``exp_avg_sq`` holds them (row, then
     col), sized by luminav_exp_avg_sq_length; a version 1 TD-CLM checkpoint
     (no ``td_factor`` in its groups) loads as ``"tensor"``.
+
+    ``bound`` (per param group, with ``bound_ratio``): ``"tensor"`` (a trust
+    region on ``||lr*u|| / ||x||``), ``"element"`` (each element's step), or
+    ``"rms"``, an option beyond the spec: Adafactor's update clipping on
+    LuminaV's update, ``u <- u / max(1, RMS(u) / bound_ratio)`` per tensor
+    (``bound_ratio=1.0`` is Adafactor's d = 1). For TD-CLM on repeated data
+    (docs/benchmarks.md, row T8).
     """
 
     def __init__(self, params: Iterable, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
@@ -307,8 +313,10 @@ class LuminaV(Optimizer):
         if group["mode"] not in _MODES:
             raise ValueError(f"mode must be 'clm' or 'tdclm' (got {group['mode']!r})")
         td_factor_code(group["td_factor"])  # a ValueError naming the choices
-        if group["bound"] not in _BOUNDS:
-            raise ValueError(f"bound must be None, 'tensor' or 'element' (got {group['bound']!r})")
+        if group["bound"] not in BOUND_MODES:
+            raise ValueError(f"bound must be None, 'tensor', 'element' or 'rms' (got {group['bound']!r})")
+        if group["bound"] == "rms" and group["backend"] == "triton":
+            raise ValueError("bound='rms' has no Triton kernel (the cuda, simd and scalar backends run it)")
         ratio = group["bound_ratio"]
         if group["bound"] is not None and ratio is None:
             raise ValueError(f"bound_ratio is required with bound={group['bound']!r}")
@@ -316,7 +324,7 @@ class LuminaV(Optimizer):
         return make_hyperparams(
             lr=float(group["lr"]), beta1=float(beta1), beta2=float(beta2), eps=group["eps"],
             weight_decay=group["weight_decay"], tau=group["tau"], lam=group["lam"],
-            buffer_mode=_MODES[group["mode"]], cautious=group["cautious"], bound_mode=_BOUNDS[group["bound"]],
+            buffer_mode=_MODES[group["mode"]], cautious=group["cautious"], bound_mode=BOUND_MODES[group["bound"]],
             bound_ratio=0.0 if ratio is None else ratio, step=step, check_finite=group["check_finite"],
             stochastic_rounding=group["stochastic_rounding"])
 

@@ -23,6 +23,7 @@ from typing import Any
 import torch
 
 from . import triton_kernels as tk
+from .functional import BOUND_MODES
 from .triton_launch_cache import FOUND_INF, GRAD_SCALE, LaunchRecord
 from .triton_step_graph import StepGraphs
 
@@ -79,7 +80,7 @@ class GroupOptions:
     tdclm: bool
     td_factor: str         # "factored", "row", "tensor"
     cautious: bool
-    bound_mode: int        # 0 none, 1 tensor, 2 element
+    bound_mode: int        # 0 none, 1 tensor, 2 element (LuminaV refuses 3, rms, with this backend)
     bound_ratio: float
     check_finite: bool
     stochastic_rounding: bool
@@ -89,7 +90,7 @@ class GroupOptions:
     def of_group(cls, group: dict) -> "GroupOptions":
         """The options of a LuminaV param group (validated by the library when the group was added)."""
         beta1, beta2 = group["betas"]
-        bound = {None: 0, "tensor": 1, "element": 2}[group["bound"]]
+        bound = BOUND_MODES[group["bound"]]
         lr = group["lr"]
         return cls(lr=lr if torch.is_tensor(lr) else float(lr), beta1=float(beta1), beta2=float(beta2),
                    eps=float(group["eps"]), weight_decay=float(group["weight_decay"]), tau=float(group["tau"]),

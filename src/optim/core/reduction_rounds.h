@@ -14,9 +14,11 @@
 
 namespace luminav::core {
 
-// K and the norms are needed (cautious mask or tensor bound).
+static_assert(LUMINAV_BOUND_TENSOR == 1 && LUMINAV_BOUND_RMS == 3, "scales_whole_step's modes");
+
+// K and the norms are needed (cautious mask, tensor bound or RMS clip).
 LUMINAV_HD bool needs_update_sums(const StepConstants& k) {
-  return k.cautious != 0 || k.bound_mode == LUMINAV_BOUND_TENSOR;
+  return k.cautious != 0 || scales_whole_step(k.bound_mode);
 }
 
 // 0, 1 or 2. CLM: one round when anything is reduced (finite check, K,
@@ -74,9 +76,12 @@ LUMINAV_HD void fold_round_sums(const StepConstants& k, const luminav_partials& 
       c = n / (agree > 0.001 * n ? agree : 0.001 * n);
       globals.cautious_scale = static_cast<float>(c);
     }
-    if (k.bound_mode == LUMINAV_BOUND_TENSOR) {
+    if (scales_whole_step(k.bound_mode)) {
+      // A = ||d||_2; B = ||x||_2 (tensor bound) or lr * sqrt(N) (RMS clip:
+      // A > ratio*B is RMS(u) > ratio, as d = lr * u).
       const double a = c * ::sqrt(sum.update_sq_sum);
-      const double b = ::sqrt(sum.weight_sq_sum);
+      const double b = k.bound_mode == LUMINAV_BOUND_TENSOR ? ::sqrt(sum.weight_sq_sum)
+                                                            : static_cast<double>(k.lr) * ::sqrt(n);
       const double limit = static_cast<double>(k.bound_ratio) * b;
       globals.bound_scale = (b > 0.0 && a > limit) ? static_cast<float>(limit / a) : 1.0f;
     }
@@ -90,8 +95,8 @@ LUMINAV_HD void fold_round_sums(const StepConstants& k, const luminav_partials& 
 // (row_count > 0: factored/row) also R = row_count and rho =
 // fp32(row_factor_sum / R). The factor-sum pointers of `globals` are kept. The round of
 // the update sums: c = N / max(K, 0.001 N) (cautious, else 1), A = c *
-// sqrt(update_sq_sum), B = sqrt(weight_sq_sum), bound scale = ratio*B/A when
-// B > 0 and A > ratio*B (tensor bound, else 1). N = 0 leaves the globals as
+// sqrt(update_sq_sum), B = sqrt(weight_sq_sum) (tensor bound) or lr * sqrt(N)
+// (RMS clip), bound scale = ratio*B/A when B > 0 and A > ratio*B (else 1). N = 0 leaves the globals as
 // they are.
 Status finalize_round(const StepConstants& k, const luminav_partials& sum,
                       uint64_t logical_num_elements, int round, float s_old,

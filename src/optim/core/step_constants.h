@@ -34,7 +34,7 @@ struct StepConstants {
   // element (C = 1; core/second_moment_layout.h, element_constants).
   int tdclm;
   int cautious;
-  int bound_mode;          // 0 none, 1 tensor, 2 element
+  int bound_mode;          // LUMINAV_BOUND_*: 0 none, 1 tensor, 2 element, 3 rms
   int check_finite;        // 1: a non-finite gradient fails the step
   // 1: round 0 sums g^2 (TD-CLM needs it; luminav_reduce reports it). A whole
   // CLM step sets 0: its round 0 is only the finite check, and a backend may
@@ -46,11 +46,16 @@ struct StepConstants {
   uint64_t step;           // t >= 1
 };
 
+// A bound that scales the whole tensor's step by one factor (bound_scale): the
+// tensor bound (1), or the RMS clip (3, LUMINAV_BOUND_RMS: an extension beyond
+// the spec). The element-wise bound (2) clamps each element.
+LUMINAV_HD bool scales_whole_step(int bound_mode) { return bound_mode == 1 || bound_mode == 3; }
+
 // Known once the reductions of pass 1 are all-reduced.
 struct TensorGlobals {
   float second_moment = 0.0f;  // TD-CLM tensor: s after this step
   float cautious_scale = 1.0f; // N / max(K, 0.001 N)
-  float bound_scale = 1.0f;    // tensor bound factor
+  float bound_scale = 1.0f;    // tensor bound or RMS clip factor
   float row_factor_mean = 0.0f;  // TD-CLM factored: rho (mean of the updated row factor)
   uint64_t logical_rows = 0;     // TD-CLM factored/row: R of the logical tensor
   // TD-CLM factored/row (luminav_factor_sums): pass 1 round 0 writes the sums

@@ -162,9 +162,9 @@ LUMINAV_HD V apply_update(const Ops& o, const K& k, const TensorGlobals& gl,
     u = o.mul(o.keep_if_positive(o.mul(u, g), u), o.splat(gl.cautious_scale));
   }
   V d = o.mul(o.splat(k.lr), u);
-  if (k.bound_mode == 1) {
+  if (scales_whole_step(k.bound_mode)) {
     d = o.mul(d, o.splat(gl.bound_scale));
-  } else if (k.bound_mode == 2) {
+  } else if (k.bound_mode == 2) {  // element-wise
     const V b = o.mul(o.splat(k.bound_ratio), o.sqrt(o.add(o.mul(x, x), o.splat(1e-4f))));
     d = o.min(o.max(d, o.neg(b)), b);
   }

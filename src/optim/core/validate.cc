@@ -124,13 +124,13 @@ Status validate_hyperparams(const luminav_hyperparams* hp) {
                            std::to_string(hp->buffer_mode) + ")");
   }
   if (hp->bound_mode != LUMINAV_BOUND_NONE && hp->bound_mode != LUMINAV_BOUND_TENSOR &&
-      hp->bound_mode != LUMINAV_BOUND_ELEMENT) {
-    return Status::invalid("bound_mode must be 0 (none), 1 (tensor) or 2 (element) (got " +
+      hp->bound_mode != LUMINAV_BOUND_ELEMENT && hp->bound_mode != LUMINAV_BOUND_RMS) {
+    return Status::invalid("bound_mode must be 0 (none), 1 (tensor), 2 (element) or 3 (rms) (got " +
                            std::to_string(hp->bound_mode) + ")");
   }
   if (hp->bound_mode != LUMINAV_BOUND_NONE) {
     if (!(hp->bound_ratio > 0.0) || std::isinf(hp->bound_ratio))
-      return out_of_range("bound_ratio", "> 0 and finite when bound_mode is 1 or 2",
+      return out_of_range("bound_ratio", "> 0 and finite when bound_mode is 1, 2 or 3",
                           hp->bound_ratio);
   } else if (std::isnan(hp->bound_ratio)) {
     return out_of_range("bound_ratio", "a number", hp->bound_ratio);

@@ -50,7 +50,9 @@ StepParams step_params(const StepConstants& e, const TensorGlobals& gl, const lu
   p.bound_scale = gl.bound_scale;
   p.kind = static_cast<uint32_t>(layout.kind);
   p.cautious = static_cast<uint32_t>(e.cautious);
-  p.bound_mode = static_cast<uint32_t>(e.bound_mode);
+  // The shaders scale d by bound_scale for the tensor bound (1); the RMS clip
+  // (3) scales it alike, its factor formed on the host (core::fold_round_sums).
+  p.bound_mode = static_cast<uint32_t>(e.bound_mode == LUMINAV_BOUND_RMS ? LUMINAV_BOUND_TENSOR : e.bound_mode);
   p.stochastic_rounding = static_cast<uint32_t>(e.stochastic_rounding);
   p.has_master = t.master != nullptr ? 1u : 0u;
   p.cols = static_cast<uint32_t>(core::has_row_factor(layout) ? layout.cols : 1);
@@ -208,6 +210,8 @@ class VulkanBackend final : public Backend {
     size_t count = 0;
     bool supported = !groups.empty();
     for (const AsyncGroup& g : groups) {
+      // lv_finalize.comp forms the tensor bound's factor only: the RMS clip runs synchronously.
+      supported = supported && g.k.bound_mode != LUMINAV_BOUND_RMS;
       // A row longer than a storage buffer is refused by the synchronous pass, with its message.
       for (const luminav_tensor& t : g.tensors) {
         const MomentLayout layout = core::moment_layout(g.k.tdclm, t);
