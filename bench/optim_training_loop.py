@@ -52,6 +52,9 @@ def make_optimizer(kind, model):
         return LuminaV(model.parameters(), lr=6e-4, betas=(0.9, 0.95), weight_decay=0.1)
     if kind == "luminav_tdclm":  # TD-CLM v2 (factored) on every tensor
         return LuminaV(model.parameters(), lr=6e-4, betas=(0.9, 0.95), weight_decay=0.1, mode="tdclm")
+    if kind == "luminav_tdclm_rms":  # the same with the RMS clip (bound="rms", beyond the spec): one more pass
+        return LuminaV(model.parameters(), lr=6e-4, betas=(0.9, 0.95), weight_decay=0.1, mode="tdclm",
+                       bound="rms", bound_ratio=1.0)
     if kind in ("luminav_triton", "luminav_tdclm_triton"):  # issue 18: the Triton JIT kernels
         return LuminaV(model.parameters(), lr=6e-4, betas=(0.9, 0.95), weight_decay=0.1,
                        mode="tdclm" if kind == "luminav_tdclm_triton" else "clm", backend="triton")
