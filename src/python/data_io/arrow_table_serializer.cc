@@ -16,6 +16,7 @@
 
 #include "luminamoon/data_error.h"
 #include "luminamoon/writer.h"
+#include "python/data_io/arrow_memory_pool.h"
 
 namespace luminamoon {
 
@@ -88,10 +89,10 @@ class FieldColumns {
     std::vector<std::unique_ptr<arrow::ArrayBuilder>> builders;
     for (size_t c = 0; c < n; ++c) {
       switch (kinds_[c]) {
-        case Kind::kInt: builders.push_back(std::make_unique<arrow::Int64Builder>()); break;
-        case Kind::kDouble: builders.push_back(std::make_unique<arrow::DoubleBuilder>()); break;
-        case Kind::kBool: builders.push_back(std::make_unique<arrow::BooleanBuilder>()); break;
-        default: builders.push_back(std::make_unique<arrow::StringBuilder>()); break;
+        case Kind::kInt: builders.push_back(std::make_unique<arrow::Int64Builder>(data_memory_pool())); break;
+        case Kind::kDouble: builders.push_back(std::make_unique<arrow::DoubleBuilder>(data_memory_pool())); break;
+        case Kind::kBool: builders.push_back(std::make_unique<arrow::BooleanBuilder>(data_memory_pool())); break;
+        default: builders.push_back(std::make_unique<arrow::StringBuilder>(data_memory_pool())); break;
       }
     }
     std::vector<uint8_t> filled(n);
@@ -181,7 +182,7 @@ std::shared_ptr<arrow::Table> to_arrow(const PartTable& part, FieldColumns& colu
   }
   columns.append_to(part, fields, arrays);
   if (fields.empty()) {  // Parquet needs a column even for an empty part
-    arrow::StringBuilder b;
+    arrow::StringBuilder b(data_memory_pool());
     check(b.AppendNulls(rows), "append");
     std::shared_ptr<arrow::Array> a;
     check(b.Finish(&a), "finish");
@@ -205,6 +206,12 @@ std::shared_ptr<arrow::Table> to_arrow(const PartTable& part, FieldColumns& colu
 // and without statistics (the minimum and maximum of documents prune nothing);
 // the metadata columns keep both.
 constexpr int64_t kParquetPageBytes = 1 << 20;
+
+arrow::ipc::IpcWriteOptions ipc_options() {
+  auto options = arrow::ipc::IpcWriteOptions::Defaults();
+  options.memory_pool = data_memory_pool();  // Note [Arrow memory pool]
+  return options;
+}
 
 int64_t rows_per_page(const PartTable& first_chunk) {
   const uint64_t rows = std::max<uint64_t>(first_chunk.rows(), 1);
@@ -235,6 +242,7 @@ class ArrowSerializer final : public TableSerializer {
     if (codec_ != arrow::Compression::UNCOMPRESSED && codec_ != arrow::Compression::SNAPPY) {
       builder.compression_level(options_.parquet_compression_level);
     }
+    builder.memory_pool(data_memory_pool());  // Note [Arrow memory pool]
     builder.data_pagesize(kParquetPageBytes);
     builder.write_batch_size(rows_per_page(first_chunk));
     if (!first_chunk.text_field.empty()) {
@@ -253,18 +261,18 @@ class ArrowSerializer final : public TableSerializer {
     auto table = to_arrow(part, columns);
     switch (format_) {
       case OutputFormat::kParquet:
-        check(parquet::arrow::WriteTable(*table, arrow::default_memory_pool(), stream,
+        check(parquet::arrow::WriteTable(*table, data_memory_pool(), stream,
                                          options_.parquet_row_group_rows, parquet_properties(part)),
               "write Parquet " + path);
         break;
       case OutputFormat::kArrowFile: {
-        auto writer = check(arrow::ipc::MakeFileWriter(stream, table->schema()), "IPC " + path);
+        auto writer = check(arrow::ipc::MakeFileWriter(stream, table->schema(), ipc_options()), "IPC " + path);
         check(writer->WriteTable(*table), "write IPC " + path);
         check(writer->Close(), "close IPC " + path);
         break;
       }
       case OutputFormat::kArrowStream: {
-        auto writer = check(arrow::ipc::MakeStreamWriter(stream, table->schema()), "IPC " + path);
+        auto writer = check(arrow::ipc::MakeStreamWriter(stream, table->schema(), ipc_options()), "IPC " + path);
         check(writer->WriteTable(*table), "write IPC " + path);
         check(writer->Close(), "close IPC " + path);
         break;
@@ -291,15 +299,15 @@ class ArrowSerializer final : public TableSerializer {
       if (!parquet_writer && !ipc_writer) {
         switch (format_) {
           case OutputFormat::kParquet:
-            parquet_writer = check(parquet::arrow::FileWriter::Open(*table.schema(), arrow::default_memory_pool(),
+            parquet_writer = check(parquet::arrow::FileWriter::Open(*table.schema(), data_memory_pool(),
                                                                     stream, parquet_properties(chunk)),
                                    "Parquet " + path);
             break;
           case OutputFormat::kArrowFile:
-            ipc_writer = check(arrow::ipc::MakeFileWriter(stream, table.schema()), "IPC " + path);
+            ipc_writer = check(arrow::ipc::MakeFileWriter(stream, table.schema(), ipc_options()), "IPC " + path);
             break;
           case OutputFormat::kArrowStream:
-            ipc_writer = check(arrow::ipc::MakeStreamWriter(stream, table.schema()), "IPC " + path);
+            ipc_writer = check(arrow::ipc::MakeStreamWriter(stream, table.schema(), ipc_options()), "IPC " + path);
             break;
           case OutputFormat::kNdjson:
             throw DataError(DataErrorKind::kUsage, "NDJSON is not an Arrow format");

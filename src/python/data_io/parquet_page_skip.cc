@@ -10,6 +10,8 @@
 #include <algorithm>
 #include <atomic>
 
+#include "python/data_io/arrow_memory_pool.h"
+
 namespace luminamoon {
 namespace {
 
@@ -47,7 +49,7 @@ std::shared_ptr<arrow::Array> read_byte_array_column_from_row(parquet::ParquetFi
     return skip;
   });
   auto reader = parquet::internal::RecordReader::Make(descr, parquet::internal::LevelInfo::ComputeLevelInfo(descr),
-                                                      arrow::default_memory_pool(), /*read_dictionary=*/false,
+                                                      data_memory_pool(), /*read_dictionary=*/false,
                                                       /*read_dense_for_nullable=*/false, type);
   reader->SetPageReader(std::move(pager));
   int64_t left = first_row - kept_from;

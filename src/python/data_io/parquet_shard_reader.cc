@@ -19,6 +19,7 @@
 #include "data/writer/json_text.h"
 #include "luminamoon/data_error.h"
 #include "luminamoon/reader.h"
+#include "python/data_io/arrow_memory_pool.h"
 #include "python/data_io/parquet_page_skip.h"
 
 namespace luminamoon {
@@ -128,7 +129,7 @@ class ParquetShardReader final : public ShardReader {
     if (!file.ok()) {
       throw DataError(DataErrorKind::kInput, "[open] " + shard.path + ": " + file.status().ToString());
     }
-    auto reader = parquet::arrow::OpenFile(*file, arrow::default_memory_pool());
+    auto reader = parquet::arrow::OpenFile(*file, data_memory_pool());
     if (!reader.ok()) {
       open_error_ = "not a readable Parquet file: " + reader.status().ToString();
       return;
