@@ -96,8 +96,8 @@ LUMINAV_HD void fold_round_sums(const StepConstants& k, const luminav_partials& 
 // fp32(row_factor_sum / R). The factor-sum pointers of `globals` are kept. The round of
 // the update sums: c = N / max(K, 0.001 N) (cautious, else 1), A = c *
 // sqrt(update_sq_sum), B = sqrt(weight_sq_sum) (tensor bound) or lr * sqrt(N)
-// (RMS clip), bound scale = ratio*B/A when B > 0 and A > ratio*B (else 1). N = 0 leaves the globals as
-// they are.
+// (RMS clip), bound scale = ratio*B/A when B > 0 and A > ratio*B (else 1).
+// N = 0 leaves the globals as they are.
 Status finalize_round(const StepConstants& k, const luminav_partials& sum,
                       uint64_t logical_num_elements, int round, float s_old,
                       TensorGlobals& globals);

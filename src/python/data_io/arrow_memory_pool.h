@@ -11,11 +11,12 @@ namespace luminamoon {
 // 2 MB huge page. A part's Parquet writer allocates and frees its page,
 // encode and compress buffers again and again, so each new buffer was memory
 // the kernel had to zero: in perf of the CLI on the real-text corpus (issue
-// 15, session 11) page zeroing was 30% of all samples, half of them under
-// Arrow's pool. glibc's allocator keeps freed memory for the next buffer:
-// with arrow::system_memory_pool() the same CLI run took 0.096 s of system
-// time instead of 0.181 (user time unchanged), 1.15x the MB per CPU-second,
-// and 100 MB peak RSS instead of 112 (medians of 15 alternating runs).
+// 15, session 11) page zeroing was 30% of all samples, more than half of them
+// under Arrow's pool. glibc's allocator keeps freed memory for the next
+// buffer: with arrow::system_memory_pool() the same CLI run took 0.073 s of
+// system time instead of 0.141 (user time unchanged), 1.15x the MB per
+// CPU-second, and 99 MB peak RSS instead of 113 (medians of 15 alternating
+// runs; docs/benchmarks.md, row P2b).
 inline arrow::MemoryPool* data_memory_pool() { return arrow::system_memory_pool(); }
 
 }  // namespace luminamoon
