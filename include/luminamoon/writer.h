@@ -54,7 +54,8 @@ class PartChunks {
   virtual std::string_view text_field() const = 0;
   virtual size_t chunks() const = 0;
   // Chunk k: the row group still in memory is returned as it is (no copy);
-  // a spilled one is read into `scratch`, which is returned. With
+  // a spilled one is read into `scratch`, or into memory of the part's own,
+  // and the table read is returned, valid until the next read. With
   // fields_only the text column of a spilled chunk is left empty (the
   // metadata pass of Note [metadata columns] needs no text).
   virtual const PartTable& read(size_t k, PartTable& scratch, bool fields_only = false) const = 0;

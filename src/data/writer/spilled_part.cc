@@ -94,11 +94,15 @@ void SpilledPart::spill() {
   buffer_.clear();
 }
 
-size_t SpilledPart::chunks() const { return spilled_.size() + (buffer_.rows() > 0 ? 1 : 0); }
+size_t SpilledPart::chunks() const {
+  return spilled_.size() + (!reading_back_ && buffer_.rows() > 0 ? 1 : 0);
+}
 
 const PartTable& SpilledPart::read(size_t k, PartTable& scratch, bool fields_only) const {
   if (k >= spilled_.size()) return buffer_;  // the row group still in memory
-  scratch.text_field = buffer_.text_field;
+  // Every group spilled: read back into the buffer (Note [row groups read back into the buffer]).
+  PartTable& into = reading_back_ ? buffer_ : scratch;
+  into.text_field = buffer_.text_field;
   uint64_t offset = spilled_[k].first;
   uint64_t header[3];
   read_exact(fd_, header, sizeof header, offset, spill_path_);
@@ -108,18 +112,29 @@ const PartTable& SpilledPart::read(size_t k, PartTable& scratch, bool fields_onl
   offset += 1;
   const uint64_t text_rows = has_text ? header[0] : 0;
   if (fields_only) {
-    scratch.text.clear();
+    into.text.clear();
     offset += (text_rows + 1) * sizeof(int64_t) + header[1];
   } else {
-    read_column(fd_, scratch.text, text_rows, header[1], offset, spill_path_);
+    read_column(fd_, into.text, text_rows, header[1], offset, spill_path_);
   }
-  read_column(fd_, scratch.fields, header[0], header[2], offset, spill_path_);
-  return scratch;
+  read_column(fd_, into.fields, header[0], header[2], offset, spill_path_);
+  return into;
 }
 
 uint64_t SpilledPart::publish(const std::string& final_path) {
   durable::PendingFile file(final_path);
-  serializer_.write_chunks(*this, file.fd(), file.temp_path());
+  if (!spilled_.empty()) {  // Note [row groups read back into the buffer]
+    if (buffer_.rows() > 0) spill();
+    reading_back_ = true;
+  }
+  try {
+    serializer_.write_chunks(*this, file.fd(), file.temp_path());
+  } catch (...) {
+    reading_back_ = false;  // the part stays whole: every group is in the spill file
+    buffer_.clear();
+    throw;
+  }
+  reading_back_ = false;
   const off_t bytes = ::lseek(file.fd(), 0, SEEK_END);
   if (bytes < 0) throw DataError(DataErrorKind::kOutput, "[seek] " + file.temp_path() + ": " + std::strerror(errno));
   file.finish();

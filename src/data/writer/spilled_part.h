@@ -39,6 +39,16 @@ namespace luminamoon {
 // from the buffer (one write per column), the buffer's columns are reserved
 // once at kRowGroupMaxBytes plus kRowSlackBytes (address space only: pages
 // count when touched), and read() hands out the in-memory group by reference.
+//
+// Note [row groups read back into the buffer]
+// At a part's close the serializer read each spilled row group into a
+// scratch table of its own while the buffer still held the last group: two
+// row groups resident (~35-40 MB above the running level at each close of
+// the 2 GB run, issue 15, session 11), and the scratch's pages, new for
+// every part, zeroed by the kernel each time. A part with spilled groups now
+// spills its last group too when it closes, and the groups are read back
+// into the buffer itself, whose pages are already resident: one row group in
+// memory at any time.
 inline constexpr uint64_t kRowGroupMaxBytes = 32u << 20;
 inline constexpr uint64_t kRowSlackBytes = 4u << 20;
 
@@ -67,11 +77,14 @@ class SpilledPart final : public PartChunks, public OpenPart {
   std::string spill_path_;
   TableSerializer& serializer_;
   uint64_t group_rows_;
-  PartTable buffer_;                                   // the row group being filled
+  // The row group being filled; at publish, the target the spilled groups
+  // are read back into (Note [row groups read back into the buffer]).
+  mutable PartTable buffer_;
   std::vector<std::pair<uint64_t, uint64_t>> spilled_;  // (offset, size) of each spilled row group
   int fd_ = -1;                                        // the spill file, opened at the first spill
   uint64_t spill_end_ = 0;
   uint64_t rows_ = 0, text_bytes_ = 0;
+  bool reading_back_ = false;  // publish: every group is in the spill file, read back into buffer_
 };
 
 }  // namespace luminamoon
