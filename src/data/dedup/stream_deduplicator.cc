@@ -10,9 +10,9 @@
 #include <optional>
 #include <string>
 
+#include "data/common/parallel.h"
 #include "data/dedup/append_log.h"
 #include "data/dedup/hash_key_set.h"
-#include "data/common/parallel.h"
 #include "data/dedup/shared_arena.h"
 #include "data/dedup/text_normalize.h"
 #include "luminamoon/data_error.h"

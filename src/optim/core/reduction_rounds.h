@@ -14,8 +14,6 @@
 
 namespace luminav::core {
 
-static_assert(LUMINAV_BOUND_TENSOR == 1 && LUMINAV_BOUND_RMS == 3, "scales_whole_step's modes");
-
 // K and the norms are needed (cautious mask, tensor bound or RMS clip).
 LUMINAV_HD bool needs_update_sums(const StepConstants& k) {
   return k.cautious != 0 || scales_whole_step(k.bound_mode);

@@ -4,9 +4,8 @@
 #include <cmath>
 #include <cstdint>
 
+#include "luminav/luminav.h"
 #include "optim/core/host_device.h"
-
-struct luminav_hyperparams;
 
 namespace luminav::core {
 
@@ -47,9 +46,11 @@ struct StepConstants {
 };
 
 // A bound that scales the whole tensor's step by one factor (bound_scale): the
-// tensor bound (1), or the RMS clip (3, LUMINAV_BOUND_RMS: an extension beyond
-// the spec). The element-wise bound (2) clamps each element.
-LUMINAV_HD bool scales_whole_step(int bound_mode) { return bound_mode == 1 || bound_mode == 3; }
+// tensor bound, or the RMS clip (an extension beyond the spec). The
+// element-wise bound clamps each element.
+LUMINAV_HD bool scales_whole_step(int bound_mode) {
+  return bound_mode == LUMINAV_BOUND_TENSOR || bound_mode == LUMINAV_BOUND_RMS;
+}
 
 // Known once the reductions of pass 1 are all-reduced.
 struct TensorGlobals {

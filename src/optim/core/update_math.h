@@ -164,7 +164,7 @@ LUMINAV_HD V apply_update(const Ops& o, const K& k, const TensorGlobals& gl,
   V d = o.mul(o.splat(k.lr), u);
   if (scales_whole_step(k.bound_mode)) {
     d = o.mul(d, o.splat(gl.bound_scale));
-  } else if (k.bound_mode == 2) {  // element-wise
+  } else if (k.bound_mode == LUMINAV_BOUND_ELEMENT) {
     const V b = o.mul(o.splat(k.bound_ratio), o.sqrt(o.add(o.mul(x, x), o.splat(1e-4f))));
     d = o.min(o.max(d, o.neg(b)), b);
   }
