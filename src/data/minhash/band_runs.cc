@@ -43,10 +43,12 @@ BandRuns::~BandRuns() {
   if (fd_ >= 0) ::close(fd_);
 }
 
-void BandRuns::add_run(std::vector<std::vector<Entry>>& per_band) {
+void BandRuns::add_run(const std::function<void(int band, std::vector<Entry>& entries)>& fill) {
   std::vector<BandRun>& run = runs_.emplace_back(static_cast<size_t>(bands_));
+  std::vector<Entry> entries;
   for (int b = 0; b < bands_; ++b) {
-    std::vector<Entry>& entries = per_band[static_cast<size_t>(b)];
+    entries.clear();
+    fill(b, entries);
     std::sort(entries.begin(), entries.end(),
               [](const Entry& x, const Entry& y) { return x.key != y.key ? x.key < y.key : x.id < y.id; });
     BandRun& r = run[static_cast<size_t>(b)];
@@ -67,8 +69,6 @@ void BandRuns::add_run(std::vector<std::vector<Entry>>& per_band) {
       r.offset = memory_.size();
       memory_.insert(memory_.end(), entries.begin(), entries.end());
     }
-    entries.clear();
-    entries.shrink_to_fit();
   }
 }
 

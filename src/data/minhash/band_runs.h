@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,12 @@ namespace luminamoon {
 // candidates are those of the tables before (every kept document sharing a
 // band key), so the decisions are the same; memory per kept document is
 // ~10 bytes of filter plus 8 of ref, and the tail's tables at most ~16 MB.
+//
+// Note [one band at a time]
+// A flush gathered every band's pairs of the tail first: 8 bands x 65,536
+// documents x 16 bytes, 8.4 MB on top of the tail's tables, live at the 2 GB
+// CLI run's peak (heaptrack, issue 15, session 12). The run is now built a
+// band at a time in one reused vector (1 MB).
 class BandRuns {
  public:
   struct Entry {
@@ -40,8 +47,10 @@ class BandRuns {
   BandRuns(const BandRuns&) = delete;
   BandRuns& operator=(const BandRuns&) = delete;
 
-  // One run: per_band[b] holds band b's (key, id) pairs in any order (sorted here).
-  void add_run(std::vector<std::vector<Entry>>& per_band);
+  // One run, a band at a time: fill(b, entries) puts band b's (key, id) pairs
+  // into the emptied `entries` in any order (sorted here). One band's pairs
+  // are in memory at a time (Note [one band at a time]).
+  void add_run(const std::function<void(int band, std::vector<Entry>& entries)>& fill);
   // Appends to `ids` every id stored with `key` in band b, over all runs.
   void find(int band, uint64_t key, std::vector<uint32_t>& ids) const;
   size_t runs() const { return runs_.size(); }

@@ -179,18 +179,14 @@ struct MinHashLSH::Impl {
 
   // The tail's keys become one run on disk (Note [band runs on disk]).
   void flush_tail() {
-    const size_t nb = static_cast<size_t>(options.bands), n = kept - tail_begin;
-    std::vector<std::vector<BandRuns::Entry>> per_band(nb);
-    for (size_t b = 0; b < nb; ++b) {
-      per_band[b].reserve(n);
-      const int band = static_cast<int>(b);
-      bands[b].for_each([&](uint64_t key, int64_t head) {  // each key's chain: every tail document with it
+    runs.add_run([&](int band, std::vector<BandRuns::Entry>& entries) {
+      entries.reserve(kept - tail_begin);
+      bands[static_cast<size_t>(band)].for_each([&](uint64_t key, int64_t head) {  // each key's chain: every tail document with it
         for (uint32_t c = static_cast<uint32_t>(head); c != kEndOfChain; c = next[chain_slot(c, band)]) {
-          per_band[b].push_back({key, c, 0});
+          entries.push_back({key, c, 0});
         }
       });
-    }
-    runs.add_run(per_band);
+    });
     reset_tail_tables();
     tail_begin = kept;
   }

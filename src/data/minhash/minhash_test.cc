@@ -312,7 +312,10 @@ TEST(BandRuns, FindsEveryIdOfAKeyAcrossRunsAndPages) {
         keys.push_back(key);
       }
     }
-    runs.add_run(per_band);
+    runs.add_run([&](int b, std::vector<BandRuns::Entry>& entries) {
+      EXPECT_TRUE(entries.empty());  // one band's pairs at a time
+      entries = per_band[static_cast<size_t>(b)];
+    });
   }
   EXPECT_EQ(runs.runs(), 3u);
   std::vector<uint32_t> got;
