@@ -26,7 +26,8 @@ namespace luminamoon {
 // page cache) and reports every id stored with exactly that key. The
 // candidates are those of the tables before (every kept document sharing a
 // band key), so the decisions are the same; memory per kept document is
-// ~10 bytes of filter plus 8 of ref, and the tail's tables at most ~16 MB.
+// ~10 bytes of filter (its ref is in the signature file since session 12:
+// Note [signatures on disk]), and the tail's tables at most ~16 MB.
 //
 // Note [one band at a time]
 // A flush gathered every band's pairs of the tail first: 8 bands x 65,536

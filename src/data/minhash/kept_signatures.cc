@@ -6,9 +6,11 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <string>
 #include <string_view>
 
 #include "data/state/durable_io.h"
+#include "luminamoon/data_error.h"
 
 namespace luminamoon {
 namespace {
@@ -39,35 +41,45 @@ int open_lsh_temporary(const std::string& dir, std::string* where) {
   return fd;
 }
 
-KeptSignatures::KeptSignatures(size_t width, const std::string& dir) : width_(width) {
+KeptSignatures::KeptSignatures(size_t width, const std::string& dir) : width_(width), stride_(width + 2) {
+  if (width > kMaxWidth) {
+    throw DataError(DataErrorKind::kUsage, "KeptSignatures: at most " + std::to_string(kMaxWidth) + " values");
+  }
   fd_ = open_lsh_temporary(dir, &what_);
-  if (fd_ >= 0) tail_.reserve(kBlockDocs * width_);
+  if (fd_ >= 0) tail_.reserve(kBlockDocs * stride_);
 }
 
 KeptSignatures::~KeptSignatures() {
   if (fd_ >= 0) ::close(fd_);
 }
 
-void KeptSignatures::append(const uint64_t* sig) {
+void KeptSignatures::append(const uint64_t* sig, int64_t ref) {
   for (size_t k = 0; k < width_; ++k) tail_.push_back(static_cast<uint32_t>(sig[k]));
-  if (fd_ >= 0 && tail_.size() >= kBlockDocs * width_) flush_tail();
+  const auto bits = static_cast<uint64_t>(ref);
+  tail_.push_back(static_cast<uint32_t>(bits));
+  tail_.push_back(static_cast<uint32_t>(bits >> 32));
+  if (fd_ >= 0 && tail_.size() >= kBlockDocs * stride_) flush_tail();
 }
 
 void KeptSignatures::flush_tail() {
   const std::string_view bytes(reinterpret_cast<const char*>(tail_.data()), tail_.size() * sizeof(uint32_t));
   durable::write_all(fd_, bytes, what_ + "/(LSH signatures)");  // appends: reads use pread
-  in_file_ += tail_.size() / width_;
+  in_file_ += tail_.size() / stride_;
   tail_.clear();
 }
 
-void KeptSignatures::read(size_t id, uint32_t* out) const {
+int64_t KeptSignatures::read(size_t id, uint32_t* out) const {
+  uint32_t record[kMaxWidth + 2];
+  const uint32_t* r = record;
   if (id >= in_file_) {
-    std::memcpy(out, tail_.data() + (id - in_file_) * width_, width_ * sizeof(uint32_t));
-    return;
+    r = tail_.data() + (id - in_file_) * stride_;
+  } else {
+    const size_t bytes = stride_ * sizeof(uint32_t);
+    durable::pread_exact(fd_, record, bytes, static_cast<uint64_t>(id) * bytes, what_ + "/(LSH signatures)",
+                         "read LSH signatures", DataErrorKind::kOutput);
   }
-  const size_t bytes = width_ * sizeof(uint32_t);
-  durable::pread_exact(fd_, out, bytes, static_cast<uint64_t>(id) * bytes, what_ + "/(LSH signatures)",
-                       "read LSH signatures", DataErrorKind::kOutput);
+  std::memcpy(out, r, width_ * sizeof(uint32_t));
+  return static_cast<int64_t>(uint64_t{r[width_]} | uint64_t{r[width_ + 1]} << 32);
 }
 
 }  // namespace luminamoon

@@ -1,5 +1,5 @@
-// KeptSignatures: the verification values of every document the LSH index
-// keeps, appended in id order, held in an unnamed temporary file and read back
+// KeptSignatures: the verification values and the ref of every document the
+// LSH index keeps, appended in id order, held in an unnamed temporary file and read back
 // for the candidates only (Note [signatures on disk]).
 #pragma once
 
@@ -24,6 +24,12 @@ namespace luminamoon {
 // kernel may reclaim, and which is not the process's memory). Where no
 // temporary file can be made, they stay in memory as before. The .lsh log
 // keeps the full values, so nothing here needs to survive the process.
+//
+// Each document's ref (what a near duplicate of it reports as matched) is
+// stored after its values: it is read only for the best match, and the
+// index's in-memory array of refs had been the last 8 bytes per kept
+// document still in memory besides the band runs' filters (issue 15,
+// session 12).
 // An unnamed temporary file (O_TMPFILE, else a named one unlinked at once) in
 // dir, or TMPDIR, or /tmp; -1 where none can be made. *where names the
 // directory used, for error messages.
@@ -32,6 +38,7 @@ int open_lsh_temporary(const std::string& dir, std::string* where);
 class KeptSignatures {
  public:
   static constexpr size_t kBlockDocs = 4096;
+  static constexpr size_t kMaxWidth = 4096;  // MinHasher's limit on num_perm
 
   // width: values per signature; dir: where the temporary file goes ("" for
   // TMPDIR or /tmp).
@@ -40,11 +47,11 @@ class KeptSignatures {
   KeptSignatures(const KeptSignatures&) = delete;
   KeptSignatures& operator=(const KeptSignatures&) = delete;
 
-  // Appends the low 32 bits of sig[0..width).
-  void append(const uint64_t* sig);
-  // The values of document `id` (< size()) into out[0..width).
-  void read(size_t id, uint32_t* out) const;
-  size_t size() const { return in_file_ + tail_.size() / width_; }
+  // Appends the low 32 bits of sig[0..width) and the document's ref.
+  void append(const uint64_t* sig, int64_t ref);
+  // The values of document `id` (< size()) into out[0..width); returns its ref.
+  int64_t read(size_t id, uint32_t* out) const;
+  size_t size() const { return in_file_ + tail_.size() / stride_; }
   bool on_disk() const { return fd_ >= 0; }
   uint64_t memory_bytes() const { return tail_.capacity() * sizeof(uint32_t); }
 
@@ -52,6 +59,7 @@ class KeptSignatures {
   void flush_tail();
 
   size_t width_;
+  size_t stride_;               // uint32 words per document: the values, then the ref's two halves
   int fd_ = -1;                 // the temporary file; -1: everything in tail_
   std::string what_;            // its directory, for error messages
   size_t in_file_ = 0;          // documents already in the file

@@ -97,10 +97,9 @@ struct MinHashLSH::Impl {
   // document (id) of the tail with it; the older documents' keys are in runs.
   std::vector<BasicHashKeySet<uint32_t>> bands;
   // next_capacity * bands: the chain of tail documents sharing a key, by id -
-  // tail_begin. Grown with realloc (no copy, no second array at the peak), as refs.
+  // tail_begin. Grown with realloc (no copy, no second array at the peak).
   ReallocArray<uint32_t> next;
-  ReallocArray<int64_t> refs;
-  size_t kept = 0, capacity = 0, next_capacity = 0;
+  size_t kept = 0, next_capacity = 0;
   size_t tail_begin = 0;            // the first id of the tail
   size_t tail_docs;                 // the tail's size when it becomes a run
   BandRuns runs;
@@ -151,16 +150,11 @@ struct MinHashLSH::Impl {
     if (id >= kEndOfChain) {
       throw DataError(DataErrorKind::kUsage, "MinHashLSH: more than 2^32-1 kept documents");
     }
-    if (id == capacity) {
-      capacity = std::max<size_t>(1024, capacity + capacity / 2);
-      refs.resize_zeroed(capacity);
-    }
     if (id - tail_begin == next_capacity) {
       next_capacity = std::max<size_t>(1024, next_capacity + next_capacity / 2);
       next.resize_zeroed(next_capacity * static_cast<size_t>(options.bands));
     }
-    signatures.append(sig);
-    refs[id] = ref;
+    signatures.append(sig, ref);
     ++kept;
     for (int b = 0; b < options.bands; ++b) {
       int64_t head;
@@ -204,15 +198,17 @@ struct MinHashLSH::Impl {
     uint32_t low[kMaxPermutations], other[kMaxPermutations];
     for (size_t k = 0; k < width; ++k) low[k] = static_cast<uint32_t>(sig[k]);
     uint32_t best_doc = kEndOfChain;
+    int64_t best_ref = 0;
     double best_similarity = -1.0;
     auto verify = [&](uint32_t c) {
-      signatures.read(c, other);
+      const int64_t ref = signatures.read(c, other);
       size_t equal = 0;
       for (size_t k = 0; k < width; ++k) equal += low[k] == other[k];
       const double sim = static_cast<double>(equal) / static_cast<double>(width);
       if (sim >= options.threshold && (sim > best_similarity || (sim == best_similarity && c < best_doc))) {
         best_similarity = sim;
         best_doc = c;
+        best_ref = ref;
       }
     };
     for (int b = 0; b < options.bands; ++b) {
@@ -225,7 +221,7 @@ struct MinHashLSH::Impl {
       for (uint32_t c = static_cast<uint32_t>(head); c != kEndOfChain; c = next[chain_slot(c, b)]) verify(c);
     }
     if (best_doc != kEndOfChain) {
-      best.matched_ref = refs[best_doc];
+      best.matched_ref = best_ref;
       best.similarity = best_similarity;
     }
     *best_id = best_doc;
@@ -304,7 +300,7 @@ uint64_t MinHashLSH::kept() const { return impl_->kept; }
 uint64_t MinHashLSH::documents_seen() const { return impl_->seen; }
 uint64_t MinHashLSH::memory_bytes() const {
   const auto& s = *impl_;
-  uint64_t bytes = s.signatures.memory_bytes() + s.capacity * 8 + s.next_capacity * 4 * s.options.bands +
+  uint64_t bytes = s.signatures.memory_bytes() + s.next_capacity * 4 * s.options.bands +
                    s.runs.memory_bytes();
   for (const auto& b : impl_->bands) bytes += b.memory_bytes();
   return bytes;

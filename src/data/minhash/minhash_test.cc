@@ -261,12 +261,14 @@ TEST(MinHashLSH, VerifiesCandidatesFromTheSignatureFileAndTheTail) {
   ASSERT_EQ(lsh.kept(), kKept);
   {  // The store alone: one block in memory, the rest read back from the file.
     KeptSignatures store(kWidth, "");
-    for (size_t i = 0; i < kKept; ++i) store.append(sigs.data() + i * kWidth);
+    // Refs of both signs and over 32 bits: the two halves come back in order.
+    auto ref_of = [](size_t i) { return (i % 2 ? -1 : 1) * static_cast<int64_t>((uint64_t{1} << 40) + 3 * i); };
+    for (size_t i = 0; i < kKept; ++i) store.append(sigs.data() + i * kWidth, ref_of(i));
     EXPECT_TRUE(store.on_disk());
-    EXPECT_LE(store.memory_bytes(), KeptSignatures::kBlockDocs * kWidth * 4);
+    EXPECT_LE(store.memory_bytes(), KeptSignatures::kBlockDocs * (kWidth + 2) * 4);
     std::vector<uint32_t> got(kWidth);
     for (size_t id : {size_t{0}, size_t{4095}, size_t{4096}, size_t{8191}, size_t{8192}, kKept - 1}) {
-      store.read(id, got.data());
+      ASSERT_EQ(store.read(id, got.data()), ref_of(id)) << id;
       for (size_t k = 0; k < kWidth; ++k) ASSERT_EQ(got[k], static_cast<uint32_t>(sigs[id * kWidth + k])) << id;
     }
   }
