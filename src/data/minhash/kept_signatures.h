@@ -30,6 +30,7 @@ namespace luminamoon {
 // index's in-memory array of refs had been the last 8 bytes per kept
 // document still in memory besides the band runs' filters (issue 15,
 // session 12).
+
 // An unnamed temporary file (O_TMPFILE, else a named one unlinked at once) in
 // dir, or TMPDIR, or /tmp; -1 where none can be made. *where names the
 // directory used, for error messages.
