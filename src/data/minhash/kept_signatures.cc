@@ -6,11 +6,9 @@
 
 #include <cstdlib>
 #include <cstring>
-#include <string>
 #include <string_view>
 
 #include "data/state/durable_io.h"
-#include "luminamoon/data_error.h"
 
 namespace luminamoon {
 namespace {
@@ -41,10 +39,8 @@ int open_lsh_temporary(const std::string& dir, std::string* where) {
   return fd;
 }
 
-KeptSignatures::KeptSignatures(size_t width, const std::string& dir) : width_(width), stride_(width + 2) {
-  if (width > kMaxWidth) {
-    throw DataError(DataErrorKind::kUsage, "KeptSignatures: at most " + std::to_string(kMaxWidth) + " values");
-  }
+KeptSignatures::KeptSignatures(size_t width, const std::string& dir)
+    : width_(width), stride_(width + 2), record_(stride_) {
   fd_ = open_lsh_temporary(dir, &what_);
   if (fd_ >= 0) tail_.reserve(kBlockDocs * stride_);
 }
@@ -69,13 +65,12 @@ void KeptSignatures::flush_tail() {
 }
 
 int64_t KeptSignatures::read(size_t id, uint32_t* out) const {
-  uint32_t record[kMaxWidth + 2];
-  const uint32_t* r = record;
+  const uint32_t* r = record_.data();
   if (id >= in_file_) {
     r = tail_.data() + (id - in_file_) * stride_;
   } else {
     const size_t bytes = stride_ * sizeof(uint32_t);
-    durable::pread_exact(fd_, record, bytes, static_cast<uint64_t>(id) * bytes, what_ + "/(LSH signatures)",
+    durable::pread_exact(fd_, record_.data(), bytes, static_cast<uint64_t>(id) * bytes, what_ + "/(LSH signatures)",
                          "read LSH signatures", DataErrorKind::kOutput);
   }
   std::memcpy(out, r, width_ * sizeof(uint32_t));

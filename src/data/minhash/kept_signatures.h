@@ -39,7 +39,6 @@ int open_lsh_temporary(const std::string& dir, std::string* where);
 class KeptSignatures {
  public:
   static constexpr size_t kBlockDocs = 4096;
-  static constexpr size_t kMaxWidth = 4096;  // MinHasher's limit on num_perm
 
   // width: values per signature; dir: where the temporary file goes ("" for
   // TMPDIR or /tmp).
@@ -65,6 +64,7 @@ class KeptSignatures {
   std::string what_;            // its directory, for error messages
   size_t in_file_ = 0;          // documents already in the file
   std::vector<uint32_t> tail_;  // the documents after them
+  mutable std::vector<uint32_t> record_;  // read()'s buffer for a record from the file (one reader at a time)
 };
 
 }  // namespace luminamoon
