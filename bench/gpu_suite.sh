@@ -27,6 +27,10 @@ build_package() {  # the package from this tree into $site (log: $out/build.log)
   echo "build rc=$rc in $(( $(date +%s) - t0 )) s"; grep -E "LuminaMoon:|rror" "$out/build.log" | head -20
   return $rc
 }
+# EVIDENCE_WHEELS: a folder of wheels the image lacks (adam-mini, torchao), for the evidence and loop phases
+if [ -n "${EVIDENCE_WHEELS:-}" ]; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/lm_wheels "$EVIDENCE_WHEELS"/*.whl
+fi
 for phase in $phases; do
   case $phase in
     build) build_package ;;
@@ -56,14 +60,10 @@ for phase in $phases; do
       PYTHONPATH=$site:bench LUMINAV_TRACE_HOST=1 timeout 200 python3 bench/optim_host_profile.py 2>&1 | tee "$out/profile.log" | grep -v "luminav: step_async" | tail -40
       grep "luminav: step_async" "$out/profile.log" | tail -12 ;;
     loop)
-      PYTHONPATH=$site timeout 400 python3 bench/optim_training_loop.py --json "$out/loop.json" ${LOOP_ARGS:-} 2>&1 | tee "$out/loop.log" | tail -20 ;;
+      PYTHONPATH=$site:/tmp/lm_wheels timeout ${LOOP_TIMEOUT:-400} python3 bench/optim_training_loop.py --json "$out/loop.json" ${LOOP_ARGS:-} 2>&1 | tee "$out/loop.log" | tail -20 ;;
     quality)
       PYTHONPATH=$site:bench timeout 420 python3 bench/optim_llama_quality.py --steps ${QUALITY_STEPS:-400} ${QUALITY_ARGS:-} --json "$out/quality.json" 2>&1 | tee "$out/quality.log" | tail -12 ;;
     evidence)  # issue 14: every (regime, optimizer, seed) as its own process at once (bench/optim_llama_evidence.py);
-      # EVIDENCE_WHEELS: a folder of wheels (adam-mini, torchao) the image lacks
-      if [ -n "${EVIDENCE_WHEELS:-}" ]; then
-        python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/lm_wheels "$EVIDENCE_WHEELS"/*.whl
-      fi
       PYTHONPATH=$site:bench:/tmp/lm_wheels timeout ${EVIDENCE_TIMEOUT:-560} python3 bench/optim_llama_evidence.py \
         --work /tmp/lm_evidence --out "$out" --deadline-s ${EVIDENCE_DEADLINE:-520} ${EVIDENCE_ARGS:-} 2>&1 \
         | tee "$out/evidence.log" | tail -60

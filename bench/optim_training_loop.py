@@ -8,7 +8,8 @@ around the call), its host time while the GPU still has ~100 ms of queued work,
 the whole training step at batch 16 and batch 2 (zero_grad(set_to_none=True),
 forward, backward, step; no per-step sync), and the same with opt.step()
 captured in a CUDA graph. Also LuminaV with two groups (TD-CLM body, CLM output
-layer), and the bytes floor of the step (32 B per parameter over the copy
+layer), issue 14's peers (adam_mini, adamw8bit: Adam-mini and torchao's AdamW8bit, their wheels
+carried as bench/gpu_suite.sh's EVIDENCE_WHEELS says), and the bytes floor of the step (32 B per parameter over the copy
 bandwidth measured in the same run). Every kind is set up at once and measured
 round-robin (--rounds, the order rotated each round); the JSON keeps every
 sample and the per-round ratios LuminaV / torch fused.
@@ -58,6 +59,9 @@ def make_optimizer(kind, model):
     if kind in ("luminav_triton", "luminav_tdclm_triton"):  # issue 18: the Triton JIT kernels
         return LuminaV(model.parameters(), lr=6e-4, betas=(0.9, 0.95), weight_decay=0.1,
                        mode="tdclm" if kind == "luminav_tdclm_triton" else "clm", backend="triton")
+    if kind in ("adam_mini", "adamw8bit"):  # issue 14's peers, built as the quality runs build them
+        from optim_llama_quality import make
+        return make(kind, model, 6e-4)
     if kind == "luminav_two_groups":
         head = [p for n, p in model.named_parameters() if n.startswith("lm_head")]
         body = [p for n, p in model.named_parameters() if not n.startswith("lm_head")]
