@@ -6,6 +6,7 @@
 #include <memory>
 #include <span>
 #include <string_view>
+#include <string>
 #include <vector>
 
 #include "luminamoon/dedup_wal.h"
@@ -29,6 +30,14 @@ struct StreamDeduplicatorOptions {
   // never grows (a growth briefly holds the old and the new table, 2.5x).
   uint64_t expected_distinct = 0;
   WalOptions wal;  // wal.path empty: in memory only
+  // With memory_keys > 0, at most that many distinct keys stay in the set in
+  // memory; older ones move to sorted runs in an unnamed scratch file in
+  // spill_dir ("": TMPDIR or /tmp), with ~1.3 bytes a key of Bloom filter and
+  // fences left in memory (Note [exact-dedup keys on disk]). The decisions
+  // and matched refs are the same. 0: every key in memory, as where no
+  // scratch file can be made. expected_distinct is then capped at memory_keys.
+  uint64_t memory_keys = 0;
+  std::string spill_dir;
   int num_threads = 0;  // hashing threads; 0: data_num_threads() (data_threads.h)
 };
 
@@ -75,7 +84,8 @@ class StreamDeduplicator {
   uint64_t distinct() const;           // distinct keys held
   uint64_t documents_seen() const;     // documents added (replayed ones excluded)
   uint64_t set_memory_bytes() const;   // the hash slots (the <= 16 B/document bound)
-  uint64_t memory_bytes() const;       // slots + match refs
+  uint64_t memory_bytes() const;       // slots + match refs + the spilled runs' filters and fences
+  uint64_t spilled_keys() const;       // distinct keys in the scratch file's runs
   std::vector<uint64_t> keys() const;  // every key held, unordered (tests, export)
   const StreamDeduplicatorOptions& options() const;
 

@@ -145,9 +145,12 @@ void register_data_dedup(nb::module_& m) {
           "__init__",
           [](DedupHandle* self, std::optional<std::string> wal_path, bool normalized,
              bool track_matches, const std::string& sync, std::optional<uint64_t> resume_position,
-             int num_threads, unsigned split_pause_us, uint64_t expected_distinct) {
+             int num_threads, unsigned split_pause_us, uint64_t expected_distinct, uint64_t memory_keys,
+             std::optional<std::string> spill_dir) {
             StreamDeduplicatorOptions o;
             o.expected_distinct = expected_distinct;
+            o.memory_keys = memory_keys;
+            o.spill_dir = spill_dir.value_or("");
             o.key = normalized ? DedupKey::kNormalizedText : DedupKey::kText;
             o.track_matches = track_matches;
             o.wal = wal_options(std::move(wal_path), sync, resume_position, split_pause_us);
@@ -159,7 +162,8 @@ void register_data_dedup(nb::module_& m) {
           },
           nb::arg("wal_path").none(), nb::arg("normalized"), nb::arg("track_matches"),
           nb::arg("sync"), nb::arg("resume_position").none(), nb::arg("num_threads"),
-          nb::arg("split_write_pause_us"), nb::arg("expected_distinct"))
+          nb::arg("split_write_pause_us"), nb::arg("expected_distinct"), nb::arg("memory_keys"),
+          nb::arg("spill_dir").none())
       .def(
           "add",
           [](DedupHandle& h, const StringTensor& texts, std::optional<RefArray> refs) {
@@ -196,6 +200,8 @@ void register_data_dedup(nb::module_& m) {
                    [](DedupHandle& h) { return read_locked(h, [](auto& d) { return d.set_memory_bytes(); }); })
       .def_prop_ro("memory_bytes",
                    [](DedupHandle& h) { return read_locked(h, [](auto& d) { return d.memory_bytes(); }); })
+      .def_prop_ro("spilled_keys",
+                   [](DedupHandle& h) { return read_locked(h, [](auto& d) { return d.spilled_keys(); }); })
       .def_prop_ro("replay_stats", [](DedupHandle& h) {
         return replay_dict(read_locked(h, [](auto& d) { return d.replay_stats(); }));
       });

@@ -66,6 +66,28 @@ def test_keep_mask_and_matches_equal_the_reference_across_batches(normalized):
     assert sorted(d.keys().tolist()) == sorted({ref.exact_key(t, normalized) for t in texts})
 
 
+@pytest.mark.parametrize("normalized", [False, True])
+def test_keys_spilled_to_a_scratch_file_decide_as_the_reference(normalized, tmp_path):
+    texts = corpus(6000, 2500, seed=3)
+    expect_keep, expect_matched = reference_decisions(texts, normalized)
+    d = data.StreamDeduplicator(normalized=normalized, memory_keys=100, spill_dir=tmp_path)
+    keep, matched = [], []
+    for lo in range(0, len(texts), 333):
+        k, m = d.add_with_matches(texts[lo : lo + 333])
+        keep += k.tolist()
+        matched += m.tolist()
+    assert keep == expect_keep
+    assert matched == expect_matched
+    assert len(d) == sum(expect_keep)
+    assert d.spilled_keys >= len(d) - 100
+    assert sorted(d.keys().tolist()) == sorted({ref.exact_key(t, normalized) for t in texts})
+    assert all(t in d for t in texts[:50])
+    assert "a text never added" not in d
+    assert list(tmp_path.iterdir()) == []  # the scratch file is unnamed: nothing to leave behind
+    with pytest.raises(ValueError):
+        data.StreamDeduplicator(memory_keys=-1)
+
+
 def test_normalized_form_matches_reference():
     samples = ["  Hello,\tWORLD!!  it\u2019s\u00a0me\u2026 ", "A\u3000B\u3001c", "x\xe2y", "", "...",
                "Ünïcode Stays ünïcode", "tabs\tand\nnew\r\nlines"]

@@ -67,6 +67,11 @@ class StreamDeduplicator:
     WAL is replayed up to there and the rest is cut.
     expected_distinct: size the set for this many distinct documents up front
     (no growth, so no transient 2.5x copy of the table while growing).
+    memory_keys: keep at most this many distinct keys in memory; older ones
+    move to sorted runs in an unnamed scratch file in ``spill_dir`` (None:
+    TMPDIR or /tmp), with ~1.3 bytes a key of filter left in memory. The
+    decisions and matches are the same (0: every key in memory, as where no
+    scratch file can be made). The pipeline uses 65,536.
     num_threads: hashing threads (0: ``luminamoon.data.get_num_threads()``).
     """
 
@@ -80,14 +85,19 @@ class StreamDeduplicator:
         resume_position: Optional[int] = None,
         num_threads: int = 0,
         expected_distinct: int = 0,
+        memory_keys: int = 0,
+        spill_dir: Any = None,
         _split_write_pause_us: int = 0,
     ) -> None:
         _check_sync(sync)
         if expected_distinct < 0:
             raise ValueError(f"expected_distinct must be >= 0, got {expected_distinct}")
+        if memory_keys < 0:
+            raise ValueError(f"memory_keys must be >= 0, got {memory_keys}")
         self._d = _native._StreamDeduplicator(
             _path(wal_path), bool(normalized), bool(track_matches), sync, resume_position,
-            int(num_threads), int(_split_write_pause_us), int(expected_distinct),
+            int(num_threads), int(_split_write_pause_us), int(expected_distinct), int(memory_keys),
+            _path(spill_dir),
         )
         self.wal_path = _path(wal_path)
         #: ref of the kept document each text of the last ``add`` duplicated (-1: kept).
@@ -161,8 +171,13 @@ class StreamDeduplicator:
 
     @property
     def memory_bytes(self) -> int:
-        """Key slots plus match refs."""
+        """Key slots plus match refs, plus the spilled runs' filters and fences."""
         return self._d.memory_bytes
+
+    @property
+    def spilled_keys(self) -> int:
+        """Distinct keys held in the scratch file's runs (``memory_keys``)."""
+        return self._d.spilled_keys
 
     @property
     def replay_stats(self) -> dict:

@@ -1,5 +1,6 @@
 // StreamDeduplicator: parallel XXH3-64 keys, then a sequential pass over the
-// HashKeySet in stream order, new keys appended to the .dedup WAL.
+// HashKeySet (and, past memory_keys, the KeyRuns on disk) in stream order,
+// new keys appended to the .dedup WAL.
 #include "luminamoon/stream_deduplicator.h"
 
 #include <tbb/blocked_range.h>
@@ -13,6 +14,7 @@
 #include "data/common/parallel.h"
 #include "data/dedup/append_log.h"
 #include "data/dedup/hash_key_set.h"
+#include "data/dedup/key_runs.h"
 #include "data/dedup/shared_arena.h"
 #include "data/dedup/text_normalize.h"
 #include "luminamoon/data_error.h"
@@ -46,15 +48,16 @@ void check_sizes(size_t n, std::span<const int64_t> refs, std::span<uint8_t> kee
 
 struct StreamDeduplicator::Impl {
   StreamDeduplicatorOptions options;
-  HashKeySet set;
+  HashKeySet set;                 // every key, or with spilled runs the newest ones
+  std::unique_ptr<KeyRuns> runs;  // Note [exact-dedup keys on disk]; null: all in `set`
   std::optional<AppendLog> wal;
   WalReplayStats no_wal_stats;
   uint64_t seen = 0;
 
   explicit Impl(StreamDeduplicatorOptions o)
       : options(std::move(o)),
-        set(options.track_matches, static_cast<size_t>(std::min<uint64_t>(
-                                       options.expected_distinct, uint64_t{1} << 40))) {
+        set(options.track_matches, set_size(options)),
+        runs(options.memory_keys > 0 ? KeyRuns::open(options.spill_dir) : nullptr) {
     if (options.key != DedupKey::kText && options.key != DedupKey::kNormalizedText) {
       throw DataError(DataErrorKind::kUsage, "StreamDeduplicator: unknown key mode");
     }
@@ -64,10 +67,39 @@ struct StreamDeduplicator::Impl {
         int64_t ignored;
         for (size_t i = 0; i < count; ++i, r += width) {
           int64_t ref = options.track_matches ? static_cast<int64_t>(load_le64(r + 8)) : 0;
-          set.insert(load_le64(r), ref, &ignored);
+          insert(load_le64(r), ref, &ignored);
         }
       });
     }
+  }
+
+  static size_t set_size(const StreamDeduplicatorOptions& o) {
+    const uint64_t expected = o.memory_keys > 0 ? o.memory_keys : o.expected_distinct;
+    return static_cast<size_t>(std::min<uint64_t>(expected, uint64_t{1} << 40));
+  }
+
+  // True when key is new (now held with ref); else *first = its first ref.
+  bool insert(uint64_t key, int64_t ref, int64_t* first) {
+    if (!runs) return set.insert(key, ref, first);
+    if (set.find(key, first) || runs->find(key, first)) return false;
+    set.insert(key, ref, first);
+    if (set.size() >= options.memory_keys) spill();
+    return true;
+  }
+
+  // The set's keys become a run on disk; the set starts empty at its full size.
+  void spill() {
+    std::vector<KeyRuns::Entry> entries;
+    entries.reserve(set.size());
+    set.for_each([&](uint64_t key, int64_t ref) { entries.push_back({key, ref}); });
+    set = HashKeySet(options.track_matches);  // the old table freed before the new one is made
+    runs->add_run(entries);
+    set = HashKeySet(options.track_matches, set_size(options));
+  }
+
+  bool contains(uint64_t key) const {
+    int64_t ignored;
+    return set.find(key, &ignored) || (runs && runs->find(key, &ignored));
   }
 };
 
@@ -120,7 +152,7 @@ void StreamDeduplicator::add_keys(std::span<const uint64_t> keys, std::span<cons
     if (i + kPrefetchDistance < keys.size()) s.set.prefetch(keys[i + kPrefetchDistance]);
     const int64_t ref = refs.empty() ? static_cast<int64_t>(s.seen + i) : refs[i];
     int64_t first = kNoMatch;
-    const bool fresh = s.set.insert(keys[i], ref, &first);
+    const bool fresh = s.insert(keys[i], ref, &first);
     keep[i] = fresh ? 1 : 0;
     if (!matched.empty()) matched[i] = fresh || !track ? kNoMatch : first;
     if (fresh && s.wal) {
@@ -144,15 +176,19 @@ uint64_t StreamDeduplicator::committed_position() const {
 const WalReplayStats& StreamDeduplicator::replay_stats() const {
   return impl_->wal ? impl_->wal->replay_stats() : impl_->no_wal_stats;
 }
-bool StreamDeduplicator::contains_key(uint64_t key) const { return impl_->set.contains(key); }
-uint64_t StreamDeduplicator::distinct() const { return impl_->set.size(); }
+bool StreamDeduplicator::contains_key(uint64_t key) const { return impl_->contains(key); }
+uint64_t StreamDeduplicator::distinct() const { return impl_->set.size() + spilled_keys(); }
 uint64_t StreamDeduplicator::documents_seen() const { return impl_->seen; }
 uint64_t StreamDeduplicator::set_memory_bytes() const { return impl_->set.key_bytes(); }
-uint64_t StreamDeduplicator::memory_bytes() const { return impl_->set.memory_bytes(); }
+uint64_t StreamDeduplicator::memory_bytes() const {
+  return impl_->set.memory_bytes() + (impl_->runs ? impl_->runs->memory_bytes() : 0);
+}
+uint64_t StreamDeduplicator::spilled_keys() const { return impl_->runs ? impl_->runs->size() : 0; }
 std::vector<uint64_t> StreamDeduplicator::keys() const {
   std::vector<uint64_t> out;
-  out.reserve(impl_->set.size());
+  out.reserve(distinct());
   impl_->set.for_each([&](uint64_t k, int64_t) { out.push_back(k); });
+  if (impl_->runs) impl_->runs->for_each([&](uint64_t k, int64_t) { out.push_back(k); });
   return out;
 }
 const StreamDeduplicatorOptions& StreamDeduplicator::options() const { return impl_->options; }

@@ -5,12 +5,17 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <random>
 #include <set>
+#include <span>
 #include <string>
+#include <unordered_map>
+#include <utility>
 #include <vector>
 #ifdef LUMINA_NORMALIZE_WITH_HWY
 // As in normalize_kernel.cc: so that the targets listed below include AVX3_DL.
@@ -227,6 +232,128 @@ TEST(StreamDeduplicator, WalReopenHoldsExactlyTheCommittedKeys) {
   reopened.add(again.view(), {}, keep, matched);
   EXPECT_EQ(keep, (std::vector<uint8_t>{0, 1}));
   EXPECT_EQ(matched[0], 1);  // the ref "two" had in the first run, from the WAL
+  fs::remove_all(dir);
+}
+
+// Documents drawn with repeats from a pool; the decisions of a reference
+// (first ref per text, std::unordered_map) written here.
+struct DrawnStream {
+  std::vector<std::string> texts;
+  std::vector<int64_t> refs;
+  std::vector<uint8_t> keep;
+  std::vector<int64_t> matched;
+  size_t distinct = 0;
+};
+
+DrawnStream drawn_stream(size_t docs, size_t pool, uint64_t seed) {
+  DrawnStream s;
+  std::mt19937_64 rng(seed);
+  std::unordered_map<std::string, int64_t> first;
+  for (size_t i = 0; i < docs; ++i) {
+    std::string text = "pooled document " + std::to_string(rng() % pool);
+    const int64_t ref = static_cast<int64_t>(i) * 3 + (int64_t{1} << 40);  // refs over 32 bits
+    auto [it, fresh] = first.emplace(text, ref);
+    s.keep.push_back(fresh ? 1 : 0);
+    s.matched.push_back(fresh ? kNoMatch : it->second);
+    s.texts.push_back(std::move(text));
+    s.refs.push_back(ref);
+  }
+  s.distinct = first.size();
+  return s;
+}
+
+// Adds the stream in batches of uneven sizes; returns keep and matched.
+std::pair<std::vector<uint8_t>, std::vector<int64_t>> add_in_batches(StreamDeduplicator& d, const DrawnStream& s,
+                                                                     size_t from = 0) {
+  std::vector<uint8_t> keep;
+  std::vector<int64_t> matched;
+  const size_t sizes[] = {1, 700, 33, 2048, 5};
+  for (size_t at = from, k = 0; at < s.texts.size(); ++k) {
+    const size_t n = std::min(sizes[k % 5], s.texts.size() - at);
+    auto b = batch_of(std::vector<std::string>(s.texts.begin() + at, s.texts.begin() + at + n));
+    std::vector<uint8_t> bk(n);
+    std::vector<int64_t> bm(n);
+    d.add(b.view(), std::span<const int64_t>(s.refs.data() + at, n), bk, bm);
+    keep.insert(keep.end(), bk.begin(), bk.end());
+    matched.insert(matched.end(), bm.begin(), bm.end());
+    at += n;
+  }
+  return {keep, matched};
+}
+
+TEST(StreamDeduplicator, KeysSpilledToDiskDecideAsTheReference) {
+  const DrawnStream s = drawn_stream(30000, 15000, 11);
+  StreamDeduplicatorOptions o;
+  o.memory_keys = 1000;
+  StreamDeduplicator spilled(o);
+  auto [keep, matched] = add_in_batches(spilled, s);
+  EXPECT_EQ(keep, s.keep);
+  EXPECT_EQ(matched, s.matched);
+  EXPECT_EQ(spilled.distinct(), s.distinct);
+  EXPECT_GT(spilled.spilled_keys(), s.distinct - 1000);
+  std::set<uint64_t> expected_keys;
+  for (size_t i = 0; i < s.texts.size(); ++i) {
+    if (s.keep[i]) expected_keys.insert(XXH3_64bits(s.texts[i].data(), s.texts[i].size()));
+  }
+  auto keys = spilled.keys();
+  EXPECT_EQ(keys.size(), expected_keys.size());
+  EXPECT_EQ(std::set<uint64_t>(keys.begin(), keys.end()), expected_keys);
+  for (uint64_t k : expected_keys) ASSERT_TRUE(spilled.contains_key(k));
+  EXPECT_FALSE(spilled.contains_key(XXH3_64bits("never added", 11)));
+  StreamDeduplicator in_memory;  // the same stream, every key in memory
+  auto [keep_mem, matched_mem] = add_in_batches(in_memory, s);
+  EXPECT_EQ(keep_mem, keep);
+  EXPECT_EQ(matched_mem, matched);
+  EXPECT_EQ(in_memory.spilled_keys(), 0u);
+  EXPECT_LT(spilled.memory_bytes() * 4, in_memory.memory_bytes());
+}
+
+TEST(StreamDeduplicator, WithoutAScratchFileEveryKeyStaysInMemory) {
+  const DrawnStream s = drawn_stream(5000, 2500, 12);
+  const char* saved = std::getenv("TMPDIR");
+  const std::string saved_value = saved ? saved : "";
+  ::setenv("TMPDIR", "/nonexistent-lm-dir", 1);
+  StreamDeduplicatorOptions o;
+  o.memory_keys = 100;
+  o.spill_dir = "/nonexistent-lm-dir";
+  StreamDeduplicator d(o);
+  if (saved) {
+    ::setenv("TMPDIR", saved_value.c_str(), 1);
+  } else {
+    ::unsetenv("TMPDIR");
+  }
+  auto [keep, matched] = add_in_batches(d, s);
+  EXPECT_EQ(keep, s.keep);
+  EXPECT_EQ(matched, s.matched);
+  EXPECT_EQ(d.spilled_keys(), 0u);
+  EXPECT_EQ(d.distinct(), s.distinct);
+}
+
+TEST(StreamDeduplicator, SpilledKeysComeBackFromTheWalOnReopen) {
+  auto dir = fs::temp_directory_path() / ("lm_dedup_spill_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const DrawnStream s = drawn_stream(12000, 6000, 13);
+  StreamDeduplicatorOptions o;
+  o.wal.path = (dir / "x.dedup").string();
+  o.memory_keys = 500;
+  o.spill_dir = dir.string();
+  const size_t half = s.texts.size() / 2;
+  {
+    StreamDeduplicator first(o);
+    DrawnStream head = s;
+    head.texts.resize(half);
+    head.refs.resize(half);
+    auto [keep, matched] = add_in_batches(first, head);
+    EXPECT_EQ(keep, std::vector<uint8_t>(s.keep.begin(), s.keep.begin() + half));
+    EXPECT_GT(first.spilled_keys(), 0u);
+    first.commit();
+  }
+  StreamDeduplicator reopened(o);  // the WAL's keys replayed through the spill
+  EXPECT_GT(reopened.spilled_keys(), 0u);
+  auto [keep, matched] = add_in_batches(reopened, s, half);
+  EXPECT_EQ(keep, std::vector<uint8_t>(s.keep.begin() + half, s.keep.end()));
+  EXPECT_EQ(matched, std::vector<int64_t>(s.matched.begin() + half, s.matched.end()));
+  EXPECT_EQ(reopened.distinct(), s.distinct);
   fs::remove_all(dir);
 }
 

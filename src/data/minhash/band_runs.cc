@@ -8,28 +8,9 @@
 #include <cstring>
 #include <string_view>
 
-#include "data/minhash/kept_signatures.h"
 #include "data/state/durable_io.h"
 
 namespace luminamoon {
-namespace {
-
-constexpr uint64_t kBloomBitsPerKey = 10;
-constexpr int kBloomProbes = 6;
-constexpr size_t kBlockWords = 8;  // 512 bits: one cache line
-
-// The block from the key's high bits (keys are XXH3 values, already uniform),
-// the probes from 9-bit fields of an odd multiple of it.
-size_t bloom_block(uint64_t key, size_t blocks) {
-  return static_cast<size_t>((static_cast<unsigned __int128>(key) * blocks) >> 64);
-}
-template <class F>
-void for_each_probe(uint64_t key, F&& f) {
-  const uint64_t h = key * 0x9E3779B97F4A7C15ull;
-  for (int i = 0; i < kBloomProbes; ++i) f(static_cast<unsigned>((h >> (9 * i)) & 511));
-}
-
-}  // namespace
 
 size_t lsh_tail_documents() {
   const char* env = std::getenv("LUMINAMOON_LSH_TAIL_DOCS");
@@ -37,7 +18,7 @@ size_t lsh_tail_documents() {
   return n > 0 ? static_cast<size_t>(n) : size_t{65536};
 }
 
-BandRuns::BandRuns(int bands, const std::string& dir) : bands_(bands) { fd_ = open_lsh_temporary(dir, &what_); }
+BandRuns::BandRuns(int bands, const std::string& dir) : bands_(bands) { fd_ = durable::open_scratch_file(dir, &what_); }
 
 BandRuns::~BandRuns() {
   if (fd_ >= 0) ::close(fd_);
@@ -53,12 +34,10 @@ void BandRuns::add_run(const std::function<void(int band, std::vector<Entry>& en
               [](const Entry& x, const Entry& y) { return x.key != y.key ? x.key < y.key : x.id < y.id; });
     BandRun& r = run[static_cast<size_t>(b)];
     r.count = entries.size();
-    const size_t blocks = std::max<size_t>(1, (entries.size() * kBloomBitsPerKey + 511) / 512);
-    r.bloom.assign(blocks * kBlockWords, 0);
+    r.bloom = BlockedBloom(entries.size());
     for (size_t i = 0; i < entries.size(); ++i) {
       if (i % kPageEntries == 0) r.fences.push_back(entries[i].key);
-      uint64_t* block = r.bloom.data() + bloom_block(entries[i].key, blocks) * kBlockWords;
-      for_each_probe(entries[i].key, [&](unsigned bit) { block[bit >> 6] |= uint64_t{1} << (bit & 63); });
+      r.bloom.add(entries[i].key);
     }
     if (fd_ >= 0) {
       r.offset = file_end_;
@@ -86,10 +65,7 @@ void BandRuns::find(int band, uint64_t key, std::vector<uint32_t>& ids) const {
   for (const auto& run_bands : runs_) {
     const BandRun& r = run_bands[static_cast<size_t>(band)];
     if (r.count == 0) continue;
-    const uint64_t* block = r.bloom.data() + bloom_block(key, r.bloom.size() / kBlockWords) * kBlockWords;
-    bool maybe = true;
-    for_each_probe(key, [&](unsigned bit) { maybe &= (block[bit >> 6] >> (bit & 63)) & 1; });
-    if (!maybe) continue;
+    if (!r.bloom.may_contain(key)) continue;
     // Entries equal to the key may begin on the page before the first fence >= key.
     size_t p = static_cast<size_t>(std::lower_bound(r.fences.begin(), r.fences.end(), key) - r.fences.begin());
     if (p > 0) --p;
@@ -107,7 +83,7 @@ void BandRuns::find(int band, uint64_t key, std::vector<uint32_t>& ids) const {
 uint64_t BandRuns::memory_bytes() const {
   uint64_t bytes = memory_.capacity() * sizeof(Entry);
   for (const auto& run_bands : runs_) {
-    for (const auto& r : run_bands) bytes += (r.fences.capacity() + r.bloom.capacity()) * sizeof(uint64_t);
+    for (const auto& r : run_bands) bytes += r.fences.capacity() * sizeof(uint64_t) + r.bloom.memory_bytes();
   }
   return bytes;
 }

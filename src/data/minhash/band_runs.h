@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "data/common/blocked_bloom.h"
+
 namespace luminamoon {
 
 // Note [band runs on disk]
@@ -19,8 +21,8 @@ namespace luminamoon {
 // tail_documents kept documents (lsh_tail_documents(): 65,536, or
 // LUMINAMOON_LSH_TAIL_DOCS); when the tail is full its keys become one run:
 // per band, the (key, id) pairs sorted by key, written to the temporary file
-// in 4 KB pages, and kept in memory as a blocked Bloom filter (10 bits a key,
-// 6 probes in one 64-byte block: ~1-2% false positives) and the first key of
+// in 4 KB pages, and kept in memory as a blocked Bloom filter (Note [blocked
+// Bloom filter]: 10 bits a key, ~1-2% false positives) and the first key of
 // each page. A lookup checks the tail's table and, in every run whose filter
 // may hold the key, reads the pages that can hold it (one pread, from the
 // page cache) and reports every id stored with exactly that key. The
@@ -62,7 +64,7 @@ class BandRuns {
     uint64_t offset = 0;           // of its first entry in the file (or in memory_)
     uint64_t count = 0;
     std::vector<uint64_t> fences;  // the first key of each page
-    std::vector<uint64_t> bloom;   // 8 words (one 64-byte block) per block
+    BlockedBloom bloom;
   };
   void read_entries(const BandRun& run, size_t first, size_t n, Entry* out) const;
 

@@ -1,47 +1,18 @@
 // KeptSignatures (Note [signatures on disk] in kept_signatures.h).
 #include "data/minhash/kept_signatures.h"
 
-#include <fcntl.h>
 #include <unistd.h>
 
-#include <cstdlib>
 #include <cstring>
 #include <string_view>
 
 #include "data/state/durable_io.h"
 
 namespace luminamoon {
-namespace {
-
-int open_temporary(const std::string& dir) {
-#ifdef O_TMPFILE
-  const int fd = ::open(dir.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
-  if (fd >= 0) return fd;
-#endif
-  std::string name = dir + "/lm-lsh-signatures-XXXXXX";
-  const int named = ::mkstemp(name.data());
-  if (named >= 0) ::unlink(name.c_str());
-  return named;
-}
-
-std::string temporary_dir(const std::string& dir) {
-  if (!dir.empty()) return dir;
-  const char* env = std::getenv("TMPDIR");
-  return env && *env ? env : "/tmp";
-}
-
-}  // namespace
-
-int open_lsh_temporary(const std::string& dir, std::string* where) {
-  *where = temporary_dir(dir);
-  int fd = open_temporary(*where);
-  if (fd < 0 && !dir.empty()) fd = open_temporary(*where = temporary_dir(""));
-  return fd;
-}
 
 KeptSignatures::KeptSignatures(size_t width, const std::string& dir)
     : width_(width), stride_(width + 2), record_(stride_) {
-  fd_ = open_lsh_temporary(dir, &what_);
+  fd_ = durable::open_scratch_file(dir, &what_);
   if (fd_ >= 0) tail_.reserve(kBlockDocs * stride_);
 }
 

@@ -31,11 +31,6 @@ namespace luminamoon {
 // document still in memory besides the band runs' filters (issue 15,
 // session 12).
 
-// An unnamed temporary file (O_TMPFILE, else a named one unlinked at once) in
-// dir, or TMPDIR, or /tmp; -1 where none can be made. *where names the
-// directory used, for error messages.
-int open_lsh_temporary(const std::string& dir, std::string* where);
-
 class KeptSignatures {
  public:
   static constexpr size_t kBlockDocs = 4096;

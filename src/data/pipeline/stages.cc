@@ -21,6 +21,7 @@
 #include "luminamoon/quality_filter.h"
 #endif
 #if defined(LUMINA_HAVE_DEDUP)
+#include "data/dedup/key_runs.h"
 #include "luminamoon/stream_deduplicator.h"
 #endif
 #if defined(LUMINA_HAVE_MINHASH)
@@ -184,6 +185,8 @@ std::unique_ptr<PipelineStage> make_exact_dedup(const StageContext& context, boo
   StreamDeduplicatorOptions options;
   options.key = normalized ? DedupKey::kNormalizedText : DedupKey::kText;
   options.wal = wal_options(context, "dedup", "dedup.wal");
+  options.memory_keys = exact_dedup_memory_keys();  // Note [exact-dedup keys on disk]
+  options.spill_dir = context.state_dir;
   options.num_threads = context.num_threads;
   std::string path = options.wal.path;
   return std::make_unique<OrderedDedupStage<StreamDeduplicator>>(

@@ -8,6 +8,7 @@
 #include <zlib.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <vector>
@@ -171,6 +172,34 @@ void PendingFile::finish() {
   }
   fd_ = -1;
   rename_durably(temp_path_, final_path_);
+}
+
+namespace {
+
+int open_unnamed(const std::string& dir) {
+#ifdef O_TMPFILE
+  const int fd = ::open(dir.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+  if (fd >= 0) return fd;
+#endif
+  std::string name = dir + "/lm-scratch-XXXXXX";
+  const int named = ::mkstemp(name.data());
+  if (named >= 0) ::unlink(name.c_str());
+  return named;
+}
+
+std::string scratch_dir(const std::string& dir) {
+  if (!dir.empty()) return dir;
+  const char* env = std::getenv("TMPDIR");
+  return env && *env ? env : "/tmp";
+}
+
+}  // namespace
+
+int open_scratch_file(const std::string& dir, std::string* where) {
+  *where = scratch_dir(dir);
+  int fd = open_unnamed(*where);
+  if (fd < 0 && !dir.empty()) fd = open_unnamed(*where = scratch_dir(""));
+  return fd;
 }
 
 }  // namespace luminamoon::durable

@@ -34,6 +34,11 @@ struct FileDigest {
 };
 std::optional<FileDigest> file_digest(const std::string& path);
 bool exists(const std::string& path);
+// An unnamed scratch file (O_TMPFILE, else a named one unlinked at once) in
+// dir, or TMPDIR, or /tmp when dir is "" or refuses one; -1 where none can be
+// made. *where names the directory used, for error messages. The file
+// vanishes with its descriptor: nothing is left behind by a crash.
+int open_scratch_file(const std::string& dir, std::string* where);
 void make_dirs(const std::string& path);
 
 // An output file filled by appends and published by finish(): the bytes go
