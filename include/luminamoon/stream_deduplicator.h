@@ -35,7 +35,7 @@ struct StreamDeduplicatorOptions {
   // spill_dir ("": TMPDIR or /tmp), with ~1.3 bytes a key of Bloom filter and
   // fences left in memory (Note [exact-dedup keys on disk]). The decisions
   // and matched refs are the same. 0: every key in memory, as where no
-  // scratch file can be made. expected_distinct is then capped at memory_keys.
+  // scratch file can be made.
   uint64_t memory_keys = 0;
   std::string spill_dir;
   int num_threads = 0;  // hashing threads; 0: data_num_threads() (data_threads.h)

@@ -73,8 +73,10 @@ struct StreamDeduplicator::Impl {
     }
   }
 
+  // The set's first size: expected_distinct, at most memory_keys (it grows
+  // from there as before; once it has spilled it starts at memory_keys).
   static size_t set_size(const StreamDeduplicatorOptions& o) {
-    const uint64_t expected = o.memory_keys > 0 ? o.memory_keys : o.expected_distinct;
+    const uint64_t expected = o.memory_keys > 0 ? std::min(o.expected_distinct, o.memory_keys) : o.expected_distinct;
     return static_cast<size_t>(std::min<uint64_t>(expected, uint64_t{1} << 40));
   }
 
@@ -94,7 +96,7 @@ struct StreamDeduplicator::Impl {
     set.for_each([&](uint64_t key, int64_t ref) { entries.push_back({key, ref}); });
     set = HashKeySet(options.track_matches);  // the old table freed before the new one is made
     runs->add_run(entries);
-    set = HashKeySet(options.track_matches, set_size(options));
+    set = HashKeySet(options.track_matches, static_cast<size_t>(options.memory_keys));
   }
 
   bool contains(uint64_t key) const {
