@@ -31,13 +31,16 @@ void KeyRuns::add_run(std::vector<Entry>& entries) {
   std::sort(entries.begin(), entries.end(), [](const Entry& x, const Entry& y) { return x.key < y.key; });
   append_run(entries.data(), entries.size(), 0);
   entries.clear();
+}
+
+void KeyRuns::merge_full_tiers() {
   while (runs_.size() >= kMergeFanIn && runs_[runs_.size() - kMergeFanIn].tier == runs_.back().tier) {
     merge_last_runs();
   }
 }
 
 void KeyRuns::append_run(const Entry* entries, size_t n, int tier) {
-  Run& r = runs_.emplace_back();
+  Run r;
   r.offset = file_end_;
   r.count = n;
   r.tier = tier;
@@ -47,7 +50,8 @@ void KeyRuns::append_run(const Entry* entries, size_t n, int tier) {
     if (i % kPageEntries == 0) r.fences.push_back(entries[i].key);
     r.bloom.add(entries[i].key);
   }
-  write_entries(entries, n);
+  write_entries(entries, n);  // a failed write adds no run
+  runs_.push_back(std::move(r));
   keys_ += n;
 }
 
@@ -101,7 +105,7 @@ void KeyRuns::merge_last_runs() {
     }
     if (++c.at == c.page.size() && !c.refill(*this)) cursors.erase(cursors.begin() + static_cast<std::ptrdiff_t>(best));
   }
-  write_entries(out.data(), out.size());
+  write_entries(out.data(), out.size());  // a failed write leaves the inputs as they were
   for (size_t i = first_input; i < runs_.size(); ++i) release(runs_[i]);
   runs_.resize(first_input);
   runs_.push_back(std::move(merged));
@@ -139,7 +143,7 @@ void KeyRuns::read_entries(const Run& run, uint64_t first, size_t n, Entry* out)
 
 void KeyRuns::write_entries(const Entry* entries, size_t n) {
   const std::string_view bytes(reinterpret_cast<const char*>(entries), n * sizeof(Entry));
-  durable::write_all(fd_, bytes, what_);  // appends: reads use pread
+  durable::pwrite_all(fd_, bytes, file_end_, what_);
   file_end_ += bytes.size();
 }
 

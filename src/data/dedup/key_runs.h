@@ -49,8 +49,13 @@ class KeyRuns {
   KeyRuns& operator=(const KeyRuns&) = delete;
 
   // One more run of `entries` (sorted here, then cleared). No key may be in
-  // an earlier run (the caller has asked find() for each).
+  // an earlier run (the caller has asked find() for each). A write that
+  // fails throws DataError and adds no run.
   void add_run(std::vector<Entry>& entries);
+  // Merges kMergeFanIn runs of a tier into one of the next while the newest
+  // runs allow. A write that fails throws DataError and leaves the runs as
+  // they were (the merge is tried again at the next call).
+  void merge_full_tiers();
   // True when a run holds key, with its ref in *ref.
   bool find(uint64_t key, int64_t* ref) const;
   // Calls f(key, ref) for every key of every run (reads the whole file).

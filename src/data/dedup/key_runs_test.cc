@@ -3,6 +3,9 @@
 #include "data/dedup/key_runs.h"
 
 #include <gtest/gtest.h>
+#include <sys/resource.h>
+
+#include <csignal>
 
 #include <cstdlib>
 #include <limits>
@@ -10,6 +13,8 @@
 #include <string>
 #include <unordered_map>
 #include <vector>
+
+#include "luminamoon/data_error.h"
 
 namespace luminamoon {
 namespace {
@@ -42,6 +47,7 @@ TEST(KeyRuns, FindsEveryKeyWithItsRefAcrossMergedTiers) {
       if (expected.emplace(key, ref).second) entries.push_back({key, ref});
     }
     runs->add_run(entries);
+    runs->merge_full_tiers();
     EXPECT_TRUE(entries.empty());
     ++flushes;
     EXPECT_EQ(runs->runs(), runs_after(flushes)) << "after " << flushes << " runs";
@@ -64,6 +70,62 @@ TEST(KeyRuns, FindsEveryKeyWithItsRefAcrossMergedTiers) {
   EXPECT_EQ(listed, expected);
   // ~1.3 bytes a key of filter and fences, not the 16 of the entries.
   EXPECT_LT(runs->memory_bytes(), expected.size() * 4 + 4096);
+}
+
+// Adds runs of 1,000 keys (16 KB) under a file size limit until a write
+// fails (EFBIG), then adds `after` more runs with the limit lifted; every key
+// of a run that was added must be found with its ref.
+void write_fails_then_recovers(rlim_t limit, size_t runs_when_failed, size_t after, size_t runs_at_end) {
+  rlimit saved{};
+  ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &saved), 0);
+  auto* const saved_handler = std::signal(SIGXFSZ, SIG_IGN);
+  auto runs = KeyRuns::open("");
+  ASSERT_NE(runs, nullptr);
+  rlimit small = saved;
+  small.rlim_cur = limit;
+  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &small), 0);
+  std::mt19937_64 rng(9);
+  std::unordered_map<uint64_t, int64_t> expected;
+  auto add = [&] {
+    std::vector<KeyRuns::Entry> entries;
+    for (int i = 0; i < 1000; ++i) entries.push_back({rng(), static_cast<int64_t>(rng() >> 2)});
+    const std::vector<KeyRuns::Entry> added = entries;
+    runs->add_run(entries);
+    for (const auto& e : added) expected.emplace(e.key, e.ref);
+    runs->merge_full_tiers();
+  };
+  std::string error;
+  for (int f = 0; f < 8 && error.empty(); ++f) {
+    try {
+      add();
+    } catch (const DataError& e) {
+      error = e.what();
+    }
+  }
+  ::setrlimit(RLIMIT_FSIZE, &saved);
+  std::signal(SIGXFSZ, saved_handler);
+  EXPECT_NE(error.find("dedup key runs"), std::string::npos) << error;
+  EXPECT_EQ(runs->size(), expected.size());
+  EXPECT_EQ(runs->runs(), runs_when_failed);
+  for (size_t i = 0; i < after; ++i) add();
+  runs->merge_full_tiers();
+  EXPECT_EQ(runs->runs(), runs_at_end);
+  EXPECT_EQ(runs->size(), expected.size());
+  for (const auto& [key, ref] : expected) {
+    int64_t found = 0;
+    ASSERT_TRUE(runs->find(key, &found)) << key;
+    EXPECT_EQ(found, ref) << key;
+  }
+}
+
+TEST(KeyRuns, AMergeWhoseWriteFailsLeavesItsInputs) {
+  write_fails_then_recovers(64 * 1024, 4, 0, 1);  // four runs fit, their merge does not
+}
+
+TEST(KeyRuns, ARunWhoseWriteFailsPartWayIsNotAdded) {
+  // The third run's write stops after 8 KB: no run, and the next write
+  // lands over those bytes, not after them.
+  write_fails_then_recovers(40 * 1024, 2, 2, 1);
 }
 
 TEST(KeyRuns, AnEmptyRunAddsNothing) {

@@ -89,14 +89,17 @@ struct StreamDeduplicator::Impl {
     return true;
   }
 
-  // The set's keys become a run on disk; the set starts empty at its full size.
+  // The set's keys become a run on disk; the set starts empty at its full
+  // size. A run that cannot be written throws with the set as it was (a
+  // merge that cannot be written, with the runs as they were).
   void spill() {
     std::vector<KeyRuns::Entry> entries;
     entries.reserve(set.size());
     set.for_each([&](uint64_t key, int64_t ref) { entries.push_back({key, ref}); });
-    set = HashKeySet(options.track_matches);  // the old table freed before the new one is made
     runs->add_run(entries);
+    set = HashKeySet(options.track_matches);  // the old table freed before the new one is made
     set = HashKeySet(options.track_matches, static_cast<size_t>(options.memory_keys));
+    runs->merge_full_tiers();
   }
 
   bool contains(uint64_t key) const {

@@ -42,7 +42,7 @@ void BandRuns::add_run(const std::function<void(int band, std::vector<Entry>& en
     if (fd_ >= 0) {
       r.offset = file_end_;
       const std::string_view bytes(reinterpret_cast<const char*>(entries.data()), entries.size() * sizeof(Entry));
-      durable::write_all(fd_, bytes, what_ + "/(LSH band runs)");  // appends: reads use pread
+      durable::pwrite_all(fd_, bytes, file_end_, what_ + "/(LSH band runs)");
       file_end_ += bytes.size();
     } else {
       r.offset = memory_.size();

@@ -30,7 +30,7 @@ void KeptSignatures::append(const uint64_t* sig, int64_t ref) {
 
 void KeptSignatures::flush_tail() {
   const std::string_view bytes(reinterpret_cast<const char*>(tail_.data()), tail_.size() * sizeof(uint32_t));
-  durable::write_all(fd_, bytes, what_ + "/(LSH signatures)");  // appends: reads use pread
+  durable::pwrite_all(fd_, bytes, static_cast<uint64_t>(in_file_) * stride_ * sizeof(uint32_t), what_ + "/(LSH signatures)");
   in_file_ += tail_.size() / stride_;
   tail_.clear();
 }

@@ -14,6 +14,10 @@ namespace luminamoon::durable {
 // write(2) until every byte is out (EINTR retried); DataError(kOutput) naming
 // `path` otherwise.
 void write_all(int fd, std::string_view bytes, const std::string& path);
+// pwrite(2) of every byte at `offset` (EINTR retried), the same errors. For
+// files filled by appends at an offset their owner tracks: a write that fails
+// part way moves no file position, so the next one lands where it should.
+void pwrite_all(int fd, std::string_view bytes, uint64_t offset, const std::string& path);
 // Writes `bytes` to `path` atomically: `path`.tmp, fsync, rename, fsync dir.
 void write_file(const std::string& path, std::string_view bytes);
 // Fsyncs an existing file or directory (throws DataError(kOutput) on failure).
