@@ -24,7 +24,7 @@ namespace {
 // flush count's digits in base kMergeFanIn (computed here, not by KeyRuns).
 size_t runs_after(size_t flushes) {
   size_t digits = 0;
-  for (; flushes > 0; flushes /= KeyRuns::kMergeFanIn) digits += flushes % KeyRuns::kMergeFanIn;
+  for (; flushes > 0; flushes /= RunFile::kMergeFanIn) digits += flushes % RunFile::kMergeFanIn;
   return digits;
 }
 
@@ -38,13 +38,13 @@ TEST(KeyRuns, FindsEveryKeyWithItsRefAcrossMergedTiers) {
   const size_t sizes[] = {100, 256, 257, 1, 513};
   size_t flushes = 0;
   for (size_t f = 0; f < 37; ++f) {
-    std::vector<KeyRuns::Entry> entries;
+    std::vector<RunEntry> entries;
     const size_t n = sizes[f % 5];
     while (entries.size() < n) {
       const uint64_t key = !edges.empty() ? edges.back() : rng();
       if (!edges.empty()) edges.pop_back();
       const int64_t ref = static_cast<int64_t>(rng() >> 1) * (f % 2 == 0 ? 1 : -1);
-      if (expected.emplace(key, ref).second) entries.push_back({key, ref});
+      if (expected.emplace(key, ref).second) entries.push_back({key, static_cast<uint64_t>(ref)});
     }
     runs->add_run(entries);
     runs->merge_full_tiers();
@@ -87,11 +87,11 @@ void write_fails_then_recovers(rlim_t limit, size_t runs_when_failed, size_t aft
   std::mt19937_64 rng(9);
   std::unordered_map<uint64_t, int64_t> expected;
   auto add = [&] {
-    std::vector<KeyRuns::Entry> entries;
-    for (int i = 0; i < 1000; ++i) entries.push_back({rng(), static_cast<int64_t>(rng() >> 2)});
-    const std::vector<KeyRuns::Entry> added = entries;
+    std::vector<RunEntry> entries;
+    for (int i = 0; i < 1000; ++i) entries.push_back({rng(), rng() >> 2});
+    const std::vector<RunEntry> added = entries;
     runs->add_run(entries);
-    for (const auto& e : added) expected.emplace(e.key, e.ref);
+    for (const auto& e : added) expected.emplace(e.key, static_cast<int64_t>(e.value));
     runs->merge_full_tiers();
   };
   std::string error;
@@ -131,7 +131,7 @@ TEST(KeyRuns, ARunWhoseWriteFailsPartWayIsNotAdded) {
 TEST(KeyRuns, AnEmptyRunAddsNothing) {
   auto runs = KeyRuns::open("");
   ASSERT_NE(runs, nullptr);
-  std::vector<KeyRuns::Entry> none;
+  std::vector<RunEntry> none;
   runs->add_run(none);
   EXPECT_EQ(runs->runs(), 0u);
   int64_t ref;

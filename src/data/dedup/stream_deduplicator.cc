@@ -93,9 +93,9 @@ struct StreamDeduplicator::Impl {
   // size. A run that cannot be written throws with the set as it was (a
   // merge that cannot be written, with the runs as they were).
   void spill() {
-    std::vector<KeyRuns::Entry> entries;
+    std::vector<RunEntry> entries;
     entries.reserve(set.size());
-    set.for_each([&](uint64_t key, int64_t ref) { entries.push_back({key, ref}); });
+    set.for_each([&](uint64_t key, int64_t ref) { entries.push_back({key, static_cast<uint64_t>(ref)}); });
     runs->add_run(entries);
     set = HashKeySet(options.track_matches);  // the old table freed before the new one is made
     set = HashKeySet(options.track_matches, static_cast<size_t>(options.memory_keys));

@@ -173,16 +173,17 @@ struct MinHashLSH::Impl {
 
   // The tail's keys become one run on disk (Note [band runs on disk]).
   void flush_tail() {
-    runs.add_run([&](int band, std::vector<BandRuns::Entry>& entries) {
+    runs.add_run([&](int band, std::vector<RunEntry>& entries) {
       entries.reserve(kept - tail_begin);
       bands[static_cast<size_t>(band)].for_each([&](uint64_t key, int64_t head) {  // each key's chain: every tail document with it
         for (uint32_t c = static_cast<uint32_t>(head); c != kEndOfChain; c = next[chain_slot(c, band)]) {
-          entries.push_back({key, c, 0});
+          entries.push_back({key, c});
         }
       });
     });
     reset_tail_tables();
     tail_begin = kept;
+    runs.merge_full_tiers();
   }
 
   // The most similar kept document at or above the threshold (earliest on a tie).

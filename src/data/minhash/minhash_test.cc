@@ -295,31 +295,33 @@ TEST(MinHashLSH, VerifiesCandidatesFromTheSignatureFileAndTheTail) {
   }
 }
 
-// Note [band runs on disk]: every id stored with a key, over runs and pages
-// (keys repeated across a page boundary), as a multimap says; absent keys none.
+// Note [band runs on disk]: every id stored with a key, over runs (merged
+// ones too) and pages (keys repeated across a page boundary), as a multimap
+// says; absent keys none.
 TEST(BandRuns, FindsEveryIdOfAKeyAcrossRunsAndPages) {
   std::mt19937_64 rng(5);
   BandRuns runs(2, "");
   std::multimap<std::pair<int, uint64_t>, uint32_t> expected;
   std::vector<uint64_t> keys;
   uint32_t id = 0;
-  for (int r = 0; r < 3; ++r) {
-    std::vector<std::vector<BandRuns::Entry>> per_band(2);
+  for (int r = 0; r < 5; ++r) {
+    std::vector<std::vector<RunEntry>> per_band(2);
     for (int b = 0; b < 2; ++b) {
-      for (size_t i = 0; i < 3 * BandRuns::kPageEntries + 17; ++i) {
+      for (size_t i = 0; i < 3 * RunFile::kPageEntries + 17; ++i) {
         // A few keys repeated hundreds of times (across pages), the rest unique.
         const uint64_t key = i % 3 == 0 ? 0x8000000000000000ull + (i % 7) : rng();
-        per_band[static_cast<size_t>(b)].push_back({key, id, 0});
+        per_band[static_cast<size_t>(b)].push_back({key, id});
         expected.emplace(std::make_pair(b, key), id++);
         keys.push_back(key);
       }
     }
-    runs.add_run([&](int b, std::vector<BandRuns::Entry>& entries) {
+    runs.add_run([&](int b, std::vector<RunEntry>& entries) {
       EXPECT_TRUE(entries.empty());  // one band's pairs at a time
       entries = per_band[static_cast<size_t>(b)];
     });
+    runs.merge_full_tiers();
   }
-  EXPECT_EQ(runs.runs(), 3u);
+  EXPECT_EQ(runs.runs(), 2u);  // the first four merged into one (Note [sorted runs on disk])
   std::vector<uint32_t> got;
   for (int b = 0; b < 2; ++b) {
     for (size_t i = 0; i < keys.size(); i += 97) {
