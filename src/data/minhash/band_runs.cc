@@ -10,7 +10,7 @@ namespace luminamoon {
 size_t lsh_tail_documents() {
   const char* env = std::getenv("LUMINAMOON_LSH_TAIL_DOCS");
   const unsigned long long n = env && *env ? std::strtoull(env, nullptr, 10) : 0;
-  return n > 0 ? static_cast<size_t>(n) : size_t{65536};
+  return n > 0 ? static_cast<size_t>(n) : size_t{16384};
 }
 
 BandRuns::BandRuns(int bands, const std::string& dir) : bands_(bands), file_(dir, "LSH band runs") {}

@@ -17,7 +17,7 @@ namespace luminamoon {
 // of documents sharing a key) were the part of the LSH index that still grew
 // with the corpus, ~190 bytes per kept document: 100 MB of the CLI's peak at
 // 500k kept documents. The index now keeps them in memory only for the last
-// tail_documents kept documents (lsh_tail_documents(): 65,536, or
+// tail_documents kept documents (lsh_tail_documents(): 16,384, or
 // LUMINAMOON_LSH_TAIL_DOCS); when the tail is full its keys become one run:
 // per band, the (key, id) pairs as a sorted run of a scratch file (Note
 // [sorted runs on disk]: a Bloom filter of 10 bits a key and page fences
@@ -32,7 +32,9 @@ namespace luminamoon {
 // bands x (kept / tail) filters: 560 at 4.6 million kept documents, 37,000
 // at 300 million. They are now tiered as the exact-dedup runs are (four of
 // a tier merge into one of the next), so it asks bands x (at most 3 per
-// tier, logarithmically many tiers).
+// tier, logarithmically many tiers), and the tail could shrink from 65,536
+// to 16,384 documents: -8 MB at 2 GB of input, -3 MB at 0.1 GB, the same
+// CPU (4,096 saved nothing more; issue 15, session 13).
 //
 // Note [one band at a time]
 // A flush gathered every band's pairs of the tail first: 8 bands x 65,536
