@@ -36,9 +36,6 @@ class BlockedBloom {
     for_each_probe(key, [&](unsigned bit) { maybe &= (block[bit >> 6] >> (bit & 63)) & 1; });
     return maybe;
   }
-  // Hints the block that may_contain(key) reads.
-  void prefetch(uint64_t key) const { __builtin_prefetch(words_.data() + block_offset(key)); }
-  bool empty() const { return words_.empty(); }
   uint64_t memory_bytes() const { return words_.capacity() * sizeof(uint64_t); }
 
  private:

@@ -27,9 +27,9 @@ uint64_t RunFile::append(const RunEntry* entries, size_t n) {
     return at;
   }
   const std::string_view bytes(reinterpret_cast<const char*>(entries), n * sizeof(RunEntry));
-  durable::pwrite_all(fd_, bytes, end_, what_);
+  durable::pwrite_all(fd_, bytes, end_ * sizeof(RunEntry), what_);
   const uint64_t at = end_;
-  end_ += bytes.size();
+  end_ += n;
   return at;
 }
 
@@ -106,7 +106,7 @@ void RunFile::release(const SortedRun& run) {
 #ifdef FALLOC_FL_PUNCH_HOLE
   // Best effort: where the file system has no holes, the bytes stay until the file closes.
   if (fd_ >= 0) {
-    (void)::fallocate(fd_, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, static_cast<off_t>(run.offset),
+    (void)::fallocate(fd_, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, static_cast<off_t>(run.offset * sizeof(RunEntry)),
                       static_cast<off_t>(run.count * sizeof(RunEntry)));
   }
 #else
@@ -119,7 +119,7 @@ void RunFile::read(const SortedRun& run, uint64_t first, size_t n, RunEntry* out
     std::memcpy(out, memory_.data() + run.offset + first, n * sizeof(RunEntry));
     return;
   }
-  durable::pread_exact(fd_, out, n * sizeof(RunEntry), run.offset + first * sizeof(RunEntry), what_,
+  durable::pread_exact(fd_, out, n * sizeof(RunEntry), (run.offset + first) * sizeof(RunEntry), what_,
                        "read runs", DataErrorKind::kOutput);
 }
 

@@ -37,7 +37,7 @@ struct RunEntry {
 };
 
 struct SortedRun {
-  uint64_t offset = 0;  // bytes (in the file) or entries (in memory) before its first entry
+  uint64_t offset = 0;  // entries before its first one (in the file or in memory)
   uint64_t count = 0;
   int tier = 0;
   std::vector<uint64_t> fences;  // the first key of each page
@@ -104,12 +104,12 @@ class RunFile {
   uint64_t memory_bytes() const { return memory_.capacity() * sizeof(RunEntry); }
 
  private:
-  // Appends entries to the file (or memory); returns where they start.
+  // Appends entries to the file (or memory); returns the entry they start at.
   uint64_t append(const RunEntry* entries, size_t n);
 
   int fd_ = -1;
   std::string what_;
-  uint64_t end_ = 0;  // bytes written to the file
+  uint64_t end_ = 0;  // entries written to the file
   std::vector<RunEntry> memory_;
 };
 

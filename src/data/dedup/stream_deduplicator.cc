@@ -82,10 +82,9 @@ struct StreamDeduplicator::Impl {
 
   // True when key is new (now held with ref); else *first = its first ref.
   bool insert(uint64_t key, int64_t ref, int64_t* first) {
-    if (!runs) return set.insert(key, ref, first);
-    if (set.find(key, first) || runs->find(key, first)) return false;
-    set.insert(key, ref, first);
-    if (set.size() >= options.memory_keys) spill();
+    if (runs && runs->find(key, first)) return false;  // a key is in one place: a run or the set
+    if (!set.insert(key, ref, first)) return false;
+    if (runs && set.size() >= options.memory_keys) spill();
     return true;
   }
 
