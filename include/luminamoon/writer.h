@@ -32,7 +32,7 @@ struct WriterOptions {
 
 // The rows of one part file: an optional text column (named text_field) and
 // per-row JSON objects whose fields become the other columns (every row's
-// object may differ; Note [metadata columns] in src/data/writer/part_table.h).
+// object may differ; Note [metadata columns] in src/python/data_io/arrow_table_serializer.cc).
 struct PartTable {
   std::string text_field;  // empty: no text column
   StringColumn text;
@@ -45,30 +45,28 @@ struct PartTable {
   }
 };
 
-// The rows of one part as chunks of at most one row group each, readable in
-// order any number of times (Note [streamed parts] in
-// src/data/writer/spilled_part.h).
-class PartChunks {
+// One part file of a serializer's format, written a row group (Parquet) or a
+// record batch (Arrow IPC) at a time as the part's rows come (Note [Arrow
+// parts are streamed] in src/data/writer/arrow_part.h).
+class PartStream {
  public:
-  virtual ~PartChunks() = default;
-  virtual std::string_view text_field() const = 0;
-  virtual size_t chunks() const = 0;
-  // Chunk k: the row group still in memory is returned as it is (no copy);
-  // a spilled one is read into `scratch`, or into memory of the part's own,
-  // and the table read is returned, valid until the next read. With
-  // fields_only the text column of a spilled chunk is left empty (the
-  // metadata pass of Note [metadata columns] needs no text).
-  virtual const PartTable& read(size_t k, PartTable& scratch, bool fields_only = false) const = 0;
+  virtual ~PartStream() = default;
+  // Appends `group`'s rows. A group whose metadata fields are new to the part
+  // or widen a column's type (Note [metadata columns]) makes the stream
+  // rewrite what it wrote before under the widened columns.
+  virtual void write_group(const PartTable& group) = 0;
+  // Completes the file (an empty part still gets its schema); the caller
+  // then fsyncs and renames it.
+  virtual void close() = 0;
 };
 
-// Serializes one part into an open file descriptor in one format.
+// Serializes parts into open file descriptors in one format.
 class TableSerializer {
  public:
   virtual ~TableSerializer() = default;
-  virtual void write(const PartTable& table, int fd, const std::string& path) = 0;
-  // One row group (record batch) per chunk, so that the part is never whole
-  // in memory. The default gathers the chunks and calls write().
-  virtual void write_chunks(const PartChunks& part, int fd, const std::string& path);
+  // A stream writing into `fd` (the part's temporary file, named `path` in
+  // errors). Rows with no text column have an empty `text_field`.
+  virtual std::unique_ptr<PartStream> open(int fd, const std::string& path, const std::string& text_field) = 0;
 };
 
 using TableSerializerFactory =
@@ -89,8 +87,8 @@ class OpenPart;
 // Collects the kept/dropped/metrics rows of the current part and writes them
 // as durable part files (temporary name, fsync, rename, directory fsync):
 // NDJSON rows go to the part's temporary file as they come (Note [NDJSON parts
-// are streamed]); Arrow formats keep one row group in memory and spill the
-// rest until the part closes (Note [streamed parts]).
+// are streamed]), Arrow formats a row group at a time (Note [Arrow parts are
+// streamed]).
 class CorpusWriter {
  public:
   CorpusWriter(std::string output_dir, std::string text_field, WriterOptions options);

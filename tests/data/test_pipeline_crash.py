@@ -24,8 +24,9 @@ PHASES = ("file_synced", "part_renamed", "state_synced", "meta_written")
 
 def _args(corpus, out, fmt):
     # Parquet: row groups of 7 rows: parts of 24 rows are streamed as 7 + 7 + 7
-    # + 3, the first three spilled beside the part (Note [streamed parts]), so
-    # a kill lands while spilled row groups exist. NDJSON: each part is written
+    # + 3, each group written into the part's temporary file as it fills (Note
+    # [Arrow parts are streamed]), so a kill lands while a part's temporary file
+    # holds some of its row groups. NDJSON: each part is written
     # as its rows come (Note [NDJSON parts are streamed]), so a kill lands while
     # a part's temporary file holds some of its rows.
     config = os.path.join(os.path.dirname(corpus), "row_groups.toml")

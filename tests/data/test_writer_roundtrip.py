@@ -102,8 +102,8 @@ def test_arrow_formats_unavailable_message_mentions_ndjson(tmp_path, monkeypatch
 
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_parts_are_written_row_group_by_row_group(tmp_path, fmt):
-    # Note [streamed parts]: a part of several row groups, spilled as they fill
-    # and written one row group / record batch each; a field first seen in a
+    # Note [Arrow parts are streamed]: a part of several row groups, each
+    # written as it fills; a field first seen in a
     # later row group, and a field that is an integer early and a float later,
     # still give the part's columns of Note [metadata columns] (the union over
     # the whole part, typed by all its values).
@@ -124,7 +124,7 @@ def test_parts_are_written_row_group_by_row_group(tmp_path, fmt):
     assert [r["text"] for r in rows] == [r["text"] for r in records]
     assert [r["n"] for r in rows] == [r["n"] for r in records]  # 24 == 24.0 where the part's column is float64
     assert [r.get("late") for r in rows] == [r.get("late") for r in records]
-    assert not [f for f in os.listdir(out) if f.endswith(".tmp")]  # no spill file left
+    assert not [f for f in os.listdir(out) if f.endswith(".tmp")]  # no temporary file left
     if fmt == "parquet":
         meta = [pa.parquet.ParquetFile(p).metadata for p in parts]
         assert [m.num_row_groups for m in meta] == [4, 4]  # 8 + 8 + 8 + 1 rows
@@ -132,6 +132,73 @@ def test_parts_are_written_row_group_by_row_group(tmp_path, fmt):
         schemas = [pa.parquet.read_schema(p) for p in parts]
         assert str(schemas[0].field("n").type) == "int64" and "late" not in schemas[0].names
         assert str(schemas[1].field("n").type) == "double" and str(schemas[1].field("late").type) == "string"
+
+
+def metadata_column_reference(values: list) -> tuple[str, list]:
+    """Note [metadata columns] written out again: a column's type and values from
+    all of the part's values of one field (None where a row lacks it)."""
+    def kind(v):
+        if v is None:
+            return None
+        if isinstance(v, bool):
+            return "bool"
+        if isinstance(v, int):
+            return "int"
+        if isinstance(v, float):
+            return "double"
+        return "str" if isinstance(v, str) else "json"
+    kinds = {kind(v) for v in values} - {None}
+    if kinds <= {"int"} and kinds:
+        return "int64", values
+    if kinds <= {"int", "double"} and kinds:
+        return "double", [None if v is None else float(v) for v in values]
+    if kinds == {"bool"}:
+        return "bool", values
+    if kinds <= {"str"}:
+        return "string", values
+    return "string", [v if v is None or isinstance(v, str) else json.dumps(v, separators=(",", ":")) for v in values]
+
+
+@pytest.mark.parametrize("fmt", [f for f in FORMATS if f != "ndjson"])
+def test_a_late_row_group_that_widens_the_columns_rewrites_the_part(tmp_path, fmt):
+    # Note [a widened part is rewritten]: row groups of 3 rows; fields that
+    # appear late, turn from null to int, from int to float, from int to a
+    # string, from bool to an object and from string to an array. The part's
+    # columns must be those of the reference over the whole part, and equal
+    # to the same part written as one row group.
+    records = []
+    for i in range(14):
+        r = {"id": f"r{i}", "text": f"row {i} " + "y" * (i % 4)}
+        if i >= 8:
+            r["late"] = f"v{i}"
+        r["null_then_int"] = None if i < 5 else i
+        r["int_then_float"] = i if i < 6 else i + 0.5
+        r["int_then_str"] = "x" if i == 9 else i
+        r["bool_then_obj"] = {"a": [1, "b"]} if i == 10 else i % 2 == 0
+        r["str_then_arr"] = [1, 2.5] if i == 11 else f"s{i}"
+        r["always_null"] = None
+        records.append(r)
+    write_jsonl(tmp_path / "in.jsonl", records)
+    tables = {}
+    for groups in (3, 1000):
+        out = tmp_path / f"out{groups}"
+        FusedPipeline(**dict(RAW, format=fmt, row_group_rows=groups, batch_docs=4)).run(
+            [str(tmp_path / "in.jsonl")], out, resume=False)
+        parts = part_files(str(out))
+        assert len(parts) == 1
+        assert not [f for f in os.listdir(out) if f.endswith(".tmp")]
+        tables[groups] = read_part(parts[0])
+        if fmt == "parquet":
+            assert pa.parquet.ParquetFile(parts[0]).metadata.num_row_groups == (5 if groups == 3 else 1)
+    table = tables[3]
+    assert table.column("text").to_pylist() == [r["text"] for r in records]
+    for name in ("id", "late", "null_then_int", "int_then_float", "int_then_str", "bool_then_obj",
+                 "str_then_arr", "always_null"):
+        type_name, values = metadata_column_reference([r.get(name) for r in records])
+        assert str(table.schema.field(name).type) == type_name, name
+        assert table.column(name).to_pylist() == values, name
+    assert table.schema.names == tables[1000].schema.names  # columns in the order first seen
+    assert table.to_pylist() == tables[1000].to_pylist()
 
 
 # --- Parquet data pages (Note [Parquet pages]) -------------------------------------------------

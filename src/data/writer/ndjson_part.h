@@ -12,16 +12,16 @@
 
 namespace luminamoon {
 
-// Note [NDJSON parts are streamed]: an NDJSON row needs no schema, so unlike
-// the Arrow formats (Note [streamed parts]) nothing has to wait for the part
-// to close. Rows were once spilled to part-spill-*.tmp, read back and
-// serialized at the commit, inside the pipeline's serial sink: every byte was
-// written twice and read once more, and the whole part's serialization
-// stalled the pipeline at each commit. Now each row is serialized when it
-// arrives and appended, a MiB at a time, to the part's temporary file
-// (part-N.ndjson.tmp); publish() fsyncs and renames it, so a part still
-// becomes visible only complete, and a resumed run deletes the temporary file
-// of a part that was not committed.
+// Note [NDJSON parts are streamed]: an NDJSON row needs no schema, so a row
+// is written as it comes (the Arrow formats write a row group at a time:
+// Note [Arrow parts are streamed]). Rows were once spilled to
+// part-spill-*.tmp, read back and serialized at the commit, inside the
+// pipeline's serial sink: every byte was written twice and read once more,
+// and the whole part's serialization stalled the pipeline at each commit. Now
+// each row is serialized when it arrives and appended, a MiB at a time, to
+// the part's temporary file (part-N.ndjson.tmp); publish() fsyncs and renames
+// it, so a part still becomes visible only complete, and a resumed run
+// deletes the temporary file of a part that was not committed.
 class NdjsonPart final : public OpenPart {
  public:
   // final_path: the path of the part these rows will make, asked for when

@@ -13,7 +13,7 @@
 #include "data/state/durable_io.h"
 #include "data/writer/json_text.h"
 #include "data/writer/ndjson_part.h"
-#include "data/writer/spilled_part.h"
+#include "data/writer/arrow_part.h"
 #include "luminamoon/data_error.h"
 
 namespace luminamoon {
@@ -29,26 +29,34 @@ TableSerializerFactory& arrow_factory() {
 }
 
 // NDJSON for make_serializer's callers; CorpusWriter streams its NDJSON parts
-// instead (Note [NDJSON parts are streamed]).
-class NdjsonSerializer final : public TableSerializer {
+// itself (Note [NDJSON parts are streamed]).
+class NdjsonStream final : public PartStream {
  public:
-  void write_chunks(const PartChunks& part, int fd, const std::string& path) override {
-    PartTable scratch;
-    for (size_t k = 0; k < part.chunks(); ++k) write(part.read(k, scratch), fd, path);
-  }
-
-  void write(const PartTable& table, int fd, const std::string& path) override {
+  NdjsonStream(int fd, std::string path) : fd_(fd), path_(std::move(path)) {}
+  void write_group(const PartTable& group) override {
     std::string out;
     out.reserve(1 << 20);
-    for (size_t i = 0; i < table.rows(); ++i) {
-      append_ndjson_row(out, table.text_field, table.text_field.empty() ? std::string_view() : table.text[i],
-                        table.fields[i]);
+    for (size_t i = 0; i < group.rows(); ++i) {
+      append_ndjson_row(out, group.text_field, group.text_field.empty() ? std::string_view() : group.text[i],
+                        group.fields[i]);
       if (out.size() >= (1u << 20)) {
-        durable::write_all(fd, out, path);
+        durable::write_all(fd_, out, path_);
         out.clear();
       }
     }
-    durable::write_all(fd, out, path);
+    durable::write_all(fd_, out, path_);
+  }
+  void close() override {}
+
+ private:
+  int fd_;
+  std::string path_;
+};
+
+class NdjsonSerializer final : public TableSerializer {
+ public:
+  std::unique_ptr<PartStream> open(int fd, const std::string& path, const std::string&) override {
+    return std::make_unique<NdjsonStream>(fd, path);
   }
 };
 
@@ -59,17 +67,6 @@ void append_field(std::string& object, std::string_view key) {
 }
 
 }  // namespace
-
-void TableSerializer::write_chunks(const PartChunks& part, int fd, const std::string& path) {
-  PartTable all, scratch;
-  all.text_field = std::string(part.text_field());
-  for (size_t k = 0; k < part.chunks(); ++k) {
-    const PartTable& chunk = part.read(k, scratch);
-    for (size_t i = 0; i < chunk.text.size(); ++i) all.text.push(chunk.text[i]);
-    for (size_t i = 0; i < chunk.fields.size(); ++i) all.fields.push(chunk.fields[i]);
-  }
-  write(all, fd, path);
-}
 
 OutputFormat parse_output_format(const std::string& name) {
   if (name == "parquet") return OutputFormat::kParquet;
@@ -138,10 +135,11 @@ CorpusWriter::CorpusWriter(std::string output_dir, std::string text_field, Write
   durable::make_dirs(output_dir_);
   if (options_.write_dropped) durable::make_dirs(output_dir_ + "/dropped");
   if (options_.write_metrics) durable::make_dirs(output_dir_ + "/metrics");
+  // A part's final path, asked for when its first row comes.
+  auto path_in = [this](std::string sub) {
+    return [this, sub] { return output_dir_ + sub + part_file_name(next_part_, options_.format); };
+  };
   if (options_.format == OutputFormat::kNdjson) {
-    auto path_in = [this](std::string sub) {
-      return [this, sub] { return output_dir_ + sub + part_file_name(next_part_, options_.format); };
-    };
     kept_ = std::make_unique<NdjsonPart>(std::move(text_field), path_in("/"));
     dropped_ = std::make_unique<NdjsonPart>("text", path_in("/dropped/"));
     metrics_ = std::make_unique<NdjsonPart>("", path_in("/metrics/"));
@@ -149,12 +147,9 @@ CorpusWriter::CorpusWriter(std::string output_dir, std::string text_field, Write
   }
   serializer_ = make_serializer(options_.format, options_);
   const uint64_t group = static_cast<uint64_t>(std::max<int64_t>(1, options_.parquet_row_group_rows));
-  kept_ = std::make_unique<SpilledPart>(output_dir_ + "/part-spill-kept.tmp", std::move(text_field), group,
-                                        *serializer_);
-  dropped_ = std::make_unique<SpilledPart>(output_dir_ + "/dropped/part-spill-dropped.tmp", "text", group,
-                                           *serializer_);
-  metrics_ = std::make_unique<SpilledPart>(output_dir_ + "/metrics/part-spill-metrics.tmp", "", group,
-                                           *serializer_);
+  kept_ = std::make_unique<ArrowPart>(std::move(text_field), group, *serializer_, path_in("/"));
+  dropped_ = std::make_unique<ArrowPart>("text", group, *serializer_, path_in("/dropped/"));
+  metrics_ = std::make_unique<ArrowPart>("", group, *serializer_, path_in("/metrics/"));
 }
 
 CorpusWriter::~CorpusWriter() = default;

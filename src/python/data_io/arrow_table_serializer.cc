@@ -1,19 +1,25 @@
 // Parquet and Arrow IPC (file, stream) serializers: a PartTable becomes an
 // Arrow table (Note [metadata columns]) written through Arrow C++.
 #include <arrow/api.h>
+#include <arrow/array/concatenate.h>
+#include <arrow/ipc/reader.h>
+#include <parquet/arrow/reader.h>
 #include <arrow/io/file.h>
 #include <arrow/ipc/writer.h>
 #include <arrow/util/compression.h>
 #include <parquet/arrow/writer.h>
 #include <parquet/properties.h>
 #include <simdjson.h>
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <unordered_map>
 
+#include "data/state/durable_io.h"
 #include "luminamoon/data_error.h"
 #include "luminamoon/writer.h"
 #include "python/data_io/arrow_memory_pool.h"
@@ -68,21 +74,28 @@ void check(const arrow::Status& st, const std::string& what) {
 
 class FieldColumns {
  public:
-  // Pass 1: the fields and their kinds, over every chunk of a part in turn.
-  void infer(const PartTable& table) {
+  // The fields and kinds of `table`'s rows merged into the part's; true when
+  // that added a field or changed a kind (the columns written so far no
+  // longer fit: Note [a widened part is rewritten]).
+  bool infer(const PartTable& table) {
+    bool changed = false;
     for (size_t i = 0; i < table.rows(); ++i) {
       for_each_field(table, i, [&](std::string_view key, simdjson::dom::element value) {
         auto [it, inserted] = index_.try_emplace(std::string(key), names_.size());
         if (inserted) {
           names_.emplace_back(key);
           kinds_.push_back(Kind::kNone);
+          changed = true;
         }
-        kinds_[it->second] = combine(kinds_[it->second], kind_of(value));
+        const Kind merged = combine(kinds_[it->second], kind_of(value));
+        changed |= merged != kinds_[it->second];
+        kinds_[it->second] = merged;
       });
     }
+    return changed;
   }
 
-  // Pass 2: the columns of one chunk, typed by the whole part's kinds.
+  // The columns of one row group, typed by the part's kinds.
   void append_to(const PartTable& table, std::vector<std::shared_ptr<arrow::Field>>& fields,
                  std::vector<std::shared_ptr<arrow::Array>>& arrays) {
     const size_t n = names_.size();
@@ -196,8 +209,8 @@ std::shared_ptr<arrow::Table> to_arrow(const PartTable& part, FieldColumns& colu
 // (1,024 rows by default) once the page holds data_pagesize (1 MiB). With
 // documents of a few KB, a page was one whole batch, 4-5 MB, whose encode and
 // compress buffers grew by reallocation, each time into fresh memory the
-// kernel had to zero. A part's write batch is therefore sized from its first
-// chunk to a quarter of data_pagesize, so that a page closes between 1 and
+// kernel had to zero. A part's write batch is therefore sized from its first row
+// group to a quarter of data_pagesize, so that a page closes between 1 and
 // 1.25 MiB (a batch of a whole page would close most at 2): on the real-text
 // corpus (issue 15, session 10) 3-9% less CPU and 13-24 MB less peak memory
 // across A/B runs. The
@@ -213,11 +226,253 @@ arrow::ipc::IpcWriteOptions ipc_options() {
   return options;
 }
 
-int64_t rows_per_page(const PartTable& first_chunk) {
-  const uint64_t rows = std::max<uint64_t>(first_chunk.rows(), 1);
-  const uint64_t row_bytes = (first_chunk.text_bytes() + first_chunk.fields.bytes.size()) / rows + 1;
+int64_t rows_per_page(const PartTable& first_group) {
+  const uint64_t rows = std::max<uint64_t>(first_group.rows(), 1);
+  const uint64_t row_bytes = (first_group.text_bytes() + first_group.fields.bytes.size()) / rows + 1;
   return std::clamp<int64_t>(static_cast<int64_t>(kParquetPageBytes / 4 / row_bytes), 1, 1024);
 }
+
+// Note [a widened part is rewritten]: a part's row groups are written as they
+// come (Note [Arrow parts are streamed] in src/data/writer/arrow_part.h), but
+// its columns are the union over the whole part (Note [metadata columns]). A
+// group that brings a new field, or a value that widens a column's kind (an
+// all-null column getting values, int64 -> float64, anything -> JSON text),
+// makes the file written so far wrong for the part. The stream then completes
+// that file, copies it to an unnamed scratch file, and writes it again into
+// the part's file under the widened columns: each earlier group's text is
+// read back from the copy, its metadata from the stream's log of the groups'
+// JSON objects (the original values, so that a widened column holds what a
+// whole-part write would). Then the new group follows. The files are those of
+// a whole-part write, group for group. Kinds only widen (each of a part's
+// fields at most three times), so a part is rewritten a bounded number of
+// times, and in practice at most in its first groups.
+class ArrowPartStream final : public PartStream {
+ public:
+  ArrowPartStream(OutputFormat format, const WriterOptions& options, arrow::Compression::type codec, int fd,
+                  std::string path, std::string text_field)
+      : format_(format), options_(options), codec_(codec), fd_(fd), path_(std::move(path)),
+        text_field_(std::move(text_field)) {}
+  ~ArrowPartStream() override {
+    if (log_fd_ >= 0) ::close(log_fd_);
+  }
+
+  void write_group(const PartTable& group) override {
+    const bool widened = columns_.infer(group);
+    if (widened && !groups_.empty()) rewrite();
+    write(group);
+    log_fields(group);
+  }
+
+  void close() override {
+    if (groups_.empty()) {  // an empty part still has its schema
+      PartTable empty;
+      empty.text_field = text_field_;
+      write(empty);
+    }
+    close_writer();
+  }
+
+ private:
+  // The writer's properties for a part whose first group is `first`
+  // (Note [Parquet pages]).
+  std::shared_ptr<parquet::WriterProperties> parquet_properties(const PartTable& first) const {
+    parquet::WriterProperties::Builder builder;
+    builder.compression(codec_);
+    if (codec_ != arrow::Compression::UNCOMPRESSED && codec_ != arrow::Compression::SNAPPY) {
+      builder.compression_level(options_.parquet_compression_level);
+    }
+    builder.memory_pool(data_memory_pool());  // Note [Arrow memory pool]
+    builder.data_pagesize(kParquetPageBytes);
+    builder.write_batch_size(rows_per_page(first));
+    if (!first.text_field.empty()) {
+      builder.disable_dictionary(first.text_field);
+      builder.disable_statistics(first.text_field);
+    }
+    return builder.build();
+  }
+
+  // Opens the format's writer at the start of the part's file for tables of
+  // `schema`; `first` is the part's first group.
+  void open_writer(const std::shared_ptr<arrow::Schema>& schema, const PartTable& first) {
+    if (!properties_ && format_ == OutputFormat::kParquet) properties_ = parquet_properties(first);
+    int own = ::dup(fd_);  // Arrow closes its descriptor; the caller fsyncs and renames fd
+    if (own < 0) throw DataError(DataErrorKind::kOutput, "[dup] " + path_ + ": " + std::strerror(errno));
+    out_ = check(arrow::io::FileOutputStream::Open(own), "open " + path_);
+    switch (format_) {
+      case OutputFormat::kParquet:
+        parquet_ = check(parquet::arrow::FileWriter::Open(*schema, data_memory_pool(), out_, properties_),
+                         "Parquet " + path_);
+        break;
+      case OutputFormat::kArrowFile:
+        ipc_ = check(arrow::ipc::MakeFileWriter(out_, schema, ipc_options()), "IPC " + path_);
+        break;
+      case OutputFormat::kArrowStream:
+        ipc_ = check(arrow::ipc::MakeStreamWriter(out_, schema, ipc_options()), "IPC " + path_);
+        break;
+      case OutputFormat::kNdjson:
+        throw DataError(DataErrorKind::kUsage, "NDJSON is not an Arrow format");
+    }
+  }
+
+  // One row group (record batch) of `group`'s rows under the current columns;
+  // the first opens the writer.
+  void write(const PartTable& group) {
+    auto table = to_arrow(group, columns_);
+    if (!out_) open_writer(table->schema(), group);
+    if (parquet_) {
+      check(parquet_->WriteTable(*table, std::max<int64_t>(1, table->num_rows())), "write Parquet " + path_);
+    } else {
+      check(ipc_->WriteTable(*table), "write IPC " + path_);
+    }
+  }
+
+  void close_writer() {
+    if (parquet_) check(parquet_->Close(), "close Parquet " + path_);
+    if (ipc_) check(ipc_->Close(), "close IPC " + path_);
+    check(out_->Close(), "close " + path_);
+    parquet_.reset();
+    ipc_.reset();
+    out_.reset();
+  }
+
+  // Each group's metadata objects, appended to an unnamed scratch file beside
+  // the part: (rows + 1) offsets, then the bytes.
+  void log_fields(const PartTable& group) {
+    if (log_fd_ < 0) {
+      std::string where;
+      log_fd_ = durable::open_scratch_file(std::filesystem::path(path_).parent_path().string(), &where);
+      if (log_fd_ < 0) {
+        throw DataError(DataErrorKind::kOutput, "[scratch] " + where + ": " + std::strerror(errno) +
+                                                    " (the metadata log of " + path_ + ")");
+      }
+    }
+    const auto& offsets = group.fields.offsets;
+    const std::string_view offset_bytes(reinterpret_cast<const char*>(offsets.data()),
+                                        offsets.size() * sizeof(int64_t));
+    durable::pwrite_all(log_fd_, offset_bytes, log_end_, path_ + " (metadata log)");
+    durable::pwrite_all(log_fd_, group.fields.bytes, log_end_ + offset_bytes.size(), path_ + " (metadata log)");
+    groups_.push_back({log_end_, group.rows(), group.fields.bytes.size()});
+    log_end_ += offset_bytes.size() + group.fields.bytes.size();
+  }
+
+  void read_fields(size_t g, StringColumn& fields) const {
+    const LoggedGroup& at = groups_[g];
+    fields.offsets.resize(at.rows + 1);
+    durable::pread_exact(log_fd_, fields.offsets.data(), (at.rows + 1) * sizeof(int64_t), at.offset,
+                         path_ + " (metadata log)", "read", DataErrorKind::kOutput);
+    fields.bytes.resize(at.bytes);
+    durable::pread_exact(log_fd_, fields.bytes.data(), at.bytes, at.offset + (at.rows + 1) * sizeof(int64_t),
+                         path_ + " (metadata log)", "read", DataErrorKind::kOutput);
+  }
+
+  // Note [a widened part is rewritten].
+  void rewrite() {
+    close_writer();
+    std::string where;
+    const int copy = durable::open_scratch_file(std::filesystem::path(path_).parent_path().string(), &where);
+    if (copy < 0) {
+      throw DataError(DataErrorKind::kOutput,
+                      "[scratch] " + where + ": " + std::strerror(errno) + " (to widen the columns of " + path_ + ")");
+    }
+    try {
+      copy_file(copy);
+    } catch (...) {
+      ::close(copy);
+      throw;
+    }
+    // Opened once filled: a ReadableFile takes its size when opened.
+    auto input = check(arrow::io::ReadableFile::Open(copy, data_memory_pool()), "scratch copy of " + path_);
+    if (::ftruncate(fd_, 0) != 0 || ::lseek(fd_, 0, SEEK_SET) != 0) {
+      throw DataError(DataErrorKind::kOutput, "[truncate] " + path_ + ": " + std::strerror(errno));
+    }
+    std::unique_ptr<parquet::arrow::FileReader> parquet_in;
+    std::shared_ptr<arrow::ipc::RecordBatchFileReader> file_in;
+    std::shared_ptr<arrow::ipc::RecordBatchStreamReader> stream_in;
+    if (!text_field_.empty()) {
+      switch (format_) {
+        case OutputFormat::kParquet:
+          parquet_in = check(parquet::arrow::OpenFile(input, data_memory_pool()), "reread " + path_);
+          break;
+        case OutputFormat::kArrowFile:
+          file_in = check(arrow::ipc::RecordBatchFileReader::Open(input.get()), "reread " + path_);
+          break;
+        default:
+          stream_in = check(arrow::ipc::RecordBatchStreamReader::Open(input.get()), "reread " + path_);
+      }
+    }
+    PartTable group;
+    group.text_field = text_field_;
+    for (size_t g = 0; g < groups_.size(); ++g) {
+      read_fields(g, group.fields);
+      group.text.clear();
+      if (!text_field_.empty()) {
+        std::shared_ptr<arrow::Array> text;  // the text is the first column (to_arrow)
+        if (parquet_in) {
+          std::shared_ptr<arrow::Table> t;
+          check(parquet_in->ReadRowGroup(static_cast<int>(g), {0}, &t), "reread " + path_);
+          text = check(arrow::Concatenate(t->column(0)->chunks(), data_memory_pool()), "reread " + path_);
+        } else {
+          auto batch = file_in ? check(file_in->ReadRecordBatch(static_cast<int>(g)), "reread " + path_)
+                               : check(stream_in->Next(), "reread " + path_);
+          if (!batch) throw DataError(DataErrorKind::kOutput, "reread " + path_ + ": fewer batches than written");
+          text = batch->column(0);
+        }
+        // Parquet gives the text back as utf8 (the file does not store the
+        // Arrow schema that said large_utf8), the IPC formats as large_utf8.
+        if (text->type_id() == arrow::Type::LARGE_STRING) {
+          const auto& strings = static_cast<const arrow::LargeStringArray&>(*text);
+          for (int64_t i = 0; i < strings.length(); ++i) group.text.push(strings.GetView(i));
+        } else if (text->type_id() == arrow::Type::STRING) {
+          const auto& strings = static_cast<const arrow::StringArray&>(*text);
+          for (int64_t i = 0; i < strings.length(); ++i) group.text.push(strings.GetView(i));
+        } else {
+          throw DataError(DataErrorKind::kOutput, "reread " + path_ + ": the text column is " +
+                                                      text->type()->ToString() + ", not a string");
+        }
+      }
+      write(group);
+    }
+  }
+
+  // The bytes of the part's file so far (opened again: the part's own
+  // descriptor is write-only) into `to`.
+  void copy_file(int to) const {
+    const int from = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
+    if (from < 0) throw DataError(DataErrorKind::kOutput, "[open] " + path_ + ": " + std::strerror(errno));
+    struct Closer {
+      int fd;
+      ~Closer() { ::close(fd); }
+    } closer{from};
+    std::vector<char> buffer(1 << 20);
+    for (uint64_t at = 0;;) {
+      const ssize_t n = ::pread(from, buffer.data(), buffer.size(), static_cast<off_t>(at));
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) throw DataError(DataErrorKind::kOutput, "[read] " + path_ + ": " + std::strerror(errno));
+      if (n == 0) return;
+      durable::pwrite_all(to, {buffer.data(), static_cast<size_t>(n)}, at, path_ + " (scratch copy)");
+      at += static_cast<uint64_t>(n);
+    }
+  }
+
+  struct LoggedGroup {
+    uint64_t offset, rows, bytes;
+  };
+
+  OutputFormat format_;
+  const WriterOptions& options_;
+  arrow::Compression::type codec_;
+  int fd_;
+  std::string path_;
+  std::string text_field_;
+  FieldColumns columns_;
+  std::shared_ptr<parquet::WriterProperties> properties_;  // from the part's first group
+  std::shared_ptr<arrow::io::FileOutputStream> out_;
+  std::unique_ptr<parquet::arrow::FileWriter> parquet_;
+  std::shared_ptr<arrow::ipc::RecordBatchWriter> ipc_;
+  std::vector<LoggedGroup> groups_;  // the groups written, in order
+  int log_fd_ = -1;                  // Note [a widened part is rewritten]: the groups' metadata
+  uint64_t log_end_ = 0;
+};
 
 class ArrowSerializer final : public TableSerializer {
  public:
@@ -234,103 +489,8 @@ class ArrowSerializer final : public TableSerializer {
     }
   }
 
-  // The writer's properties for a part whose first chunk is `first_chunk`
-  // (Note [Parquet pages]).
-  std::shared_ptr<parquet::WriterProperties> parquet_properties(const PartTable& first_chunk) const {
-    parquet::WriterProperties::Builder builder;
-    builder.compression(codec_);
-    if (codec_ != arrow::Compression::UNCOMPRESSED && codec_ != arrow::Compression::SNAPPY) {
-      builder.compression_level(options_.parquet_compression_level);
-    }
-    builder.memory_pool(data_memory_pool());  // Note [Arrow memory pool]
-    builder.data_pagesize(kParquetPageBytes);
-    builder.write_batch_size(rows_per_page(first_chunk));
-    if (!first_chunk.text_field.empty()) {
-      builder.disable_dictionary(first_chunk.text_field);
-      builder.disable_statistics(first_chunk.text_field);
-    }
-    return builder.build();
-  }
-
-  void write(const PartTable& part, int fd, const std::string& path) override {
-    int own = ::dup(fd);  // Arrow closes its descriptor; the caller fsyncs and renames fd
-    if (own < 0) throw DataError(DataErrorKind::kOutput, "[dup] " + path + ": " + std::strerror(errno));
-    auto stream = check(arrow::io::FileOutputStream::Open(own), "open " + path);
-    FieldColumns columns;
-    columns.infer(part);
-    auto table = to_arrow(part, columns);
-    switch (format_) {
-      case OutputFormat::kParquet:
-        check(parquet::arrow::WriteTable(*table, data_memory_pool(), stream,
-                                         options_.parquet_row_group_rows, parquet_properties(part)),
-              "write Parquet " + path);
-        break;
-      case OutputFormat::kArrowFile: {
-        auto writer = check(arrow::ipc::MakeFileWriter(stream, table->schema(), ipc_options()), "IPC " + path);
-        check(writer->WriteTable(*table), "write IPC " + path);
-        check(writer->Close(), "close IPC " + path);
-        break;
-      }
-      case OutputFormat::kArrowStream: {
-        auto writer = check(arrow::ipc::MakeStreamWriter(stream, table->schema(), ipc_options()), "IPC " + path);
-        check(writer->WriteTable(*table), "write IPC " + path);
-        check(writer->Close(), "close IPC " + path);
-        break;
-      }
-      case OutputFormat::kNdjson:
-        throw DataError(DataErrorKind::kUsage, "NDJSON is not an Arrow format");
-    }
-    check(stream->Close(), "close " + path);
-  }
-
-  // Note [streamed parts] (src/data/writer/spilled_part.h): the columns from
-  // a first pass over every chunk, then one row group / record batch per chunk.
-  void write_chunks(const PartChunks& part, int fd, const std::string& path) override {
-    FieldColumns columns;
-    PartTable scratch;
-    const size_t chunks = part.chunks();
-    for (size_t k = 0; k < chunks; ++k) columns.infer(part.read(k, scratch, /*fields_only=*/true));
-    int own = ::dup(fd);  // Arrow closes its descriptor; the caller fsyncs and renames fd
-    if (own < 0) throw DataError(DataErrorKind::kOutput, "[dup] " + path + ": " + std::strerror(errno));
-    auto stream = check(arrow::io::FileOutputStream::Open(own), "open " + path);
-    std::unique_ptr<parquet::arrow::FileWriter> parquet_writer;
-    std::shared_ptr<arrow::ipc::RecordBatchWriter> ipc_writer;
-    auto write_table = [&](const arrow::Table& table, const PartTable& chunk) {
-      if (!parquet_writer && !ipc_writer) {
-        switch (format_) {
-          case OutputFormat::kParquet:
-            parquet_writer = check(parquet::arrow::FileWriter::Open(*table.schema(), data_memory_pool(),
-                                                                    stream, parquet_properties(chunk)),
-                                   "Parquet " + path);
-            break;
-          case OutputFormat::kArrowFile:
-            ipc_writer = check(arrow::ipc::MakeFileWriter(stream, table.schema(), ipc_options()), "IPC " + path);
-            break;
-          case OutputFormat::kArrowStream:
-            ipc_writer = check(arrow::ipc::MakeStreamWriter(stream, table.schema(), ipc_options()), "IPC " + path);
-            break;
-          case OutputFormat::kNdjson:
-            throw DataError(DataErrorKind::kUsage, "NDJSON is not an Arrow format");
-        }
-      }
-      if (parquet_writer) {
-        check(parquet_writer->WriteTable(table, std::max<int64_t>(1, table.num_rows())), "write Parquet " + path);
-      } else {
-        check(ipc_writer->WriteTable(table), "write IPC " + path);
-      }
-    };
-    if (chunks == 0) {  // an empty part still has its schema
-      scratch.clear();
-      scratch.text_field = std::string(part.text_field());
-      write_table(*to_arrow(scratch, columns), scratch);
-    }
-    for (size_t k = 0; k < chunks; ++k) {
-      const PartTable& chunk = part.read(k, scratch);
-      write_table(*to_arrow(chunk, columns), chunk);
-    }
-    if (parquet_writer) check(parquet_writer->Close(), "close Parquet " + path);
-    if (ipc_writer) check(ipc_writer->Close(), "close IPC " + path);
-    check(stream->Close(), "close " + path);
+  std::unique_ptr<PartStream> open(int fd, const std::string& path, const std::string& text_field) override {
+    return std::make_unique<ArrowPartStream>(format_, options_, codec_, fd, path, text_field);
   }
 
  private:
