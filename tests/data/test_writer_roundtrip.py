@@ -201,6 +201,48 @@ def test_a_late_row_group_that_widens_the_columns_rewrites_the_part(tmp_path, fm
     assert table.to_pylist() == tables[1000].to_pylist()
 
 
+FULL_DISK_RUN = """
+import resource, signal, sys
+from luminamoon.data.pipeline import FusedPipeline, DataError
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+resource.setrlimit(resource.RLIMIT_FSIZE, (96 << 10, 96 << 10))  # no file may pass 96 KiB
+try:
+    FusedPipeline(clean=False, quality=False, dedup=False, minhash=False, pii=False, format=sys.argv[3],
+                  row_group_rows=40, part_rows=400, batch_docs=20).run([sys.argv[1]], sys.argv[2], resume=False)
+except DataError as e:
+    print("DataError", e.exit_code, e)
+"""
+
+
+@pytest.mark.parametrize("fmt", [f for f in FORMATS if f != "ndjson"])
+def test_a_part_that_cannot_be_written_fails_the_run_and_a_resume_writes_it_whole(tmp_path, fmt):
+    # A file-size limit stands in for a full disk: a row group's write fails
+    # part way through a part (after a widening rewrite, at row 60). The run
+    # stops with an output error and publishes no part; the resume, without
+    # the limit, writes every row once.
+    import random
+    import subprocess
+    import sys
+    rng = random.Random(7)
+    records = [{"id": f"r{i}", "text": "".join(rng.choice("abcdefghij klmnop") for _ in range(700)),
+                "n": i if i < 60 else i + 0.25} for i in range(400)]
+    write_jsonl(tmp_path / "in.jsonl", records)
+    out = tmp_path / "out"
+    child = subprocess.run([sys.executable, "-c", FULL_DISK_RUN, str(tmp_path / "in.jsonl"), str(out), fmt],
+                           capture_output=True, text=True, timeout=120)
+    assert child.returncode == 0, child.stderr
+    assert child.stdout.startswith("DataError 6 "), child.stdout  # "output: the output cannot be written"
+    assert "File too large" in child.stdout and ".tmp" in child.stdout, child.stdout
+    assert part_files(str(out)) == []
+    FusedPipeline(**dict(RAW, format=fmt, row_group_rows=40, part_rows=400, batch_docs=20)).run(
+        [str(tmp_path / "in.jsonl")], out, resume=True)
+    rows = read_rows(str(out))
+    assert [r["id"] for r in rows] == [r["id"] for r in records]
+    assert [r["text"] for r in rows] == [r["text"] for r in records]
+    assert [r["n"] for r in rows] == [float(r["n"]) for r in records]
+    assert not [f for f in os.listdir(out) if f.endswith(".tmp")]
+
+
 # --- Parquet data pages (Note [Parquet pages]) -------------------------------------------------
 # Page headers are Thrift compact-protocol structs (the Parquet format's parquet.thrift): read here
 # from the file's bytes, independently of Arrow, to see how the text column was cut into pages.
