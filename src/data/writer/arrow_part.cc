@@ -31,8 +31,10 @@ void ArrowPart::fail_broken() const {
 }
 
 void ArrowPart::open() {
-  file_ = std::make_unique<durable::PendingFile>(final_path_());
-  stream_ = serializer_.open(file_->fd(), file_->temp_path(), group_.text_field);
+  // Both or neither: a stream that failed to open leaves no file for a later push to use.
+  auto file = std::make_unique<durable::PendingFile>(final_path_());
+  stream_ = serializer_.open(file->fd(), file->temp_path(), group_.text_field);
+  file_ = std::move(file);
 }
 
 void ArrowPart::push(std::string_view text, std::string_view fields, bool with_text) {

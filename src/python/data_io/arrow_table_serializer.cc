@@ -10,7 +10,6 @@
 #include <parquet/arrow/writer.h>
 #include <parquet/properties.h>
 #include <simdjson.h>
-#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -368,20 +367,10 @@ class ArrowPartStream final : public PartStream {
   // Note [a widened part is rewritten].
   void rewrite() {
     close_writer();
-    std::string where;
-    const int copy = durable::open_scratch_file(std::filesystem::path(path_).parent_path().string(), &where);
-    if (copy < 0) {
-      throw DataError(DataErrorKind::kOutput,
-                      "[scratch] " + where + ": " + std::strerror(errno) + " (to widen the columns of " + path_ + ")");
-    }
-    try {
-      copy_file(copy);
-    } catch (...) {
-      ::close(copy);
-      throw;
-    }
-    // Opened once filled: a ReadableFile takes its size when opened.
-    auto input = check(arrow::io::ReadableFile::Open(copy, data_memory_pool()), "scratch copy of " + path_);
+    // The earlier groups' text, read back from a copy of the file (a part
+    // without a text column has only the metadata, which the log holds).
+    std::shared_ptr<arrow::io::ReadableFile> input;
+    if (!text_field_.empty()) input = copy_of_file();
     if (::ftruncate(fd_, 0) != 0 || ::lseek(fd_, 0, SEEK_SET) != 0) {
       throw DataError(DataErrorKind::kOutput, "[truncate] " + path_ + ": " + std::strerror(errno));
     }
@@ -434,24 +423,30 @@ class ArrowPartStream final : public PartStream {
     }
   }
 
-  // The bytes of the part's file so far (opened again: the part's own
-  // descriptor is write-only) into `to`.
-  void copy_file(int to) const {
-    const int from = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
-    if (from < 0) throw DataError(DataErrorKind::kOutput, "[open] " + path_ + ": " + std::strerror(errno));
-    struct Closer {
-      int fd;
-      ~Closer() { ::close(fd); }
-    } closer{from};
-    std::vector<char> buffer(1 << 20);
-    for (uint64_t at = 0;;) {
-      const ssize_t n = ::pread(from, buffer.data(), buffer.size(), static_cast<off_t>(at));
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0) throw DataError(DataErrorKind::kOutput, "[read] " + path_ + ": " + std::strerror(errno));
-      if (n == 0) return;
-      durable::pwrite_all(to, {buffer.data(), static_cast<size_t>(n)}, at, path_ + " (scratch copy)");
-      at += static_cast<uint64_t>(n);
+  // The part's file so far, copied into an unnamed scratch file beside it
+  // and opened for reading (the part's own descriptor is write-only).
+  std::shared_ptr<arrow::io::ReadableFile> copy_of_file() const {
+    std::string where;
+    const int copy = durable::open_scratch_file(std::filesystem::path(path_).parent_path().string(), &where);
+    if (copy < 0) {
+      throw DataError(DataErrorKind::kOutput,
+                      "[scratch] " + where + ": " + std::strerror(errno) + " (to widen the columns of " + path_ + ")");
     }
+    try {
+      auto from = check(arrow::io::ReadableFile::Open(path_, data_memory_pool()), "reread " + path_);
+      for (uint64_t at = 0;;) {
+        auto chunk = check(from->Read(1 << 20), "reread " + path_);
+        if (chunk->size() == 0) break;
+        durable::pwrite_all(copy, {reinterpret_cast<const char*>(chunk->data()), static_cast<size_t>(chunk->size())},
+                            at, path_ + " (scratch copy)");
+        at += static_cast<uint64_t>(chunk->size());
+      }
+    } catch (...) {
+      ::close(copy);
+      throw;
+    }
+    // Opened once filled: a ReadableFile takes its size when opened.
+    return check(arrow::io::ReadableFile::Open(copy, data_memory_pool()), "scratch copy of " + path_);
   }
 
   struct LoggedGroup {
