@@ -24,7 +24,8 @@ warm-up call each), so that both sides meet the same load:
 - ray embedded: FusedPipeline.run(executor="ray", workers=cores), its own
   Ray instance started and stopped inside the timed run.
 Prints a Markdown table (medians) and writes WORK/results.json. --stages instead
-times the Ray 1-node run's stages (from its progress lines) once, after a warm-up.
+times one Ray run's stages (from its progress lines) once, after a warm-up, on 1
+node or (--stages-nodes 2) on 2.
 """
 from __future__ import annotations
 
@@ -194,7 +195,9 @@ def main() -> int:
     ap.add_argument("--skip-datatrove", action="store_true")
     ap.add_argument("--skip-embedded", action="store_true")
     ap.add_argument("--stages", action="store_true",
-                    help="only the Ray 1-node run, once warm: wall and CPU seconds of each of its stages")
+                    help="only one Ray run, once warm: wall and CPU seconds of each of its stages")
+    ap.add_argument("--stages-nodes", type=int, choices=(1, 2), default=1,
+                    help="with --stages: the cluster's nodes (one CPU each)")
     ap.add_argument("--datatrove-mb", type=int, default=4,
                     help="size of the generated corpus datatrove's dedup runs on (its stage 1 does ~35 docs/s a task)")
     args = ap.parse_args()
@@ -256,7 +259,8 @@ def main() -> int:
     try:
         def roots():
             return [n.proc.pid for n in (cluster.head, cluster.worker) if n is not None]
-        cluster.stop_worker()
+        if not (args.stages and args.stages_nodes == 2):
+            cluster.stop_worker()
         connect(cluster.address)
         if args.stages:
             stage_breakdown(run, shards, roots)

@@ -132,6 +132,17 @@ class _Layout:
 # ---------------------------------------------------------------- task bodies
 # Plain functions (wrapped as Ray tasks in run_on_ray), so that tests can call them too.
 _TASK_CPUS = 1  # what every task asks Ray for
+# Note [spread tasks]: Ray's default placement leases a task's worker from
+# the driver's own node while that node looks free, and a raylet's view of
+# the other nodes lags (it learns their load through the GCS). With all maps
+# submitted at once, the head node's worker took 6 of the 8 maps of a 2-node
+# run and the other node sat idle 1.4 s of its 3.0 s (ray.timeline, issue
+# 17, session 15); the finishes, placed where their saved batches are, then
+# followed the same split. Maps and reductions, whose arguments are small,
+# are therefore spread over the nodes round-robin (what Ray Data does for
+# its read tasks); a finish keeps Ray's locality-aware default, which runs
+# it on the node holding its shard's saved batches.
+_SPREAD = {"scheduling_strategy": "SPREAD"}
 
 
 def _as_task(fn: Callable) -> Callable:
@@ -418,7 +429,7 @@ def _run_stages(ray, native_config: dict, shards: list[str], layout: _Layout, pa
         # again unless every reduction it needs is on disk (then the finish
         # reads its shard again instead of continuing from saved batches).
         if not (have("exact") and have("edges") and (not minhash or have("near"))):
-            mapper = ray.remote(num_cpus=_TASK_CPUS, num_returns=2 * partitions + 3, **retry)(_as_task(map_task))
+            mapper = ray.remote(num_cpus=_TASK_CPUS, num_returns=2 * partitions + 3, **retry, **_SPREAD)(_as_task(map_task))
             config_ref, shards_ref = ray.put(native_config), ray.put(shards)
             maps = {s: mapper.remote(config_ref, shards_ref, s, partitions) for s in range(n)}
             _gather(ray, {s: r[-1] for s, r in maps.items()}, "map of shard",
@@ -428,7 +439,7 @@ def _run_stages(ray, native_config: dict, shards: list[str], layout: _Layout, pa
             if have("exact"):
                 results = {p: exact_reduce_task(out, p) for p in range(partitions)}
             else:
-                reducer = ray.remote(num_cpus=_TASK_CPUS, num_returns=2, **retry)(_as_task(exact_reduce_task))
+                reducer = ray.remote(num_cpus=_TASK_CPUS, num_returns=2, **retry, **_SPREAD)(_as_task(exact_reduce_task))
                 refs = {p: reducer.remote(out, p, *[maps[s][p] for s in range(n)]) for p in range(partitions)}
                 results = {p: (ray.get(a), ray.get(b)) for p, (a, b) in refs.items()}
             exact_dropped = np.concatenate([results[p][0] for p in range(partitions)])
@@ -440,7 +451,7 @@ def _run_stages(ray, native_config: dict, shards: list[str], layout: _Layout, pa
                 edges = [band_reduce_task(out, p, exact_dropped) for p in range(partitions)]
             else:
                 exact_ref = ray.put(np.sort(exact_dropped))
-                band_reducer = ray.remote(num_cpus=_TASK_CPUS, num_returns=1, **retry)(_as_task(band_reduce_task))
+                band_reducer = ray.remote(num_cpus=_TASK_CPUS, num_returns=1, **retry, **_SPREAD)(_as_task(band_reduce_task))
                 refs = {p: band_reducer.remote(out, p, exact_ref, *[maps[s][partitions + p] for s in range(n)])
                         for p in range(partitions)}
                 edges = [v for _, v in sorted(_gather(ray, refs, "band reduce", lambda k: None).items())]
@@ -452,7 +463,7 @@ def _run_stages(ray, native_config: dict, shards: list[str], layout: _Layout, pa
             else:
                 owner = gd.component_partition(labels, partitions)
                 groups = gd.split_rows(owner, partitions, nodes)
-                resolver = ray.remote(num_cpus=_TASK_CPUS, **retry)(_as_task(resolve_task))
+                resolver = ray.remote(num_cpus=_TASK_CPUS, **retry, **_SPREAD)(_as_task(resolve_task))
                 config_ref = ray.put(native_config)
                 refs = {}
                 for p in range(partitions):
