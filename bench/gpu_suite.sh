@@ -3,7 +3,7 @@
 # machine (its Python differs), the GPU test suites, then the training-loop
 # benchmark. From the repository root, with the Debian simdjson/OpenSSL files
 # the GPU image lacks unpacked under .gpu_bundle/prefix:
-#   [GPU_TESTS="files"] [LOOP_ARGS="..."] bench/gpu_suite.sh [build | build_async] [tests] [profile] [loop] [quality] [kernels] [headline] [sharded] [fsdp2] [evidence]
+#   [GPU_TESTS="files"] [LOOP_ARGS="..."] bench/gpu_suite.sh [build | build_async] [tests] [profile] [loop] [quality] [kernels] [headline] [sharded] [fsdp2] [evidence] [triton_tune]
 # Logs and JSON go to $OUT (or ./gpu_out).
 set -u
 phases=${*:-build tests loop}
@@ -71,6 +71,13 @@ for phase in $phases; do
     kernels)
       lib=$(find $site -name 'libluminav.so*' | head -1)
       PYTHONPATH=$site LUMINAV_LIBRARY=$lib timeout 200 python3 bench/cuda_step_bench.py --out "$out/kernels.json" 2>&1 | tee "$out/kernels.log" | tail -20 ;;
+    triton_tune)  # issue 18: the Triton JIT's apply/reduce geometry (block x warps), replays at 2^28; the default first and last
+      for cfg in ${TUNE_CONFIGS:-1024:4 2048:4 2048:8 4096:8 1024:8 512:4 1024:4}; do
+        LUMINAV_TRITON_APPLY_BLOCK=${cfg%:*} LUMINAV_TRITON_NUM_WARPS=${cfg#*:} PYTHONPATH=$site timeout 150 python3 \
+          bench/triton_step_bench.py --cases ${TUNE_CASES:-tdclm_factored_f32 clm_f32 tdclm_factored_bf16_master} \
+          --kinds luminav_triton --skip-compile --reps 30 --replay 2>&1 | sed "s/^/block=${cfg%:*} warps=${cfg#*:} /" \
+          | tee -a "$out/triton_tune.log" | grep -v "^$" | tail -8
+      done ;;
     headline)  # the GPU rows of make bench's table (bench/run_all.py --gpu)
       PYTHONPATH=$site:bench timeout 300 python3 bench/run_all.py --gpu --json "$out/headline.json" 2>&1 | tee "$out/headline.log" | tail -12 ;;
   esac
