@@ -19,6 +19,7 @@ DEB_PACKAGES=(
   clang libclang-rt-dev
   libvulkan-dev mesa-vulkan-drivers glslc glslang-tools spirv-tools vulkan-tools vulkan-validationlayers
   iproute2  # issue 17: `ip link set lo up` in the Ray tests' loopback-only network namespace
+  libjemalloc2  # issue 15: the allocator of `luminamoon data run` (Note [the CLI's allocator])
 )
 missing=()
 for p in "${DEB_PACKAGES[@]}"; do

@@ -7,6 +7,9 @@ import sys
 
 
 def main(argv: list[str] | None = None) -> int:
+    if argv is None and sys.argv[1:3] == ["data", "run"]:  # the program, not a caller's main([...])
+        from ._allocator import run_under_jemalloc
+        run_under_jemalloc()  # Note [the CLI's allocator]; returns where it does not apply
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = argparse.ArgumentParser(prog="luminamoon", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)

@@ -45,6 +45,7 @@ import threading
 import time
 from typing import Optional
 
+from .._allocator import active_allocator, run_under_jemalloc
 from .pipeline import (EXIT_CODES, OUTPUT_FORMATS, DataError, FusedPipeline, PipelineConfig,
                             _display, arrow_io_available, did_you_mean)
 
@@ -242,6 +243,7 @@ def _print_summary(summary: dict, output: str) -> None:
           f"{run.get('documents_per_second', 0):,.0f} docs/s, {run.get('mb_per_second', 0):.1f} MB/s"
           + (" (resumed)" if run.get("resumed") else ""))
     print(f"summary: {_display(os.path.join(output, 'summary.json'))}")
+    print(f"memory allocator: {active_allocator()}")
     tok = summary.get("tokenize")
     if tok:
         print(f"tokenized {tok['documents']} documents into {tok['tokens']:,} tokens, {tok['shards']} shard(s) "
@@ -441,4 +443,6 @@ def main(argv: Optional[list[str]] = None) -> int:
 
 
 if __name__ == "__main__":
+    if sys.argv[1:2] == ["run"]:
+        run_under_jemalloc()  # Note [the CLI's allocator]
     sys.exit(main())
