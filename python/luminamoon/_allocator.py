@@ -9,8 +9,9 @@ held 28-38 MB free beside 22-27 MB in use, and the command's peak resident
 set rose 10-20% from 0.1 GB to 2 GB of input, however its tunables were set
 (mmap and trim thresholds, one arena, periodic malloc_trim) or the engine's
 own text buffers were pooled. Under jemalloc the same runs peaked at
-117 / 122 / 125 MB at 0.1 / 0.4 / 2 GB (+6.5%, against 120 / 127 / 133
-MB), with equal or less CPU (docs/benchmarks.md, issue 15, session 15).
+117.5 / 122.6 / 125.1 MB at 0.1 / 0.4 / 2 GB (+6.5%, against 116.2 / 125.3 /
+139.4 MB under glibc's), with the same CPU at 2 GB (docs/benchmarks.md, row
+P4h).
 
 So `data run`, started as a program (`luminamoon data run`, `python -m
 luminamoon.cli data run`, `python -m luminamoon.data.cli run`), replaces
