@@ -138,11 +138,21 @@ _TASK_CPUS = 1  # what every task asks Ray for
 # submitted at once, the head node's worker took 6 of the 8 maps of a 2-node
 # run and the other node sat idle 1.4 s of its 3.0 s (ray.timeline, issue
 # 17, session 15); the finishes, placed where their saved batches are, then
-# followed the same split. Maps and reductions, whose arguments are small,
-# are therefore spread over the nodes round-robin (what Ray Data does for
-# its read tasks); a finish keeps Ray's locality-aware default, which runs
-# it on the node holding its shard's saved batches.
-_SPREAD = {"scheduling_strategy": "SPREAD"}
+# followed the same split. Ray's "SPREAD" strategy fixed it on a quiet
+# machine but not under load, where a lagging view sent all 6 maps of the
+# test to one node. So maps and reductions are placed by the driver: task i
+# goes to the i-th of the cluster's CPU slots, taken round-robin over the
+# alive nodes (a node of c CPUs holds c slots), with soft node affinity, so
+# that a task whose node died runs elsewhere. A finish keeps Ray's
+# locality-aware default, which runs it on the node holding its shard's
+# saved batches.
+def _placements(ray) -> list:
+    """Scheduling strategies of the cluster's CPU slots, round-robin over its alive nodes."""
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+    cpus = {n["NodeID"]: int(n.get("Resources", {}).get("CPU", 0)) for n in ray.nodes() if n.get("Alive")}
+    nodes = sorted(node for node, c in cpus.items() if c > 0)
+    slots = [node for r in range(max(cpus.values(), default=0)) for node in nodes if cpus[node] > r]
+    return [NodeAffinitySchedulingStrategy(node_id=node, soft=True) for node in slots] or ["DEFAULT"]
 
 
 def _as_task(fn: Callable) -> Callable:
@@ -422,6 +432,7 @@ def _run_stages(ray, native_config: dict, shards: list[str], layout: _Layout, pa
     dedup, minhash = native_config["dedup"], native_config["minhash"]
     drops: dict[int, tuple] = {}
     maps: dict[int, list] = {}
+    place = _placements(ray)  # Note [spread tasks]
     if not all(finished) and (dedup or minhash):
         have = lambda stage: all(os.path.exists(layout.reduced(stage, p)) for p in range(partitions))  # noqa: E731
         # Note [map outputs in the object store]: a map's rows, signatures and
@@ -429,9 +440,10 @@ def _run_stages(ray, native_config: dict, shards: list[str], layout: _Layout, pa
         # again unless every reduction it needs is on disk (then the finish
         # reads its shard again instead of continuing from saved batches).
         if not (have("exact") and have("edges") and (not minhash or have("near"))):
-            mapper = ray.remote(num_cpus=_TASK_CPUS, num_returns=2 * partitions + 3, **retry, **_SPREAD)(_as_task(map_task))
+            mapper = ray.remote(num_cpus=_TASK_CPUS, num_returns=2 * partitions + 3, **retry)(_as_task(map_task))
             config_ref, shards_ref = ray.put(native_config), ray.put(shards)
-            maps = {s: mapper.remote(config_ref, shards_ref, s, partitions) for s in range(n)}
+            maps = {s: mapper.options(scheduling_strategy=place[s % len(place)]).remote(
+                config_ref, shards_ref, s, partitions) for s in range(n)}
             _gather(ray, {s: r[-1] for s, r in maps.items()}, "map of shard",
                     lambda k: _log(progress, f"map {k}/{n} shards"))
         exact_dropped = exact_matched = np.empty(0, np.int64)
@@ -439,8 +451,9 @@ def _run_stages(ray, native_config: dict, shards: list[str], layout: _Layout, pa
             if have("exact"):
                 results = {p: exact_reduce_task(out, p) for p in range(partitions)}
             else:
-                reducer = ray.remote(num_cpus=_TASK_CPUS, num_returns=2, **retry, **_SPREAD)(_as_task(exact_reduce_task))
-                refs = {p: reducer.remote(out, p, *[maps[s][p] for s in range(n)]) for p in range(partitions)}
+                reducer = ray.remote(num_cpus=_TASK_CPUS, num_returns=2, **retry)(_as_task(exact_reduce_task))
+                refs = {p: reducer.options(scheduling_strategy=place[p % len(place)]).remote(
+                    out, p, *[maps[s][p] for s in range(n)]) for p in range(partitions)}
                 results = {p: (ray.get(a), ray.get(b)) for p, (a, b) in refs.items()}
             exact_dropped = np.concatenate([results[p][0] for p in range(partitions)])
             exact_matched = np.concatenate([results[p][1] for p in range(partitions)])
@@ -451,8 +464,9 @@ def _run_stages(ray, native_config: dict, shards: list[str], layout: _Layout, pa
                 edges = [band_reduce_task(out, p, exact_dropped) for p in range(partitions)]
             else:
                 exact_ref = ray.put(np.sort(exact_dropped))
-                band_reducer = ray.remote(num_cpus=_TASK_CPUS, num_returns=1, **retry, **_SPREAD)(_as_task(band_reduce_task))
-                refs = {p: band_reducer.remote(out, p, exact_ref, *[maps[s][partitions + p] for s in range(n)])
+                band_reducer = ray.remote(num_cpus=_TASK_CPUS, num_returns=1, **retry)(_as_task(band_reduce_task))
+                refs = {p: band_reducer.options(scheduling_strategy=place[p % len(place)]).remote(
+                    out, p, exact_ref, *[maps[s][partitions + p] for s in range(n)])
                         for p in range(partitions)}
                 edges = [v for _, v in sorted(_gather(ray, refs, "band reduce", lambda k: None).items())]
             a = np.concatenate([e[0] for e in edges])
@@ -463,13 +477,14 @@ def _run_stages(ray, native_config: dict, shards: list[str], layout: _Layout, pa
             else:
                 owner = gd.component_partition(labels, partitions)
                 groups = gd.split_rows(owner, partitions, nodes)
-                resolver = ray.remote(num_cpus=_TASK_CPUS, **retry, **_SPREAD)(_as_task(resolve_task))
+                resolver = ray.remote(num_cpus=_TASK_CPUS, **retry)(_as_task(resolve_task))
                 config_ref = ray.put(native_config)
                 refs = {}
                 for p in range(partitions):
                     group = groups[p][0]
                     signatures = [maps[int(s)][2 * partitions] for s in np.unique(gd.ref_shard(group))]
-                    refs[p] = resolver.remote(config_ref, out, p, group, *signatures)
+                    refs[p] = resolver.options(scheduling_strategy=place[p % len(place)]).remote(
+                        config_ref, out, p, group, *signatures)
                 near = _gather(ray, refs, "near-duplicate resolution", lambda k: None)
             near_dropped = np.concatenate([near[p][0] for p in range(partitions)])
             near_matched = np.concatenate([near[p][1] for p in range(partitions)])
