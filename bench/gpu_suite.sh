@@ -41,7 +41,7 @@ for phase in $phases; do
       lib=$(find $site -name 'libluminav.so*' | head -1)
       NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 \
       PYTHONPATH=$site LUMINAV_LIBRARY=$lib timeout 300 python3 -m pytest -q -p no:cacheprovider -o addopts= \
-        ${GPU_TESTS:-tests/optim/test_gpu_async_step.py tests/optim/test_optim_cuda_frontend.py tests/optim/test_gpu_torch.py \
+        ${GPU_TESTS:-tests/optim/test_gpu_async_step.py tests/optim/test_gpu_step_graph.py tests/optim/test_optim_cuda_frontend.py tests/optim/test_gpu_torch.py \
         tests/optim/test_gpu_cuda.py tests/optim/test_gpu_triton.py tests/optim/test_gpu_sharded.py} \
         -rs 2>&1 | tee "$out/pytest.log" | tail -25 ;;
     sharded)  # the sharded (DTensor) step's GPU tests, a one-rank NCCL group, and the async step's

@@ -49,7 +49,7 @@ def make_optimizer(kind, model):
                                  weight_decay=0.1, fused=True, capturable=True)
     if kind == "torch_foreach":
         return torch.optim.AdamW(model.parameters(), lr=6e-4, betas=(0.9, 0.95), weight_decay=0.1, foreach=True)
-    if kind in ("luminav", "luminav_eager_launches"):
+    if kind in ("luminav", "luminav_eager_launches", "luminav_recorded"):
         return LuminaV(model.parameters(), lr=6e-4, betas=(0.9, 0.95), weight_decay=0.1)
     if kind == "luminav_tdclm":  # TD-CLM v2 (factored) on every tensor
         return LuminaV(model.parameters(), lr=6e-4, betas=(0.9, 0.95), weight_decay=0.1, mode="tdclm")
@@ -72,8 +72,9 @@ def make_optimizer(kind, model):
 
 # Kinds that are another kind under an environment set while they are measured:
 # luminav_eager_launches is luminav without the cached step graph (Note [cached
-# step graph] in src/optim/cuda/step_graph_cache.h), every kernel launched eagerly.
-KIND_ENV = {"luminav_eager_launches": {"LUMINAV_CUDA_GRAPHS": "0"}}
+# step graph] in src/optim/cuda/step_graph_cache.h), every kernel launched eagerly;
+# luminav_recorded records every step, a step seen before too (Note [a step seen before]).
+KIND_ENV = {"luminav_eager_launches": {"LUMINAV_CUDA_GRAPHS": "0"}, "luminav_recorded": {"LUMINAV_CUDA_STEP_AGAIN": "0"}}
 
 
 @contextlib.contextmanager

@@ -36,7 +36,9 @@ def gradients(ps, step):
     return out
 
 
-def run(monkeypatch, cached):
+def run(monkeypatch, cached, in_place=False):
+    """in_place: the gradients stay at their addresses and the lr is constant, so that from the
+    third step on every step is one seen before (Note [a step seen before])."""
     monkeypatch.setenv("LUMINAV_CUDA_GRAPHS", "1" if cached else "0")
     fp32, bf16 = model()
     opt = LuminaV([dict(params=fp32, mode="clm", cautious=True),
@@ -46,12 +48,16 @@ def run(monkeypatch, cached):
     raised = []
     keep = []
     for step in range(STEPS):
-        if step % 4 == 3:
+        if step % 4 == 3 and not in_place:
             keep.append(torch.empty(4096 * (step + 1), device="cuda"))  # the next gradients land elsewhere
         for p, g in zip(ps, gradients(ps, step)):
-            p.grad = g  # new tensors every step, as after zero_grad(set_to_none=True)
-        for group in opt.param_groups:
-            group["lr"] = 1e-3 * (0.97 ** step)  # what a scheduler writes: a host float
+            if in_place and p.grad is not None:
+                p.grad.copy_(g)  # as after zero_grad(set_to_none=False) and a backward pass
+            else:
+                p.grad = g  # new tensors every step, as after zero_grad(set_to_none=True)
+        if not in_place:
+            for group in opt.param_groups:
+                group["lr"] = 1e-3 * (0.97 ** step)  # what a scheduler writes: a host float
         try:
             opt.step()
         except NonFiniteGradientError as error:
@@ -77,6 +83,15 @@ def test_cached_graph_steps_equal_eager_steps_bit_for_bit(monkeypatch):
         assert torch.equal(a, b), f"tensor {i} differs between the cached graph and eager launches"
 
 
+def test_steps_seen_before_equal_eager_steps_bit_for_bit(monkeypatch):
+    eager, eager_raised = run(monkeypatch, cached=False, in_place=True)
+    cached, cached_raised = run(monkeypatch, cached=True, in_place=True)
+    assert len(eager_raised) == 1 and eager_raised[0][0] == NAN_STEP + 1, eager_raised
+    assert cached_raised == eager_raised
+    for i, (a, b) in enumerate(zip(cached, eager)):
+        assert torch.equal(a, b), f"tensor {i} differs between steps launched again and eager launches"
+
+
 def test_a_grown_tensor_gets_a_new_graph_and_the_same_result(monkeypatch):
     def steps(cached):
         monkeypatch.setenv("LUMINAV_CUDA_GRAPHS", "1" if cached else "0")
@@ -98,31 +113,37 @@ def test_a_grown_tensor_gets_a_new_graph_and_the_same_result(monkeypatch):
 # is read once per process: the steps run in a child. Equal results alone would also hold for a
 # cache that always launched eagerly; the counters say the graph was built and then replayed.
 COUNTED_STEPS = 12
-_COUNTED_CHILD = f"""
+_COUNTED_CHILD = """
+import sys
 import torch
 from luminamoon.optim import LuminaV
+in_place = sys.argv[1] == "in_place"
 ps = [torch.nn.Parameter(torch.randn(s, device="cuda")) for s in ((512, 384), (384,), (65537,))]
 opt = LuminaV(ps, lr=1e-3)
-for step in range({COUNTED_STEPS}):
+for step in range(int(sys.argv[2])):
     for p in ps:
-        p.grad = torch.randn_like(p)  # new gradients every step, as after zero_grad(set_to_none=True)
+        if in_place and p.grad is not None:
+            p.grad.copy_(torch.randn_like(p))  # the same addresses every step
+        else:
+            p.grad = torch.randn_like(p)  # new gradients every step, as after zero_grad(set_to_none=True)
     opt.step()
 torch.cuda.synchronize()
 """
 
 
-def counters_after_steps(graphs: str) -> dict[str, int]:
+def counters_after_steps(graphs: str, gradients: str = "new") -> dict[str, int]:
     import os
     import re
     import subprocess
     import sys
     env = dict(os.environ, LUMINAV_TRACE_HOST="1", LUMINAV_CUDA_GRAPHS=graphs)
-    done = subprocess.run([sys.executable, "-c", _COUNTED_CHILD], env=env, capture_output=True, text=True,
-                          timeout=300)
+    done = subprocess.run([sys.executable, "-c", _COUNTED_CHILD, gradients, str(COUNTED_STEPS)], env=env,
+                          capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
-    lines = re.findall(r"step graphs: eager (\d+) built (\d+) replayed (\d+) nodes updated (\d+)", done.stderr)
+    lines = re.findall(r"step graphs: eager (\d+) built (\d+) replayed (\d+) nodes updated (\d+) unchanged (\d+)",
+                       done.stderr)
     assert len(lines) == COUNTED_STEPS, done.stderr[-2000:]
-    return dict(zip(("eager", "built", "replayed", "nodes_updated"), map(int, lines[-1])))
+    return dict(zip(("eager", "built", "replayed", "nodes_updated", "unchanged"), map(int, lines[-1])))
 
 
 def test_the_cache_builds_one_graph_and_replays_it_from_then_on():
@@ -136,4 +157,13 @@ def test_the_cache_builds_one_graph_and_replays_it_from_then_on():
 
 def test_with_the_cache_off_every_step_is_launched_eagerly():
     c = counters_after_steps("0")
-    assert c == {"eager": COUNTED_STEPS, "built": 0, "replayed": 0, "nodes_updated": 0}, c
+    assert c == {"eager": COUNTED_STEPS, "built": 0, "replayed": 0, "nodes_updated": 0, "unchanged": 0}, c
+
+
+def test_a_step_seen_before_is_launched_again_without_recording():
+    """Note [a step seen before]: gradients at the same addresses and the same lr give the same
+    inputs: from the third step on the graph is launched again without a recording."""
+    c = counters_after_steps("1", "in_place")
+    assert c["built"] == 1 and c["eager"] == 1, c
+    assert c["unchanged"] == COUNTED_STEPS - 2, c
+    assert c["replayed"] == COUNTED_STEPS - 1, c

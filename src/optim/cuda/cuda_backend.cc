@@ -22,6 +22,7 @@
 #include "optim/cuda/launch_params.h"
 #include "optim/cuda/launch_script.h"
 #include "optim/cuda/step_graph_cache.h"
+#include "optim/cuda/step_inputs.h"
 #include "optim/cuda/triton_abi.h"
 #include "optim/dispatch/backend_error.h"
 
@@ -337,6 +338,27 @@ class CudaBackend final : public Backend {
     if (scope.code != LUMINAV_STATUS_OK) return scope.code;
     ContextState* state = scope.state;
     mark("scope");
+    const auto trace_counters = [&] {
+      if (!trace) return;
+      const StepGraphCache::Counters c = state->step_graphs.counters();
+      std::fprintf(stderr, "luminav: step graphs: eager %llu built %llu replayed %llu nodes updated %llu unchanged %llu\n",
+                   static_cast<unsigned long long>(c.eager), static_cast<unsigned long long>(c.built),
+                   static_cast<unsigned long long>(c.replayed), static_cast<unsigned long long>(c.nodes_updated),
+                   static_cast<unsigned long long>(c.unchanged));
+    };
+    // A step seen before is its graph launched again (Note [a step seen before]).
+    thread_local std::vector<unsigned char> inputs;  // reused: no allocation per step
+    step_inputs(groups, async, ctx, &inputs);
+    std::string why;
+    bool launched = false;
+    if (!state->step_graphs.submit_again(inputs, static_cast<CUstream>(ctx.stream), &launched, &why)) {
+      return fail(LUMINAV_STATUS_DRIVER_ERROR, why);
+    }
+    if (launched) {
+      mark("issued again");
+      trace_counters();
+      return LUMINAV_STATUS_OK;
+    }
     // Recorded first, issued at the end (Note [cached step graph]).
     LaunchScript script;
     const LaunchTarget target(static_cast<CUstream>(ctx.stream), &script);
@@ -369,15 +391,9 @@ class CudaBackend final : public Backend {
       if (int code = check_async_pointers(groups, async, ctx.scratch); code != LUMINAV_STATUS_OK) return code;
     }
     mark("pointer checks");
-    std::string why;
-    if (!state->step_graphs.submit(script, target.stream, &why)) return fail(LUMINAV_STATUS_DRIVER_ERROR, why);
+    if (!state->step_graphs.submit(script, inputs, target.stream, &why)) return fail(LUMINAV_STATUS_DRIVER_ERROR, why);
     mark("issued");
-    if (trace) {
-      const StepGraphCache::Counters c = state->step_graphs.counters();
-      std::fprintf(stderr, "luminav: step graphs: eager %llu built %llu replayed %llu nodes updated %llu\n",
-                   static_cast<unsigned long long>(c.eager), static_cast<unsigned long long>(c.built),
-                   static_cast<unsigned long long>(c.replayed), static_cast<unsigned long long>(c.nodes_updated));
-    }
+    trace_counters();
     return LUMINAV_STATUS_OK;
   }
 

@@ -22,9 +22,24 @@
 // 3)") it took the host time of opt.step() in the Llama 98M loop from 0.60
 // to 0.44 of torch fused AdamW's, bit-identical to the eager launches
 // (tests/optim/test_gpu_step_graph.py).
+//
+// Note [a step seen before]: recording a step writes a dozen 4 KiB parameter
+// blocks and compares them with the last step's, and in a training loop it
+// runs cold, right after a backward pass: 130-143 us of the ~420 us that
+// opt.step() took on the host of the H100 machine before its first kernel
+// started, against 7 us warm (the Llama 98M loop, issue 13, session 15). The
+// step's launches are a function of its inputs (step_inputs.h: ~90 bytes a
+// tensor), and a loop whose gradients come back at the same addresses gives
+// the same inputs every step (the step number and a device lr live on the
+// device). So a graph replayed for a step keeps that step's inputs; a call
+// whose inputs equal them, on a stream not being captured, launches the
+// graph again with its host copies and records nothing. Any other call is
+// recorded and submitted as before. LUMINAV_CUDA_STEP_AGAIN=0 records every
+// step (the A/B).
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -49,11 +64,18 @@ class StepGraphCache {
   bool submitted_before(const LaunchScript& script);
 
   // Issues `script`'s kernels on `stream` (a graph replay or eagerly, as the
-  // note says), then its host copies; false with `why` set.
-  bool submit(const LaunchScript& script, drv::CUstream stream, std::string* why);
+  // note says), then its host copies; false with `why` set. `inputs`: what
+  // the script was recorded from (Note [a step seen before]).
+  bool submit(const LaunchScript& script, std::span<const unsigned char> inputs, drv::CUstream stream,
+              std::string* why);
+  // Note [a step seen before]: launches the graph whose step had `inputs`,
+  // with its host copies, setting *launched; leaves it false where no graph
+  // fits or `stream` is being captured. False with `why` set on a failure.
+  bool submit_again(std::span<const unsigned char> inputs, drv::CUstream stream, bool* launched, std::string* why);
 
   struct Counters {
     uint64_t eager = 0, built = 0, replayed = 0, nodes_updated = 0;
+    uint64_t unchanged = 0;  // replays of a step seen before, not recorded (Note [a step seen before])
   };
   Counters counters();
 
@@ -62,6 +84,7 @@ class StepGraphCache {
  private:
   struct Entry {
     LaunchScript last;  // the script last submitted with this topology
+    std::vector<unsigned char> inputs;  // what `last` was recorded from, while the graph replays it
     drv::CUgraph graph = nullptr;
     drv::CUgraphExec exec = nullptr;
     std::vector<drv::CUgraphNode> nodes;  // launch i is nodes[i]
