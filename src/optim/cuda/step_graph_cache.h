@@ -43,8 +43,8 @@
 #pragma once
 
 #include <cstdint>
-#include <span>
 #include <mutex>
+#include <span>
 #include <string>
 #include <vector>
 
