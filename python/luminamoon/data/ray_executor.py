@@ -132,27 +132,6 @@ class _Layout:
 # ---------------------------------------------------------------- task bodies
 # Plain functions (wrapped as Ray tasks in run_on_ray), so that tests can call them too.
 _TASK_CPUS = 1  # what every task asks Ray for
-# Note [spread tasks]: Ray's default placement leases a task's worker from
-# the driver's own node while that node looks free, and a raylet's view of
-# the other nodes lags (it learns their load through the GCS). With all maps
-# submitted at once, the head node's worker took 6 of the 8 maps of a 2-node
-# run and the other node sat idle 1.4 s of its 3.0 s (ray.timeline, issue
-# 17, session 15); the finishes, placed where their saved batches are, then
-# followed the same split. Ray's "SPREAD" strategy fixed it on a quiet
-# machine but not under load, where a lagging view sent all 6 maps of the
-# test to one node. So maps and reductions are placed by the driver: task i
-# goes to the i-th of the cluster's CPU slots, taken round-robin over the
-# alive nodes (a node of c CPUs holds c slots), with soft node affinity, so
-# that a task whose node died runs elsewhere. A finish keeps Ray's
-# locality-aware default, which runs it on the node holding its shard's
-# saved batches.
-def _placements(ray) -> list:
-    """Scheduling strategies of the cluster's CPU slots, round-robin over its alive nodes."""
-    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-    cpus = {n["NodeID"]: int(n.get("Resources", {}).get("CPU", 0)) for n in ray.nodes() if n.get("Alive")}
-    nodes = sorted(node for node, c in cpus.items() if c > 0)
-    slots = [node for r in range(max(cpus.values(), default=0)) for node in nodes if cpus[node] > r]
-    return [NodeAffinitySchedulingStrategy(node_id=node, soft=True) for node in slots] or ["DEFAULT"]
 
 
 def _as_task(fn: Callable) -> Callable:
@@ -282,6 +261,29 @@ def finish_task(native_config: dict, shards: list[str], s: int, output_dir: str,
 
 
 # ---------------------------------------------------------------- driver
+# Note [spread tasks]: Ray's default placement leases a task's worker from
+# the driver's own node while that node looks free, and a raylet's view of
+# the other nodes lags (it learns their load through the GCS). With all maps
+# submitted at once, the head node's worker took 6 of the 8 maps of a 2-node
+# run and the other node sat idle 1.4 s of its 3.0 s (ray.timeline, issue
+# 17, session 15); the finishes, placed where their saved batches are, then
+# followed the same split. Ray's "SPREAD" strategy fixed it on a quiet
+# machine but not under load, where a lagging view sent all 6 maps of the
+# test to one node. So maps and reductions are placed by the driver: task i
+# goes to the i-th of the cluster's CPU slots, taken round-robin over the
+# alive nodes (a node of c CPUs holds c slots), with soft node affinity, so
+# that a task whose node died runs elsewhere. A finish keeps Ray's
+# locality-aware default, which runs it on the node holding its shard's
+# saved batches.
+def _placements(ray) -> list:
+    """Scheduling strategies of the cluster's CPU slots, round-robin over its alive nodes."""
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+    cpus = {n["NodeID"]: int(n.get("Resources", {}).get("CPU", 0)) for n in ray.nodes() if n.get("Alive")}
+    nodes = sorted(node for node, c in cpus.items() if c > 0)
+    slots = [node for r in range(max(cpus.values(), default=0)) for node in nodes if cpus[node] > r]
+    return [NodeAffinitySchedulingStrategy(node_id=node, soft=True) for node in slots] or ["DEFAULT"]
+
+
 def _first_error(errors: dict[int, BaseException], what: str) -> BaseException:
     """The error the local run would meet first: that of the earliest shard."""
     s = min(errors)
