@@ -2,7 +2,6 @@
 #include "optim/cuda/step_inputs.h"
 
 #include <cstddef>
-#include <cstring>
 #include <type_traits>
 
 namespace luminav::cuda {
