@@ -175,15 +175,17 @@ def timeline_summary(events: list, start_us: float, end_us: float) -> None:
     busy: dict = {}
     for e in inside:
         if e["name"].startswith("luminamoon.") and e["tid"].startswith("worker"):  # a whole task
-            busy.setdefault((e["pid"], e["tid"]), []).append((e["ts"], e["ts"] + e["dur"]))
+            task = e["name"].rsplit(".", 1)[-1].removesuffix("_task")
+            busy.setdefault((e["pid"], e["tid"]), []).append((e["ts"], e["ts"] + e["dur"], task))
     window = (end_us - start_us) / 1e6
     for (node, worker), spans in sorted(busy.items()):
         spans.sort()
-        total = sum(b - a for a, b in spans) / 1e6
+        total = sum(b - a for a, b, _ in spans) / 1e6
         gaps = [(b[0] - a[1]) / 1e6 for a, b in zip(spans, spans[1:])]
         print(f"worker {worker[:20]} on {node}: {len(spans)} tasks, busy {total:.2f} s of the run's {window:.2f} s; "
               f"first task after {(spans[0][0] - start_us) / 1e6:.3f} s, gaps between tasks {sum(gaps):.3f} s "
               f"(largest {max(gaps, default=0):.3f} s), after the last {(end_us - spans[-1][1]) / 1e6:.3f} s")
+        print("  " + ", ".join(f"{task} {(a - start_us) / 1e6:.2f}-{(b - start_us) / 1e6:.2f}" for a, b, task in spans))
 
 
 def main() -> int:

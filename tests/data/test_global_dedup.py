@@ -70,10 +70,41 @@ def test_candidate_edges_join_each_bucket_without_excluded_rows():
     band = np.array([0, 0, 0, 1, 1, 0, 1], dtype=np.int16)
     keys = np.array([7, 7, 9, 7, 7, 7, 8], dtype=np.uint64)
     refs = np.array([30, 10, 11, 10, 40, 20, 50], dtype=np.int64)
-    a, b = gd.candidate_edges(band, keys, refs)
+    bucket, members = gd.bucket_members(band, keys, refs)
+    # (0, 7) holds 30, 10, 20 and (1, 7) holds 10, 40; (0, 9) and (1, 8) hold one each
+    assert sorted(members.tolist()) == [10, 10, 20, 30, 40]
+    groups: dict[int, set] = {}
+    for k, r in zip(bucket.tolist(), members.tolist()):
+        groups.setdefault(k, set()).add(r)
+    assert sorted(map(sorted, groups.values())) == [[10, 20, 30], [10, 40]]
+    a, b = gd.candidate_edges(bucket, members)
     assert sorted(zip(a.tolist(), b.tolist())) == [(10, 20), (10, 30), (10, 40)]
-    a, b = gd.candidate_edges(band, keys, refs, excluded=np.array([10]))
+    a, b = gd.candidate_edges(bucket, members, excluded=np.array([10]))
     assert sorted(zip(a.tolist(), b.tolist())) == [(20, 30)]
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_buckets_by_key_range_give_the_edges_of_a_bucket_dict(seed):
+    """Bucket rows found per key range, then the edges of their survivors,
+    against a dict of (band, key) -> refs over all rows at once."""
+    rng = np.random.default_rng(seed)
+    docs, bands = 400, 4
+    refs = rng.permutation(10**6)[:docs].astype(np.int64)
+    # uniform 64-bit keys as XXH3 gives them, few distinct ones per band, so that buckets of 2 or more are common
+    pools = rng.integers(0, 2**64, size=(bands, 150), dtype=np.uint64)
+    keys = pools[np.arange(bands), rng.integers(0, 150, size=(docs, bands))]
+    band, flat_keys, flat_refs = gd.band_rows(keys, refs, bands)
+    excluded = np.sort(rng.choice(refs, 40, replace=False))
+    buckets: dict[tuple, list] = {}
+    for bd, k, r in zip(band.tolist(), flat_keys.tolist(), flat_refs.tolist()):
+        if r not in set(excluded.tolist()):
+            buckets.setdefault((bd, k), []).append(r)
+    expected = sorted((min(rs), r) for rs in buckets.values() if len(rs) >= 2 for r in rs if r != min(rs))
+    parts = gd.split_rows(gd.key_partition(flat_keys, 3), 3, band, flat_keys, flat_refs)
+    found = [gd.bucket_members(*part) for part in parts]
+    a, b = gd.candidate_edges(np.concatenate([f[0] for f in found]), np.concatenate([f[1] for f in found]), excluded)
+    assert sorted(zip(a.tolist(), b.tolist())) == expected
+    assert len(expected) > 100
 
 
 # ---------------------------------------------------------------- whole run, serially
@@ -102,13 +133,19 @@ def serial_run(config: dict, shards: list, out: str, partitions: int) -> tuple:
     exact = [rx.exact_reduce_task(out, p, *[m[p] for m in maps]) for p in range(partitions)]
     ex_drop = np.concatenate([e[0] for e in exact])
     ex_match = np.concatenate([e[1] for e in exact])
-    edges = [rx.band_reduce_task(out, p, np.sort(ex_drop), *[m[partitions + p] for m in maps])
-             for p in range(partitions)]
-    nodes, labels = gd.components(np.concatenate([e[0] for e in edges]), np.concatenate([e[1] for e in edges]))
-    groups = gd.split_rows(gd.component_partition(labels, partitions), partitions, nodes)
-    near = [rx.resolve_task(native, out, p, groups[p][0], *[maps[int(s)][2 * partitions]
-                                                             for s in np.unique(gd.ref_shard(groups[p][0]))])
-            if native["minhash"] else (ex_drop[:0], ex_drop[:0]) for p in range(partitions)]
+    buckets = [rx.band_reduce_task(out, p, *[m[partitions + p] for m in maps]) for p in range(partitions)]
+    edges = gd.candidate_edges(np.concatenate([k for k, _ in buckets]), np.concatenate([r for _, r in buckets]),
+                               np.sort(ex_drop))
+    nodes, labels = gd.components(*edges)
+    owner, shard_of = gd.component_partition(labels, partitions), gd.ref_shard(nodes)
+    picked = [[] for _ in range(partitions)]
+    for s in np.unique(shard_of).tolist():
+        rows = rx.signature_rows_task(partitions, maps[s][2 * partitions], nodes[shard_of == s],
+                                      owner[shard_of == s])
+        for p, r in enumerate(rows if partitions > 1 else [rows]):
+            picked[p].append(r)
+    near = [rx.resolve_task(native, out, p, *picked[p]) if native["minhash"] else (ex_drop[:0], ex_drop[:0])
+            for p in range(partitions)]
     refs = np.concatenate([ex_drop] + [n[0] for n in near])
     kinds = np.concatenate([np.zeros(ex_drop.size, np.uint8)] + [np.ones(n[0].size, np.uint8) for n in near])
     matched = np.concatenate([ex_match] + [n[1] for n in near])

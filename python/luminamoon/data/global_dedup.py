@@ -22,7 +22,8 @@ whose edges join documents sharing a (band, key). A document outside the
 component never shares a band key with one inside, so the local LSH run over
 the component's documents alone, in ref order, makes exactly the local
 decisions for them (the same candidates, kept set and tie order). Hence:
-band rows partitioned by key -> buckets of >= 2 documents -> edges ->
+band rows partitioned by key -> buckets of >= 2 documents (beside the
+exact reduce) -> edges among the survivors of exact dedup ->
 components -> each component (or any union of whole components) replayed
 through the native MinHashLSH in ref order. Documents in no bucket are kept.
 """
@@ -39,6 +40,8 @@ __all__ = [
     "split_rows",
     "exact_decisions",
     "band_rows",
+    "bucket_members",
+    "bucket_ids",
     "candidate_edges",
     "components",
     "component_partition",
@@ -48,6 +51,7 @@ __all__ = [
 #: refs are (shard << REF_LINE_BITS) | line (src/data/pipeline/kept_docs.h)
 REF_LINE_BITS = 40
 _EMPTY_I64 = np.empty(0, dtype=np.int64)
+_EMPTY_U64 = np.empty(0, dtype=np.uint64)
 
 
 def ref_shard(refs: np.ndarray) -> np.ndarray:
@@ -96,20 +100,52 @@ def band_rows(band_keys: np.ndarray, refs: np.ndarray, bands: int) -> tuple[np.n
     return band, keys.ravel(), np.repeat(refs, bands)
 
 
-def candidate_edges(band: np.ndarray, keys: np.ndarray, refs: np.ndarray,
+def bucket_members(band: np.ndarray, keys: np.ndarray, refs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(bucket, ref) of every row whose (band, key) bucket holds >= 2
+    documents, grouped by bucket (Note [bucket ids]). Exact duplicates are
+    still among them: the band reduce runs beside the exact reduce, and
+    candidate_edges leaves them out."""
+    bucket = bucket_ids(band, keys)
+    if bucket.size < 2:
+        return _EMPTY_U64, _EMPTY_I64
+    order = np.argsort(bucket)  # one 64-bit key: a vectorized sort, 8x faster than a lexsort of (band, key)
+    bucket = bucket[order]
+    shared = bucket[1:] == bucket[:-1]
+    member = np.zeros(bucket.size, dtype=bool)
+    member[1:] = shared
+    member[:-1] |= shared
+    return bucket[member], np.asarray(refs, dtype=np.int64)[order[member]]
+
+
+# Note [bucket ids]: a (band, key) pair is folded into one 64-bit id, the key
+# XOR a multiple of the band's number by an odd constant. Within a band the
+# fold is a bijection; two pairs of different bands meet only when their keys
+# differ by that XOR (2^-64 for uniform XXH3 keys). Such a meeting merges two
+# buckets, which can only add candidate edges, i.e. join two components into
+# one resolver's group; the resolution replays the native LSH over the group,
+# which compares real band keys, so its decisions stay the local run's. A
+# missing edge would change them; a merge never drops one.
+def bucket_ids(band: np.ndarray, keys: np.ndarray) -> np.ndarray:
+    band = np.asarray(band).astype(np.uint64) + np.uint64(1)
+    return np.asarray(keys, dtype=np.uint64) ^ (band * np.uint64(0x9E3779B97F4A7C15))
+
+
+def candidate_edges(bucket: np.ndarray, refs: np.ndarray,
                     excluded: np.ndarray = _EMPTY_I64) -> tuple[np.ndarray, np.ndarray]:
-    """Edges (first, other) joining the documents of each (band, key) bucket
-    of >= 2 documents; rows of `excluded` refs (exact duplicates, which never
-    reach the near stage) are left out first."""
+    """Edges (first, other) joining the documents of each bucket (the rows of
+    bucket_members) that still holds >= 2 once the rows of `excluded` refs
+    (exact duplicates, which never reach the near stage) are left out."""
+    bucket = np.asarray(bucket, dtype=np.uint64)
+    refs = np.asarray(refs, dtype=np.int64)
     if excluded.size:
         keep = ~np.isin(refs, excluded)
-        band, keys, refs = band[keep], keys[keep], refs[keep]
+        bucket, refs = bucket[keep], refs[keep]
     if refs.size < 2:
         return _EMPTY_I64, _EMPTY_I64
-    order = np.lexsort((refs, keys, band))
-    b, k, r = band[order], keys[order], refs[order]
+    order = np.lexsort((refs, bucket))
+    k, r = bucket[order], refs[order]
     start = np.ones(r.size, dtype=bool)
-    start[1:] = (b[1:] != b[:-1]) | (k[1:] != k[:-1])
+    start[1:] = k[1:] != k[:-1]
     group = np.cumsum(start) - 1
     first = r[start][group]
     size = np.bincount(group)[group]

@@ -12,9 +12,11 @@ executor="ray")``, ``luminamoon data run --executor ray``) runs five stages
    signatures and the saved batches are Ray objects too (nothing is written
    to disk by a map).
 2. exact reduce, one task per key range: first occurrence per key.
-3. band reduce, one task per key range: edges of buckets of >= 2 documents.
-4. near resolution: components of the edges (driver), then one task per
-   group of components replays them through the native MinHashLSH.
+3. band reduce, one task per key range, beside the exact reduce: the rows
+   of buckets of >= 2 documents; the driver's edges join their survivors.
+4. near resolution: components of the edges (driver); per shard, a task on
+   the node that holds its signatures picks its candidates' rows; then one
+   task per group of components replays them through the native MinHashLSH.
 5. finish, one task per shard (C++ ``ShardTasks.finish_shard``): from the
    map's saved batches (the shard is read and cleaned once), the decided
    drops, PII, write the shard's parts (without a dedup stage there is no
@@ -202,37 +204,47 @@ def exact_reduce_task(output_dir: str, p: int, *rows: tuple) -> tuple[np.ndarray
     return d["dropped"], d["matched"]
 
 
-def band_reduce_task(output_dir: str, p: int, exact_dropped: np.ndarray, *rows: tuple) -> tuple[np.ndarray, np.ndarray]:
-    path = _Layout(output_dir).reduced("edges", p)
+def band_reduce_task(output_dir: str, p: int, *rows: tuple) -> tuple[np.ndarray, np.ndarray]:
+    """(bucket, ref) rows of the buckets of >= 2 documents in key range p;
+    it needs no exact decision, so it runs beside the exact reduce."""
+    path = _Layout(output_dir).reduced("buckets", p)
     if not os.path.exists(path):
         band, keys, refs = gd.concat(rows, 3)
-        a, b = gd.candidate_edges(band, keys, refs, exact_dropped)
+        bucket, members = gd.bucket_members(band, keys, refs)
         _crash_point(f"band_reduce:{p}")
-        _atomic_npz(path, a=a, b=b)
+        _atomic_npz(path, bucket=bucket, refs=members)
     d = _load(path)
-    return d["a"], d["b"]
+    return d["bucket"], d["refs"]
 
 
-def resolve_task(native_config: dict, output_dir: str, p: int, refs: np.ndarray,
-                 *shard_signatures: tuple) -> tuple[np.ndarray, np.ndarray]:
-    """Near decisions of the components assigned to resolver p; their
-    signatures are taken from the (refs, signatures) of the maps of the
-    shards they lie in (the rows of those refs only)."""
+def signature_rows_task(partitions: int, refs_and_signatures: tuple, wanted: np.ndarray,
+                        owner: np.ndarray) -> Any:
+    """The signatures of one shard's candidate documents (`wanted`, sorted
+    refs), one (refs, signatures) per resolver (`owner`). It runs where the
+    map left the shard's signatures (Ray's locality-aware default), so that
+    only these rows cross nodes: a resolver given whole shards' signatures
+    waited ~0.1 s of 0.3 s between the maps and the finishes for them
+    (docs/benchmarks.md, issue 17, session 16)."""
+    shard_refs, shard_signatures = refs_and_signatures
+    rows = shard_signatures[np.searchsorted(shard_refs, wanted)]
+    parts = gd.split_rows(np.asarray(owner, dtype=np.int64), partitions, np.asarray(wanted, dtype=np.int64), rows)
+    return parts if partitions > 1 else parts[0]  # one return is the value itself, not a list
+
+
+def resolve_task(native_config: dict, output_dir: str, p: int, *picked: tuple) -> tuple[np.ndarray, np.ndarray]:
+    """Near decisions of the components assigned to resolver p, from the
+    (refs, signatures) of their documents, one tuple per shard they lie in."""
     path = _Layout(output_dir).reduced("near", p)
     if not os.path.exists(path):
-        refs = np.sort(np.asarray(refs, dtype=np.int64))
-        sigs = np.empty((refs.size, int(native_config["minhash_num_perm"])), dtype=np.uint64)
-        shard_of = gd.ref_shard(refs)
-        for shard_refs, shard_sigs in shard_signatures:
-            if not shard_refs.size:
-                continue
-            sel = np.nonzero(shard_of == int(gd.ref_shard(shard_refs[:1])[0]))[0]
-            sigs[sel] = shard_sigs[np.searchsorted(shard_refs, refs[sel])]
+        num_perm = int(native_config["minhash_num_perm"])
+        refs = np.concatenate([np.empty(0, np.int64)] + [r for r, _ in picked])
+        sigs = np.concatenate([np.empty((0, num_perm), np.uint64)] + [g for _, g in picked])
+        order = np.argsort(refs, kind="stable")
         c = native_config
         dropped, matched = gd.near_decisions(
-            refs, sigs, num_perm=c["minhash_num_perm"], bands=c["minhash_bands"], rows=c["minhash_rows"],
-            ngram=c["minhash_ngram"], threshold=c["minhash_threshold"], seed=c["minhash_seed"],
-            scheme=c["minhash_scheme"])
+            refs[order], sigs[order], num_perm=c["minhash_num_perm"], bands=c["minhash_bands"],
+            rows=c["minhash_rows"], ngram=c["minhash_ngram"], threshold=c["minhash_threshold"],
+            seed=c["minhash_seed"], scheme=c["minhash_scheme"])
         _atomic_npz(path, dropped=dropped, matched=matched)
     d = _load(path)
     return d["dropped"], d["matched"]
@@ -416,7 +428,7 @@ def run_on_ray(config: PipelineConfig, inputs: Any, output_dir: Any, resume: boo
         _atomic_text(summary_path, json.dumps({"shards": totals_json}))
         text = tasks.summary(totals_json, summary["session"], resumed, time.monotonic() - started)
         _atomic_text(os.path.join(output_dir, "summary.json"), text + "\n")
-        for stage in ("exact", "edges", "near", "finish"):
+        for stage in ("exact", "buckets", "near", "finish"):
             shutil.rmtree(os.path.join(layout.root, stage), ignore_errors=True)
         return json.loads(text)
     finally:
@@ -441,52 +453,61 @@ def _run_stages(ray, native_config: dict, shards: list[str], layout: _Layout, pa
         # saved batches exist only as Ray objects, so a resumed driver maps
         # again unless every reduction it needs is on disk (then the finish
         # reads its shard again instead of continuing from saved batches).
-        if not (have("exact") and have("edges") and (not minhash or have("near"))):
+        if not (have("exact") and have("buckets") and (not minhash or have("near"))):
             mapper = ray.remote(num_cpus=_TASK_CPUS, num_returns=2 * partitions + 3, **retry)(_as_task(map_task))
             config_ref, shards_ref = ray.put(native_config), ray.put(shards)
             maps = {s: mapper.options(scheduling_strategy=place[s % len(place)]).remote(
                 config_ref, shards_ref, s, partitions) for s in range(n)}
+        # The exact and the band reduce need only the maps' rows: both are
+        # submitted with the maps, before anything is waited for, and run side
+        # by side as their rows come.
+        exact_refs = bucket_refs = None
+        if dedup and not have("exact"):
+            reducer = ray.remote(num_cpus=_TASK_CPUS, num_returns=2, **retry)(_as_task(exact_reduce_task))
+            exact_refs = {p: reducer.options(scheduling_strategy=place[p % len(place)]).remote(
+                out, p, *[maps[s][p] for s in range(n)]) for p in range(partitions)}
+        if minhash and not have("buckets"):
+            band_reducer = ray.remote(num_cpus=_TASK_CPUS, num_returns=1, **retry)(_as_task(band_reduce_task))
+            bucket_refs = {p: band_reducer.options(scheduling_strategy=place[(p + partitions) % len(place)]).remote(
+                out, p, *[maps[s][partitions + p] for s in range(n)]) for p in range(partitions)}
+        if maps:  # the progress of the maps; the reducers start as their inputs come
             _gather(ray, {s: r[-1] for s, r in maps.items()}, "map of shard",
                     lambda k: _log(progress, f"map {k}/{n} shards"))
         exact_dropped = exact_matched = np.empty(0, np.int64)
         if dedup:
-            if have("exact"):
+            if exact_refs is None:
                 results = {p: exact_reduce_task(out, p) for p in range(partitions)}
             else:
-                reducer = ray.remote(num_cpus=_TASK_CPUS, num_returns=2, **retry)(_as_task(exact_reduce_task))
-                refs = {p: reducer.options(scheduling_strategy=place[p % len(place)]).remote(
-                    out, p, *[maps[s][p] for s in range(n)]) for p in range(partitions)}
-                results = {p: (ray.get(a), ray.get(b)) for p, (a, b) in refs.items()}
+                results = {p: (ray.get(a), ray.get(b)) for p, (a, b) in exact_refs.items()}
             exact_dropped = np.concatenate([results[p][0] for p in range(partitions)])
             exact_matched = np.concatenate([results[p][1] for p in range(partitions)])
             _log(progress, f"exact duplicates {exact_dropped.size}")
         near_dropped = near_matched = np.empty(0, np.int64)
         if minhash:
-            if have("edges"):
-                edges = [band_reduce_task(out, p, exact_dropped) for p in range(partitions)]
+            if bucket_refs is None:
+                buckets = [band_reduce_task(out, p) for p in range(partitions)]
             else:
-                exact_ref = ray.put(np.sort(exact_dropped))
-                band_reducer = ray.remote(num_cpus=_TASK_CPUS, num_returns=1, **retry)(_as_task(band_reduce_task))
-                refs = {p: band_reducer.options(scheduling_strategy=place[p % len(place)]).remote(
-                    out, p, exact_ref, *[maps[s][partitions + p] for s in range(n)])
-                        for p in range(partitions)}
-                edges = [v for _, v in sorted(_gather(ray, refs, "band reduce", lambda k: None).items())]
-            a = np.concatenate([e[0] for e in edges])
-            b = np.concatenate([e[1] for e in edges])
+                buckets = [v for _, v in sorted(_gather(ray, bucket_refs, "band reduce", lambda k: None).items())]
+            a, b = gd.candidate_edges(np.concatenate([k for k, _ in buckets]), np.concatenate([r for _, r in buckets]),
+                                      np.sort(exact_dropped))
             nodes, labels = gd.components(a, b)
             if have("near"):
-                near = {p: resolve_task(native_config, out, p, nodes[:0]) for p in range(partitions)}
+                near = {p: resolve_task(native_config, out, p) for p in range(partitions)}
             else:
                 owner = gd.component_partition(labels, partitions)
-                groups = gd.split_rows(owner, partitions, nodes)
+                shard_of = gd.ref_shard(nodes)
+                picker = ray.remote(num_cpus=_TASK_CPUS, **retry)(_as_task(signature_rows_task))
+                picked: dict[int, list] = {p: [] for p in range(partitions)}
+                for s in np.unique(shard_of).tolist():
+                    sel = shard_of == s
+                    rows = picker.options(num_returns=partitions).remote(
+                        partitions, maps[s][2 * partitions], nodes[sel], owner[sel])
+                    for p, r in enumerate(rows if partitions > 1 else [rows]):
+                        picked[p].append(r)
                 resolver = ray.remote(num_cpus=_TASK_CPUS, **retry)(_as_task(resolve_task))
                 config_ref = ray.put(native_config)
-                refs = {}
-                for p in range(partitions):
-                    group = groups[p][0]
-                    signatures = [maps[int(s)][2 * partitions] for s in np.unique(gd.ref_shard(group))]
-                    refs[p] = resolver.options(scheduling_strategy=place[p % len(place)]).remote(
-                        config_ref, out, p, group, *signatures)
+                refs = {p: resolver.options(scheduling_strategy=place[p % len(place)]).remote(
+                    config_ref, out, p, *picked[p]) for p in range(partitions)}
                 near = _gather(ray, refs, "near-duplicate resolution", lambda k: None)
             near_dropped = np.concatenate([near[p][0] for p in range(partitions)])
             near_matched = np.concatenate([near[p][1] for p in range(partitions)])
