@@ -94,6 +94,16 @@ def test_factor_tiles_over_chunks_strips_and_row_blocks(td_factor, shape):
     assert all(torch.equal(state[k].view(torch.int32), state2[k].view(torch.int32)) for k in state)
 
 
+@pytest.mark.parametrize("td_factor", ["factored", "row"])
+def test_16bit_gradients_take_the_256_column_tile(td_factor):
+    """Note [Triton factor tiles]: a bf16 gradient's wide tile is 256 columns; two chunks of rows by two
+    strips of columns (the last partial), with masters, against the float64 reference."""
+    hp = MODES["tdclm_factored"].with_(td_factor=td_factor, tau=0.1)
+    p, state, ref, status, _ = one_step(hp, (130, 300), DTYPES["bf16"], DTYPES["bf16"], master=True, seed=7)
+    assert status.tolist() == [0, 0, 0, 0]
+    check_against_reference(hp, p, state, ref, master=True)
+
+
 @pytest.mark.parametrize("pdtype,gdtype", [("bf16", "bf16"), ("f16", "f16"), ("bf16", "f32"), ("f32", "bf16"),
                                             ("f16", "f32")])
 @pytest.mark.parametrize("mode", ["clm", "tdclm_factored"])

@@ -89,11 +89,16 @@ NUM_WARPS = 4
 # the row sums, the column sums (a second read of the gradient) and the factors (one program for
 # the whole tensor) were separate: 2.27-2.36 ms at 16384 x 16384 fp32 on the H200 against 1.91 ms
 # for the nvcc kernels of this design (docs/benchmarks.md, issue 18 session 6).
+# A 2-byte gradient's wide tile is 256 columns: 8 values, one 16-byte load, a lane, so that a row still
+# lies in one warp and a program reads as many bytes as an fp32 one. At 128 columns (4 values, 8 bytes
+# a lane) the factored bf16 + masters step ran at 89% of the H100's copy bandwidth by replay and 86%
+# eager; at 256 x 128 rows, 92-93% and 89-90% (docs/benchmarks.md, issue 18 session 16).
 FACTOR_CHUNK_ROWS = 128
 FACTOR_WIDE_COLS = 128
+FACTOR_WIDE_COLS_2B = 256
 FACTOR_NARROW_COLS = 16
 FACTOR_WIDE_FROM = 128
-FACTOR_LOAD_ROWS = {128: 128, 16: 128}  # rows per load of a wide / narrow tile (one load per tile)
+FACTOR_LOAD_ROWS = {128: 128, 256: 128, 16: 128}  # rows per load of each tile (one load per tile)
 FACTOR_ROW_BLOCK = 256
 FACTOR_COL_BLOCK = 256
 FACTOR_MERGE = 16

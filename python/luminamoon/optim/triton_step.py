@@ -35,10 +35,7 @@ FINALIZE_BLOCK = tk.FINALIZE_BLOCK
 # Note [Triton factor tiles]: the row/factored sums' tile (LUMINAV_TRITON_FACTOR_LOAD_ROWS and
 # LUMINAV_TRITON_FACTOR_WARPS override the wide tile's rows per load and the warps: tuning runs).
 FACTOR_LOAD_ROWS = {**tk.FACTOR_LOAD_ROWS, tk.FACTOR_WIDE_COLS: int(os.environ.get(
-    "LUMINAV_TRITON_FACTOR_LOAD_ROWS", tk.FACTOR_LOAD_ROWS[tk.FACTOR_WIDE_COLS])),
-    256: int(os.environ.get("LUMINAV_TRITON_FACTOR_LOAD_ROWS_256", 64))}
-# The wide tile's columns for 2-byte gradients (LUMINAV_TRITON_FACTOR_WIDE_COLS_2B: tuning runs).
-FACTOR_WIDE_COLS_2B = int(os.environ.get("LUMINAV_TRITON_FACTOR_WIDE_COLS_2B", tk.FACTOR_WIDE_COLS))
+    "LUMINAV_TRITON_FACTOR_LOAD_ROWS", tk.FACTOR_LOAD_ROWS[tk.FACTOR_WIDE_COLS]))}
 NUM_WARPS = int(os.environ.get("LUMINAV_TRITON_NUM_WARPS", tk.NUM_WARPS))  # apply and reduce (tuned together)
 # Note [tensor tables]: CLM tensors of a group step two launches per dtype pair (finite check,
 # apply) instead of two per tensor; LUMINAV_TRITON_MULTI_TENSOR=0 keeps one launch per tensor (A/B).
@@ -359,7 +356,7 @@ class TritonStepPlan:
         programs = max(triton_cdiv(n, REDUCE_BLOCK), 1)
         s = t.scratch
         if t.kind in (tk.ROW, tk.FACTORED):  # Note [Triton factor tiles]
-            wide = FACTOR_WIDE_COLS_2B if t.param.element_size() == 2 else tk.FACTOR_WIDE_COLS
+            wide = tk.FACTOR_WIDE_COLS_2B if t.param.element_size() == 2 else tk.FACTOR_WIDE_COLS
             block_c = wide if t.cols >= tk.FACTOR_WIDE_FROM else tk.FACTOR_NARROW_COLS
             strips = triton_cdiv(t.cols, block_c)
             chunks = triton_cdiv(t.rows, tk.FACTOR_CHUNK_ROWS)

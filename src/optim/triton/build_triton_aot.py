@@ -40,7 +40,7 @@ ALL_TARGETS = ("sm_80", "sm_90", "sm_100", "sm_120", "compute_80", "gfx90a", "gf
 def _geometry() -> dict:
     """triton_kernels.py's block sizes and warps (Note [Triton block sizes]), read without importing triton."""
     names = {"APPLY_BLOCK", "REDUCE_BLOCK", "FINALIZE_BLOCK", "NUM_WARPS", "FACTOR_CHUNK_ROWS", "FACTOR_WIDE_COLS",
-             "FACTOR_NARROW_COLS", "FACTOR_LOAD_ROWS", "FACTOR_ROW_BLOCK", "FACTOR_COL_BLOCK", "FACTOR_MERGE",
+             "FACTOR_WIDE_COLS_2B", "FACTOR_NARROW_COLS", "FACTOR_LOAD_ROWS", "FACTOR_ROW_BLOCK", "FACTOR_COL_BLOCK", "FACTOR_MERGE",
              "FACTOR_WARPS"}
     found = {}
     for node in ast.parse(KERNELS_PY.read_text()).body:
@@ -92,14 +92,16 @@ VARIANTS = {
 # tensor, row and factored; a TD-CLM tensor with C = 1 steps as CLM, core/second_moment_layout.h):
 # the tensor form's sum g^2 is the CLM reduce kernel's (GRAD_SUMS reads only the gradient) and its
 # device finalize gives s; the row and factored forms read their gradient once in the sums kernel
-# (Note [Triton factor tiles] in triton_kernels.py) at two fixed tiles, "wide" (128 x 128) for
-# C >= 128 and "narrow" (128 x 16) below, named by their tile (rows x columns per program) so that the C++ launcher, which
+# (Note [Triton factor tiles] in triton_kernels.py) at two fixed tiles, "wide" (128 x 128, and
+# 128 x 256 for a bf16 gradient) for C >= 128 and "narrow" (128 x 16) below, named by their tile
+# (rows x columns per program) so that the C++ launcher, which
 # computes the grids from the same numbers, refuses a build of other shapes by name; the factors
 # by factor_rows and factor_cols (one variant each: the form is a run-time argument); pass 2 of
 # each form. Session 6 replaced session 5's row sums and column sums at two tiles each (16
 # variants) and the per-form finalize (2) by these 8 + 2: 23 TD-CLM variants instead of 31.
 TDCLM_KINDS = {"tensor": 1, "row": 2, "factored": 3}  # triton_kernels.TENSOR, ROW, FACTORED
-SUMS_TILES = {"wide": _G["FACTOR_WIDE_COLS"], "narrow": _G["FACTOR_NARROW_COLS"]}  # columns per program
+SUMS_TILES = {"gf32": (_G["FACTOR_WIDE_COLS"], _G["FACTOR_NARROW_COLS"]),  # (wide, narrow) columns per program
+              "gbf16": (_G["FACTOR_WIDE_COLS_2B"], _G["FACTOR_NARROW_COLS"])}
 VARIANTS["luminav_triton_finalize_tensor"] = ("finalize_kernel", _finalize(1), 0)
 VARIANTS["luminav_triton_factor_rows"] = ("factor_rows_kernel", dict(BLOCK=FACTOR_ROW_BLOCK, MERGE=FACTOR_MERGE),
                                           FACTOR_ROW_BLOCK)
@@ -110,7 +112,7 @@ for _form, _kind in TDCLM_KINDS.items():
     VARIANTS[f"luminav_triton_apply_pbf16_gbf16_{_form}"] = ("apply_kernel", _apply(1, 1, True, _kind), APPLY_BLOCK)
 FACTOR_VARIANTS = []
 for _g, _gdtype in (("gf32", 0), ("gbf16", 1)):
-    for _bc in SUMS_TILES.values():
+    for _bc in SUMS_TILES[_g]:
         FACTOR_VARIANTS.append(f"luminav_triton_factor_sums_{_g}_{FACTOR_CHUNK_ROWS}x{_bc}")
         VARIANTS[FACTOR_VARIANTS[-1]] = ("factor_sums_kernel", dict(
             GDTYPE=_gdtype, SCALED=False, CHUNK_ROWS=FACTOR_CHUNK_ROWS, LOAD_ROWS=FACTOR_LOAD_ROWS[_bc], BLOCK_C=_bc),

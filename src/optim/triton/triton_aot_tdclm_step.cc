@@ -5,15 +5,17 @@ namespace luminav::triton_aot {
 namespace {
 
 // Note [Triton factor tiles] (triton_kernels.py; build_triton_aot.py's SUMS_TILES and the FACTOR_*
-// constants, which name the kernels): a sums program reads kChunkRows rows by kWideCols columns
-// (kNarrowCols where C < kWideFrom); the factor kernels take kRowBlock rows / kColBlock columns a
-// program.
-constexpr int64_t kChunkRows = 128, kWideCols = 128, kNarrowCols = 16, kWideFrom = 128;
+// constants, which name the kernels): a sums program reads kChunkRows rows by kWideCols columns of
+// an fp32 gradient, kWideCols2B of a bf16 one (kNarrowCols where C < kWideFrom); the factor kernels
+// take kRowBlock rows / kColBlock columns a program.
+constexpr int64_t kChunkRows = 128, kWideCols = 128, kWideCols2B = 256, kNarrowCols = 16, kWideFrom = 128;
 constexpr int64_t kRowBlock = 256, kColBlock = 256;
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-int64_t tile_cols(const TdclmTensor& t) { return t.cols >= kWideFrom ? kWideCols : kNarrowCols; }
+int64_t tile_cols(const TdclmTensor& t) {
+  return t.cols < kWideFrom ? kNarrowCols : t.t.bf16 ? kWideCols2B : kWideCols;
+}
 int64_t strips(const TdclmTensor& t) { return ceil_div(t.cols, tile_cols(t)); }
 int64_t chunks(const TdclmTensor& t) { return ceil_div(t.rows, kChunkRows); }
 int64_t row_blocks(const TdclmTensor& t) { return ceil_div(t.rows, kRowBlock); }
@@ -62,11 +64,11 @@ const AotKernelAbi kTdclmKernelSet[kTdclmKernelCount] = {
     {"luminav_triton_apply_pbf16_gbf16_factored_a16", LUMINAV_APPLY_BF16},
     {"luminav_triton_factor_sums_gf32_128x128", LUMINAV_SUMS_SIG("*fp32")},
     {"luminav_triton_factor_sums_gf32_128x16", LUMINAV_SUMS_SIG("*fp32")},
-    {"luminav_triton_factor_sums_gbf16_128x128", LUMINAV_SUMS_SIG("*i16")},
+    {"luminav_triton_factor_sums_gbf16_128x256", LUMINAV_SUMS_SIG("*i16")},
     {"luminav_triton_factor_sums_gbf16_128x16", LUMINAV_SUMS_SIG("*i16")},
     {"luminav_triton_factor_sums_gf32_128x128_a16", LUMINAV_SUMS_SIG("*fp32")},
     {"luminav_triton_factor_sums_gf32_128x16_a16", LUMINAV_SUMS_SIG("*fp32")},
-    {"luminav_triton_factor_sums_gbf16_128x128_a16", LUMINAV_SUMS_SIG("*i16")},
+    {"luminav_triton_factor_sums_gbf16_128x256_a16", LUMINAV_SUMS_SIG("*i16")},
     {"luminav_triton_factor_sums_gbf16_128x16_a16", LUMINAV_SUMS_SIG("*i16")},
 };
 #undef LUMINAV_SUMS_SIG
@@ -82,9 +84,13 @@ bool check_tdclm_kernel_set(const cuda::KernelManifest& manifest, std::string* w
   for (const AotKernelAbi& abi : kTdclmKernelSet) {
     uint64_t want = 0;
     if (abi.name.find("_sums_") != std::string_view::npos) {
-      want = static_cast<uint64_t>(kChunkRows * (abi.name.find("_" + tile_name(kWideCols)) != std::string_view::npos
-                                                     ? kWideCols
-                                                     : kNarrowCols));
+      for (const int64_t cols : {kWideCols, kWideCols2B, kNarrowCols}) {
+        const std::string tile = "_" + tile_name(cols);
+        const size_t at = abi.name.find(tile);
+        if (at != std::string_view::npos && (at + tile.size() == abi.name.size() || abi.name[at + tile.size()] == '_')) {
+          want = static_cast<uint64_t>(kChunkRows * cols);
+        }
+      }
     } else if (abi.name == "luminav_triton_factor_rows") {
       want = kRowBlock;
     } else if (abi.name == "luminav_triton_factor_cols") {

@@ -137,7 +137,9 @@ std::string clm_manifest(const std::string& version, int trailing,
     // The tiles of build_triton_aot.py: the sums kernels 128 rows by their name's columns, the
     // factor kernels 256 rows or columns a program.
     int per = name.find("reduce") != std::string::npos               ? 4096
-              : name.find("_sums_") != std::string::npos             ? (name.find("x128") != std::string::npos ? 16384 : 2048)
+              : name.find("_sums_") != std::string::npos             ? (name.find("x256") != std::string::npos   ? 32768
+                                                                         : name.find("x128") != std::string::npos ? 16384
+                                                                                                                  : 2048)
               : name.find("factor_") != std::string::npos            ? 256
               : name.find("apply") != std::string::npos              ? 1024
                                                                      : 0;
@@ -276,8 +278,9 @@ TEST(TritonAotTdclm, LaunchesNameKernelsOfTheSetAndSizeTheirScratch) {
           }
           const std::string sums = tdclm_sums_kernel(t);
           EXPECT_TRUE(in_set(sums)) << sums;
-          const int64_t tile_cols = cols >= 128 ? 128 : 16;
-          EXPECT_NE(sums.find(cols >= 128 ? "_128x128" : "_128x16"), std::string::npos) << sums;
+          // A bf16 gradient's wide tile is 256 columns (8 values a lane, one 16-byte load).
+          const int64_t tile_cols = cols < 128 ? 16 : bf16 ? 256 : 128;
+          EXPECT_NE(sums.find("_128x" + std::to_string(tile_cols)), std::string::npos) << sums;
           const bool factor_hints = base % 16 == 0 && rows % 16 == 0 && cols % 16 == 0;
           EXPECT_EQ(sums.ends_with("_a16"), factor_hints) << sums;
           // One row partial per strip of columns, one column partial per chunk of 128 rows.
