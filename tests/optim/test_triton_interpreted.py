@@ -434,7 +434,7 @@ def test_many_factored_tensors_step_through_the_factored_tables(monkeypatch):
     plan_b, group_b = _factored_plan(alone, hp, counters[1], statuses[1])
     assert sorted((b.kind, len(b.tensors), b.tile[1]) for b in group_a.batches) == [
         (tk.FACTORED, 2, tk.FACTOR_NARROW_COLS), (tk.FACTORED, 2, tk.FACTOR_WIDE_COLS),
-        (tk.FACTORED, 2, tk.FACTOR_WIDE_COLS)]
+        (tk.FACTORED, 2, tk.FACTOR_WIDE_COLS_2B)]  # the 16-bit pair reads 256-column tiles
     assert group_b.batches == []
     gen = torch.Generator().manual_seed(9)
     for step in range(2):
