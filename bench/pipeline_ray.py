@@ -132,6 +132,18 @@ def with_cluster_cpu(fn, roots, cpu_log: list):
     return call
 
 
+def wait_alive_nodes(count: int, timeout: float = 120.0) -> None:
+    """Until the GCS lists exactly `count` nodes alive. A SIGKILLed node stays listed alive, with its CPU,
+    until its heartbeats are missed (~17 s here): a run before that sizes its partitions and places its
+    tasks for a node that is gone."""
+    import ray
+    deadline = time.monotonic() + timeout
+    while sum(1 for n in ray.nodes() if n.get("Alive")) != count:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the Ray cluster does not list {count} alive nodes after {timeout:.0f} s")
+        time.sleep(0.5)
+
+
 def stage_breakdown(run, shards: list, roots) -> None:
     """The Ray run's stages, from its progress lines: wall, driver CPU and
     cluster CPU seconds up to each line (after a warm-up run)."""
@@ -264,6 +276,7 @@ def main() -> int:
         if not (args.stages and args.stages_nodes == 2):
             cluster.stop_worker()
         connect(cluster.address)
+        wait_alive_nodes(1 if cluster.worker is None else 2)
         if args.stages:
             stage_breakdown(run, shards, roots)
             return 0
@@ -272,6 +285,7 @@ def main() -> int:
         ray.shutdown()
         cluster.start_worker()
         connect(cluster.address)
+        wait_alive_nodes(2)
         side_by_side({local2: run(local2, shards, cores), ray2: run(ray2, shards, ray_run=True)}, [ray2], roots)
         side_by_side({dedup_local: run(dedup_local, shards, cores, **DEDUP_ONLY),
                       dedup_ray: run(dedup_ray, shards, ray_run=True, **DEDUP_ONLY)}, [dedup_ray], roots)
