@@ -135,13 +135,14 @@ def serial_run(config: dict, shards: list, out: str, partitions: int) -> tuple:
     ex_match = np.concatenate([e[1] for e in exact])
     buckets = [rx.band_reduce_task(out, p, *[m[partitions + p] for m in maps]) for p in range(partitions)]
     edges = gd.candidate_edges(np.concatenate([k for k, _ in buckets]), np.concatenate([r for _, r in buckets]),
-                               np.sort(ex_drop))
+                               ex_drop)
     nodes, labels = gd.components(*edges)
-    owner, shard_of = gd.component_partition(labels, partitions), gd.ref_shard(nodes)
+    owner = gd.component_partition(labels, partitions)
     picked = [[] for _ in range(partitions)]
-    for s in np.unique(shard_of).tolist():
-        rows = rx.signature_rows_task(partitions, maps[s][2 * partitions], nodes[shard_of == s],
-                                      owner[shard_of == s])
+    for s, (wanted, owners) in enumerate(gd.split_rows(gd.ref_shard(nodes), len(shards), nodes, owner)):
+        if not wanted.size:
+            continue
+        rows = rx.signature_rows_task(partitions, maps[s][2 * partitions], wanted, owners)
         for p, r in enumerate(rows if partitions > 1 else [rows]):
             picked[p].append(r)
     near = [rx.resolve_task(native, out, p, *picked[p]) if native["minhash"] else (ex_drop[:0], ex_drop[:0])

@@ -489,19 +489,20 @@ def _run_stages(ray, native_config: dict, shards: list[str], layout: _Layout, pa
             else:
                 buckets = [v for _, v in sorted(_gather(ray, bucket_refs, "band reduce", lambda k: None).items())]
             a, b = gd.candidate_edges(np.concatenate([k for k, _ in buckets]), np.concatenate([r for _, r in buckets]),
-                                      np.sort(exact_dropped))
+                                      exact_dropped)
             nodes, labels = gd.components(a, b)
             if have("near"):
                 near = {p: resolve_task(native_config, out, p) for p in range(partitions)}
             else:
                 owner = gd.component_partition(labels, partitions)
-                shard_of = gd.ref_shard(nodes)
                 picker = ray.remote(num_cpus=_TASK_CPUS, **retry)(_as_task(signature_rows_task))
                 picked: dict[int, list] = {p: [] for p in range(partitions)}
-                for s in np.unique(shard_of).tolist():
-                    sel = shard_of == s
+                # the candidates by shard, in one pass (still in ref order within a shard)
+                for s, (wanted, owners) in enumerate(gd.split_rows(gd.ref_shard(nodes), n, nodes, owner)):
+                    if not wanted.size:
+                        continue
                     rows = picker.options(num_returns=partitions).remote(
-                        partitions, maps[s][2 * partitions], nodes[sel], owner[sel])
+                        partitions, maps[s][2 * partitions], wanted, owners)
                     for p, r in enumerate(rows if partitions > 1 else [rows]):
                         picked[p].append(r)
                 resolver = ray.remote(num_cpus=_TASK_CPUS, **retry)(_as_task(resolve_task))
