@@ -225,6 +225,9 @@ def paired_whole_steps(setups, ours, anchor, windows, steps):
     return out
 
 
+# --param-dtype bf16: the model's parameters (and so its gradients) in bf16; LuminaV keeps fp32
+# masters for them, torch's AdamW steps the bf16 values (the TD-CLM factor tiles of 16-bit gradients).
+PARAM_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 GRAPH_KINDS = ("torch_fused_capturable", "luminav", "luminav_tdclm", "luminav_two_groups", "luminav_triton",
                "luminav_tdclm_triton")
 
@@ -240,8 +243,8 @@ def run_gpu(args):
     sleep_cycles = int(0.1 * props.clock_rate * 1e3) if hasattr(props, "clock_rate") else int(0.1 * 1.98e9)
     setups = {}
     for kind in args.kinds:
-        model = llama("cuda", **cfg)
-        result.update(params=sum(p.numel() for p in model.parameters()),
+        model = llama("cuda", **cfg).to(PARAM_DTYPES[args.param_dtype])
+        result.update(param_dtype=args.param_dtype, params=sum(p.numel() for p in model.parameters()),
                       tensors=sum(1 for _ in model.parameters()), copy_gbs=bw)
         result["floor_ms"] = 32 * result["params"] / (bw * 1e9) * 1e3
         opt = make_optimizer(kind, model)
@@ -347,6 +350,7 @@ def main():
     ap.add_argument("--paired-windows", type=int, default=0,
                     help="GPU: pairs of adjacent whole-step windows, LuminaV against torch fused (row L3)")
     ap.add_argument("--paired-steps", type=int, default=5, help="steps per paired window")
+    ap.add_argument("--param-dtype", choices=tuple(PARAM_DTYPES), default="fp32", help="GPU: the parameters' dtype")
     ap.add_argument("--json")
     args = ap.parse_args()
     result = run_gpu(args) if args.device == "cuda" else run_cpu(args)
