@@ -17,6 +17,7 @@ namespace nb = nanobind;
 #include <mutex>
 #include <thread>
 
+#include "data/pipeline/freed_memory.h"
 #include "luminamoon/data_error.h"
 #include "luminamoon/fused_pipeline.h"
 #include "luminamoon/reader.h"
@@ -354,6 +355,7 @@ void register_data_pipeline(nb::module_& m) {
              return translating([&] { return t.summary(totals, session, resumed, seconds); });
            });
 
+  m.def("keep_freed_memory", &keep_freed_memory, nb::arg("bytes"));  // Note [freed memory kept]
   m.def("pipeline_available_stages", &FusedPipeline::available_stages);
   m.def("pipeline_parquet_input_available", &parquet_reader_available);
   m.def("pipeline_arrow_output_available", &arrow_serializers_available);

@@ -96,26 +96,26 @@ def test_factor_tiles_over_chunks_strips_and_row_blocks(td_factor, shape):
 
 @pytest.mark.parametrize("td_factor", ["factored", "row"])
 def test_16bit_gradients_take_the_256_column_tile(td_factor, monkeypatch):
-    """Note [Triton factor tiles]: a bf16 gradient's wide tile is 256 columns (an fp32 one's 128); two
-    chunks of rows by two strips of columns (the last partial), with masters, against the float64
-    reference."""
+    """Note [Triton factor tiles]: a bf16 gradient's wide tile is 256 columns at 4 warps (an fp32 one's
+    128 at 8); two chunks of rows by two strips of columns (the last partial), with masters, against the
+    float64 reference."""
     tiles = []
     launch = TritonStepPlan._run
 
     def spy(self, kernel, grid, *args, **kwargs):
         if "BLOCK_C" in kwargs:  # the factor sums' launch
-            tiles.append((kwargs["CHUNK_ROWS"], kwargs["BLOCK_C"]))
+            tiles.append((kwargs["CHUNK_ROWS"], kwargs["BLOCK_C"], kwargs["num_warps"]))
         launch(self, kernel, grid, *args, **kwargs)
 
     monkeypatch.setattr(TritonStepPlan, "_run", spy)
     hp = MODES["tdclm_factored"].with_(td_factor=td_factor, tau=0.1)
     p, state, ref, status, _ = one_step(hp, (130, 300), DTYPES["bf16"], DTYPES["bf16"], master=True, seed=7)
-    assert tiles == [(128, 256)]
+    assert tiles == [(128, 256, 4)]
     assert status.tolist() == [0, 0, 0, 0]
     check_against_reference(hp, p, state, ref, master=True)
     tiles.clear()
     one_step(hp, (130, 300), master=False, seed=7)  # fp32
-    assert tiles == [(128, 128)]
+    assert tiles == [(128, 128, 8)]
 
 
 @pytest.mark.parametrize("pdtype,gdtype", [("bf16", "bf16"), ("f16", "f16"), ("bf16", "f32"), ("f32", "bf16"),

@@ -143,12 +143,29 @@ def _as_task(fn: Callable) -> Callable:
     task per CPU that is one busy thread per core per task, whose spinning and
     cache sharing cost CPU seconds (and wall time) without speeding anything
     up. So a task's stages use the task's CPUs (LUMINAMOON_NUM_THREADS, read
-    by both native modules; a value the user set for the workers stands)."""
+    by both native modules; a value the user set for the workers stands).
+    The worker's allocator keeps what a task frees for the next one (Note
+    [freed memory kept] in src/data/pipeline/freed_memory.cc), unless
+    LUMINAMOON_KEEP_FREED_MEMORY=0."""
     @functools.wraps(fn)
     def task(*args):
         os.environ.setdefault("LUMINAMOON_NUM_THREADS", str(_TASK_CPUS))
+        _keep_freed_memory()
         return fn(*args)
     return task
+
+
+_KEPT_FREED_BYTES = 1 << 30
+_freed_memory_kept = False
+
+
+def _keep_freed_memory() -> None:
+    """Once per worker process: blocks up to 1 GiB from the heap, and up to
+    1 GiB of free heap kept (at most what the worker held at its peak)."""
+    global _freed_memory_kept
+    if not _freed_memory_kept and os.environ.get("LUMINAMOON_KEEP_FREED_MEMORY", "1") != "0":
+        _backend().keep_freed_memory(_KEPT_FREED_BYTES)
+        _freed_memory_kept = True
 
 
 _last_tasks: Optional[tuple] = None  # (key, ShardTasks) of this worker process's last task

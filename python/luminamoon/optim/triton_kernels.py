@@ -93,6 +93,12 @@ NUM_WARPS = 4
 # lies in one warp and a program reads as many bytes as an fp32 one. At 128 columns (4 values, 8 bytes
 # a lane) the factored bf16 + masters step ran at 89% of the H100's copy bandwidth by replay and 86%
 # eager; at 256 x 128 rows, 92-93% and 89-90% (docs/benchmarks.md, issue 18 session 16).
+# Warps per sums program by tile width (FACTOR_WARPS): the 2-byte tile at 4 warps, not 8, read a bf16
+# 16384 x 16384 gradient at 2.42 TB/s on the H200 (8 warps: 1.76; the copy 4.27), and the factored
+# bf16 + masters step ran 4-5% faster by replay at 2^28 and in the Llama 98M loop, on the H200 and the
+# H100 alike. The fp32 tile keeps 8: at 2 warps its sums reached 3.75 TB/s and the 2^28 step 7% faster,
+# but the loop's step (111 smaller tensors) 11% slower, and the AOT step 10% slower
+# (docs/benchmarks.md, issue 18 session 17). The narrow tile keeps 8 (not measured).
 FACTOR_CHUNK_ROWS = 128
 FACTOR_WIDE_COLS = 128
 FACTOR_WIDE_COLS_2B = 256
@@ -102,7 +108,7 @@ FACTOR_LOAD_ROWS = {128: 128, 256: 128, 16: 128}  # rows per load of each tile (
 FACTOR_ROW_BLOCK = 256
 FACTOR_COL_BLOCK = 256
 FACTOR_MERGE = 16
-FACTOR_WARPS = 8
+FACTOR_WARPS = {128: 8, 256: 4, 16: 8}  # by tile columns, as FACTOR_LOAD_ROWS
 # Parameter/gradient dtype codes of the kernels' DTYPE arguments.
 F32, BF16, F16 = 0, 1, 2
 # TD-CLM second-moment kinds (core::SecondMoment); CLM and per-element TD-CLM are ELEMENT.

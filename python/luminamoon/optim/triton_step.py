@@ -32,8 +32,8 @@ from .triton_step_graph import StepGraphs
 APPLY_BLOCK = int(os.environ.get("LUMINAV_TRITON_APPLY_BLOCK", tk.APPLY_BLOCK))
 REDUCE_BLOCK = tk.REDUCE_BLOCK
 FINALIZE_BLOCK = tk.FINALIZE_BLOCK
-# Note [Triton factor tiles]: the row/factored sums' tile (LUMINAV_TRITON_FACTOR_LOAD_ROWS and
-# LUMINAV_TRITON_FACTOR_WARPS override the wide tile's rows per load and the warps: tuning runs).
+# Note [Triton factor tiles]: the row/factored sums' tile (LUMINAV_TRITON_FACTOR_LOAD_ROWS overrides the
+# fp32 wide tile's rows per load, LUMINAV_TRITON_FACTOR_WARPS every tile's warps: tuning runs).
 FACTOR_LOAD_ROWS = {**tk.FACTOR_LOAD_ROWS, tk.FACTOR_WIDE_COLS: int(os.environ.get(
     "LUMINAV_TRITON_FACTOR_LOAD_ROWS", tk.FACTOR_LOAD_ROWS[tk.FACTOR_WIDE_COLS]))}
 NUM_WARPS = int(os.environ.get("LUMINAV_TRITON_NUM_WARPS", tk.NUM_WARPS))  # apply and reduce (tuned together)
@@ -44,7 +44,8 @@ MULTI_TENSOR = os.environ.get("LUMINAV_TRITON_MULTI_TENSOR", "1") != "0"
 # last recorded one (batched gradients are read from their tables, so their addresses may change)
 # replays its launches; LUMINAV_TRITON_REPLAY=0 launches through the JIT every step (A/B).
 REPLAY = os.environ.get("LUMINAV_TRITON_REPLAY", "1") != "0"
-FACTOR_WARPS = int(os.environ.get("LUMINAV_TRITON_FACTOR_WARPS", tk.FACTOR_WARPS))  # TD-CLM's sums
+FACTOR_WARPS = {c: int(os.environ.get("LUMINAV_TRITON_FACTOR_WARPS", w))  # TD-CLM's sums, by tile columns
+                for c, w in tk.FACTOR_WARPS.items()}
 # Note [no contraction]: the nvcc kernels are built with -fmad=false and the host code with
 # -ffp-contract=off, so a*b+c rounds twice everywhere; Triton would fuse it into an FMA and the
 # fp32 values (hence the stochastic rounding bits) would differ from the other backends'.
@@ -582,7 +583,7 @@ class TritonStepPlan:
         self._run(tk.factor_sums_kernel, (s["chunks"] * s["strips"],),
             gk, s["row_part"], s["col_part"], g.k, self.words, t.rows, t.cols,
             t.position if o.check_finite else tk.NO_BAD, int(factored), GDTYPE=gdtype, SCALED=scaled,
-            CHUNK_ROWS=tk.FACTOR_CHUNK_ROWS, LOAD_ROWS=load_rows, BLOCK_C=block_c, num_warps=FACTOR_WARPS,
+            CHUNK_ROWS=tk.FACTOR_CHUNK_ROWS, LOAD_ROWS=load_rows, BLOCK_C=block_c, num_warps=FACTOR_WARPS[block_c],
             **FP_OPTIONS)
         self._run(tk.factor_rows_kernel, (s["row_blocks"],),
             s["row_part"], exp_avg_sq, s["new"], s["block_sums"], self.words, t.rows, t.cols, s["strips"], o.beta2,
@@ -619,7 +620,7 @@ class TritonStepPlan:
         self._run(tk.factored_sums_multi_kernel, (maps[tk.FT_SUMS_FIRST.value].numel(),),
             table, b.grad_table, maps[tk.FT_SUMS_FIRST.value], g.k, self.words, GDTYPE=b.gdtype, SCALED=scaled,
             CHUNK_ROWS=tk.FACTOR_CHUNK_ROWS, LOAD_ROWS=load_rows, BLOCK_C=block_c, ALIGNED=b.aligned(),
-            num_warps=FACTOR_WARPS, **FP_OPTIONS)
+            num_warps=FACTOR_WARPS[block_c], **FP_OPTIONS)
         self._run(tk.factored_rows_multi_kernel, (maps[tk.FT_ROWS_FIRST.value].numel(),),
             table, maps[tk.FT_ROWS_FIRST.value], self.words, o.beta2, 1.0 - o.beta2, BLOCK=tk.FACTOR_ROW_BLOCK,
             MERGE=tk.FACTOR_MERGE, num_warps=NUM_WARPS, **FP_OPTIONS)

@@ -47,6 +47,8 @@ void make_dirs(const std::string& path);
 
 // An output file filled by appends and published by finish(): the bytes go
 // to `final_path`.tmp and only appear under the final name once fsynced.
+// Its written pages leave the page cache as the file grows (Note [written
+// pages dropped]).
 class PendingFile {
  public:
   explicit PendingFile(std::string final_path);
@@ -55,6 +57,10 @@ class PendingFile {
   PendingFile& operator=(const PendingFile&) = delete;
 
   void append(std::string_view bytes);
+  // For a writer that writes to fd() itself: bytes [0, end) are in the file.
+  // Starts their writeback and drops the pages of the windows already on disk.
+  void written_up_to(uint64_t end);
+  static constexpr uint64_t kWritebackWindow = uint64_t{8} << 20;
   int fd() const { return fd_; }
   const std::string& temp_path() const { return temp_path_; }
   const std::string& final_path() const { return final_path_; }
@@ -67,6 +73,7 @@ class PendingFile {
   std::string temp_path_;
   int fd_ = -1;
   uint64_t bytes_ = 0;
+  uint64_t writeback_started_ = 0;  // [0, this) is on its way to the disk, a whole number of windows
 };
 
 }  // namespace luminamoon::durable

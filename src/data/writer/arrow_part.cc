@@ -56,6 +56,8 @@ void ArrowPart::push(std::string_view text, std::string_view fields, bool with_t
 void ArrowPart::write_group() {
   try {
     stream_->write_group(group_);
+    const off_t end = ::lseek(file_->fd(), 0, SEEK_CUR);
+    if (end > 0) file_->written_up_to(static_cast<uint64_t>(end));  // Note [written pages dropped]
   } catch (const std::exception& e) {
     broken_ = e.what();
     throw;

@@ -116,7 +116,7 @@ for _g, _gdtype in (("gf32", 0), ("gbf16", 1)):
         FACTOR_VARIANTS.append(f"luminav_triton_factor_sums_{_g}_{FACTOR_CHUNK_ROWS}x{_bc}")
         VARIANTS[FACTOR_VARIANTS[-1]] = ("factor_sums_kernel", dict(
             GDTYPE=_gdtype, SCALED=False, CHUNK_ROWS=FACTOR_CHUNK_ROWS, LOAD_ROWS=FACTOR_LOAD_ROWS[_bc], BLOCK_C=_bc),
-            FACTOR_CHUNK_ROWS * _bc, FACTOR_WARPS)
+            FACTOR_CHUNK_ROWS * _bc, FACTOR_WARPS[_bc])
 # Note [aligned variants]: the JIT specializes every launch on its arguments: a tensor address that is
 # a multiple of 16 bytes and an element count that is a multiple of 16 reach the compiler as
 # tt.divisibility 16, which lets it vectorize the loads and stores (16 bytes per thread). An AOT
