@@ -213,6 +213,9 @@ def test_a_task_body_runs_the_data_stages_on_the_tasks_cpu(monkeypatch):
     from luminamoon.data import batch
     from luminamoon.data import ray_executor as rx
     seen = rx._as_task(lambda a, b: (a + b, batch.get_num_threads()))
+    # The wrapper would also set this test process's allocator to keep freed memory (Note [freed
+    # memory kept], a worker's setting; tests/data/test_freed_memory.py checks it in child processes).
+    monkeypatch.setenv("LUMINAMOON_KEEP_FREED_MEMORY", "0")
     monkeypatch.delenv("LUMINAMOON_NUM_THREADS", raising=False)
     assert seen(2, 3) == (5, 1)
     monkeypatch.setenv("LUMINAMOON_NUM_THREADS", "3")
