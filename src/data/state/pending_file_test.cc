@@ -36,15 +36,18 @@ std::string pattern(uint64_t from, size_t n) {
 
 // Resident pages of [offset, offset + length) of the file at `path` (mincore).
 size_t resident_pages(const std::string& path, uint64_t offset, size_t length) {
+  // A failure reads as "every page resident", which fails the callers' bounds.
+  const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  const size_t pages = (length + page - 1) / page;
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  EXPECT_GE(fd, 0);
+  if (fd < 0) return pages;
   void* map = ::mmap(nullptr, length, PROT_READ, MAP_SHARED, fd, static_cast<off_t>(offset));
   ::close(fd);
-  EXPECT_NE(map, MAP_FAILED);
-  const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
-  std::vector<unsigned char> in_core((length + page - 1) / page);
-  EXPECT_EQ(::mincore(map, length, in_core.data()), 0);
+  if (map == MAP_FAILED) return pages;
+  std::vector<unsigned char> in_core(pages);
+  const bool ok = ::mincore(map, length, in_core.data()) == 0;
   ::munmap(map, length);
+  if (!ok) return pages;
   size_t resident = 0;
   for (unsigned char c : in_core) resident += c & 1;
   return resident;
