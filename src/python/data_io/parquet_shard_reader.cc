@@ -129,7 +129,7 @@ class ParquetShardReader final : public ShardReader {
     if (!file.ok()) {
       throw DataError(DataErrorKind::kInput, "[open] " + shard.path + ": " + file.status().ToString());
     }
-    auto reader = parquet::arrow::OpenFile(*file, data_memory_pool());
+    auto reader = parquet::arrow::OpenFile(*file, data_read_pool());  // Note [bounded reading pool]
     if (!reader.ok()) {
       open_error_ = "not a readable Parquet file: " + reader.status().ToString();
       return;
