@@ -223,3 +223,28 @@ def test_tdclm_factors_on_the_device_match_the_scalar_backend(td_factor, dtype):
         xa = a.get("master", p.detach()).float()
         xb = b.get("master", q.detach()).float().cpu()
         torch.testing.assert_close(xb, xa, rtol=2e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("mode", ["clm", "tdclm"])
+def test_more_tensors_than_one_launch_takes_match_the_scalar_backend(mode):
+    """Note [one launch for a model's tensors]: 150 fp32 tensors of one group, 140 of them 2-D (TD-CLM's
+    factored tensors), are more than a launch's 128 slots: the batches' boundaries change nothing."""
+    shapes = [(8, 16)] * 100 + [(33, 5)] * 40 + [(7,)] * 10
+    gen = torch.Generator().manual_seed(13)
+    cpu = [torch.nn.Parameter(torch.randn(s, generator=gen) * 0.3) for s in shapes]
+    gpu = [torch.nn.Parameter(p.detach().cuda()) for p in cpu]
+    kw = dict(lr=1e-2, weight_decay=0.1, mode=mode)
+    opt_cpu = LuminaV(cpu, backend="scalar", **kw)
+    opt_gpu = LuminaV(gpu, **kw)
+    for _ in range(3):
+        grads = [torch.randn(s, generator=gen) * 0.01 for s in shapes]
+        for p, q, g in zip(cpu, gpu, grads):
+            p.grad, q.grad = g.clone(), g.cuda()
+        opt_cpu.step()
+        opt_gpu.step()
+    assert opt_gpu.last_native_calls == 1
+    torch.cuda.synchronize()
+    for i, (p, q) in enumerate(zip(cpu, gpu)):
+        a, b = opt_cpu.state[p], opt_gpu.state[q]
+        torch.testing.assert_close(b["exp_avg_sq"].cpu(), a["exp_avg_sq"], rtol=1e-5, atol=0, msg=f"tensor {i}")
+        torch.testing.assert_close(q.detach().cpu(), p.detach(), rtol=2e-5, atol=1e-6, msg=f"tensor {i}")

@@ -231,12 +231,18 @@ def test_adamw_defaults_are_bit_identical_to_the_scalar_backend(lib):
 
 @pytest.mark.parametrize("mode", MODES, ids=["clm", "tdclm"])
 def test_many_tensors_in_one_call_with_mixed_dtypes(lib, mode):
-    # 90 tensors: several launches of up to 40 slots, and in TD-CLM the s of
-    # every tensor read back in one gather (Backend::load_scalars).
+    # 90 tensors of alternating dtypes (a launch each), then 140 fp32 tensors
+    # in a row: more than one launch's 128 slots (Note [one launch for a
+    # model's tensors]), and in TD-CLM the s of every tensor read back in one
+    # gather (Backend::load_scalars).
     gen = torch.Generator().manual_seed(11)
     hp = hyperparams(lib, buffer_mode=mode, cautious=1, bound_mode=1, bound_ratio=1e-3, step=5)
-    sizes = [1, 7, 8, 9, 1000, 8192, 8193, 65536, 65537, 200003] * 9   # 90 tensors: > one launch's 40 slots
-    dtypes = itertools.cycle([(F32, F32, False), (BF16, BF16, True), (F16, F32, False)])
+    mixed = [1, 7, 8, 9, 1000, 8192, 8193, 65536, 65537, 200003] * 9
+    same = [1, 7, 8, 9, 1000, 8193, 4096] * 20
+    sizes = mixed + same
+    dtypes = itertools.chain(itertools.islice(itertools.cycle(
+        [(F32, F32, False), (BF16, BF16, True), (F16, F32, False)]), len(mixed)),
+        itertools.repeat((F32, F32, False), len(same)))
     befores = []
     for i, n in enumerate(sizes):
         p, g, m = next(dtypes)

@@ -636,6 +636,9 @@ class CudaBackend final : public Backend {
       state.why_not = why;
       return;
     }
+    state.why_not = driver_older_than(driver().driver_version(), kMinDriverVersion,
+                                      "the kernels' parameter block of up to 32,764 bytes");
+    if (!state.why_not.empty()) return;
     const KernelManifest& manifest = loaded_manifest().manifest;
     const ArtifactStore& store = active_artifact_store();
     const int cc = info.cc_major * 10 + info.cc_minor;

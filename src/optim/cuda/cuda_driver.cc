@@ -4,6 +4,7 @@
 #include <dlfcn.h>
 
 #include <cstdlib>
+#include <string>
 #include <utility>
 
 namespace luminav::cuda {
@@ -157,6 +158,13 @@ bool CudaDriver::device_info(int ordinal, DeviceInfo* info, std::string* why) co
   }
   info->name = name;
   return true;
+}
+
+std::string driver_older_than(int version, int required, std::string_view needed_for) {
+  if (version >= required) return "";
+  const auto dotted = [](int v) { return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10); };
+  return "the CUDA driver supports CUDA " + dotted(version) + "; " + std::string(needed_for) + " needs CUDA " +
+         dotted(required) + " or later: update the NVIDIA driver";
 }
 
 }  // namespace luminav::cuda

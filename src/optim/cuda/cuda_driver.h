@@ -55,4 +55,9 @@ class CudaDriver {
   int device_count_ = 0;
 };
 
+// "" when a driver of `version` (cuDriverGetVersion's 1000 * major + 10 *
+// minor) is at least `required`; otherwise a one-line reason that names both
+// versions and `needed_for`, what the newer driver is required for.
+std::string driver_older_than(int version, int required, std::string_view needed_for);
+
 }  // namespace luminav::cuda

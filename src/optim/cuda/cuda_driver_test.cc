@@ -34,6 +34,16 @@ TEST(CudaDriver, DriverWithoutDeviceGivesTheFormattedDriverError) {
   EXPECT_EQ(d.error("cuLaunchKernel", 999), "[cuLaunchKernel][CUDA_ERROR_999] unknown driver error");
 }
 
+TEST(CudaDriver, ADriverOlderThanRequiredIsNamedWithBothVersions) {
+  // cuDriverGetVersion: 12000 is CUDA 12.0 (r525), 12010 is 12.1 (r530).
+  EXPECT_EQ(driver_older_than(12000, 12010, "large parameters"),
+            "the CUDA driver supports CUDA 12.0; large parameters needs CUDA 12.1 or later: update the NVIDIA driver");
+  EXPECT_EQ(driver_older_than(11080, 12010, "x"),
+            "the CUDA driver supports CUDA 11.8; x needs CUDA 12.1 or later: update the NVIDIA driver");
+  EXPECT_EQ(driver_older_than(12010, 12010, "x"), "");
+  EXPECT_EQ(driver_older_than(13000, 12010, "x"), "");
+}
+
 TEST(CudaDriver, ProcessDriverAnswersEitherWay) {
   // On a machine without a GPU driver (CI) the reason is non-empty; with one
   // it is usable and has devices. Either way it must not crash.

@@ -1,6 +1,7 @@
 // The one by-value parameter of every LuminaV CUDA kernel, shared by host and device.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include "luminav/luminav.h"
@@ -17,19 +18,39 @@ namespace luminav::cuda {
 // tensor alone (not by the grid or the device), so the per-tile reduction
 // partials of pass 1, and their combination in tile order, give the same bits
 // on every run (Note [deterministic reductions] in kernels.cu).
+//
+// Note [one launch for a model's tensors]: with 40 slots (what fits the
+// 4 KiB parameter block of CUDA before 12.1) the Llama 98M loop's 111 tensors
+// took three reductions and three applies a step, and TD-CLM's 86 factored
+// tensors three launches of each factor kernel. Each launch ends on a partial
+// wave (its last blocks run while most SMs wait for the next launch): on an
+// H100 the three reductions took 178 us against 146 us for one, the three
+// applies 957 against 942 us, and TD-CLM's factor kernels 242 against 192 us;
+// the step's kernels 1,148 -> 1,098 us (CLM) and 985 -> 899 us (TD-CLM),
+// docs/benchmarks.md, row L1-3g. CUDA 12.1 raised the limit to 32,764 bytes
+// on Volta and later GPUs (drivers r530 and later); every architecture we
+// build for is Turing or later, so a launch takes 128 tensors (~12 KiB), and
+// the by-value struct stays in the constant bank where every block reads its
+// slot. The cost is a larger block copied per eager or recorded launch; a
+// replayed graph copies nothing.
+inline constexpr size_t kMaxParamBytes = 32764;
+// The driver that takes kMaxParamBytes (cuDriverGetVersion of CUDA 12.1); an
+// older one is refused with that reason when the kernels are loaded, not at
+// the first launch.
+inline constexpr int kMinDriverVersion = 12010;
 inline constexpr int kBlockSize = 256;
 inline constexpr uint32_t kApplyTileElems = 8192;  // 4 rounds of 2 groups of 4 per thread
 // Reductions tile as core says (Note [scratch layout] in core/reduction_tile.h)
 // so that a caller's scratch of luminav_scratch_bytes(N) always fits.
 inline constexpr uint32_t kReduceTileElems = static_cast<uint32_t>(core::kReductionTile);
 inline constexpr uint32_t kTilePartialStride = static_cast<uint32_t>(core::kTilePartialBytes);
-inline constexpr int kMaxSlots = 40;        // keeps LaunchParams under the 4 KiB parameter limit
+inline constexpr int kMaxSlots = 128;  // Note [one launch for a model's tensors]; at most kBlockSize (a thread a slot)
 
 // The kernels' parameter list as manifest.json records it; change the tag
 // whenever LaunchParams changes, so that stale artifact directories are refused.
 // (Every kernel takes one by-value struct: LaunchParams, or PrepareParams and
 // CommitParams for the first and last kernel of an asynchronous step.)
-inline constexpr const char* kLaunchAbi = "(const LaunchParams) luminav-cuda-abi-6";
+inline constexpr const char* kLaunchAbi = "(const LaunchParams) luminav-cuda-abi-7";
 
 // Which fields of luminav_partials a reduction fills (Note [reduction rounds]).
 enum ReduceFields : uint32_t {
@@ -93,7 +114,8 @@ struct LaunchParams {
   uint32_t first_tile[kMaxSlots + 1];
   TensorSlot slots[kMaxSlots];
 };
-static_assert(sizeof(LaunchParams) <= 4096, "kernel parameters must fit the 4 KiB limit");
+static_assert(sizeof(LaunchParams) <= kMaxParamBytes, "kernel parameters must fit the 32,764-byte limit");
+static_assert(kMaxSlots <= kBlockSize, "luminav_gather_scalars and luminav_sharded_exchange take a thread a slot");
 
 // The first kernel of an asynchronous step: each group's constants from the
 // host's, with t, lr and 1/sigma read from device memory where given; and
@@ -146,7 +168,7 @@ struct FactorSlot {
   uint32_t position;         // its position in the call (status word; sharded: its exchange record)
   uint32_t vector_ok;        // 1: cols % 4 == 0 and the gradient aligned to 4 elements (vector loads)
 };
-inline constexpr int kMaxFactorSlots = 32;
+inline constexpr int kMaxFactorSlots = 128;  // Note [one launch for a model's tensors]
 struct FactorParams {
   const core::StepConstants* k_device;
   dispatch::AsyncStepWords* words;
@@ -158,7 +180,7 @@ struct FactorParams {
   uint32_t first_block[kMaxFactorSlots + 1];
   FactorSlot slots[kMaxFactorSlots];
 };
-static_assert(sizeof(FactorParams) <= 4096, "kernel parameters must fit the 4 KiB limit");
+static_assert(sizeof(FactorParams) <= kMaxParamBytes, "kernel parameters must fit the 32,764-byte limit");
 
 // The last kernel: the verdict into the status word, and the step counters
 // of an applied step advanced.
