@@ -77,9 +77,12 @@ def measure(fn: Callable[[], object], repeats: int = 5, *, min_time: float = 0.0
 
 
 def measure_side_by_side(fns: dict[str, Callable[[], object]], rounds: int = 5, *,
-                         min_time: float = 0.0, warmup: int = 1) -> dict[str, Timing]:
+                         min_time: float = 0.0, warmup: int = 1,
+                         before: Callable[[str], object] | None = None) -> dict[str, Timing]:
     """Round-robin: every round times each callable of `fns` once, so that a change
-    of the machine's load during the run hits all of them alike; medians over rounds."""
+    of the machine's load during the run hits all of them alike; medians over rounds.
+    `before(name)`, when given, runs ahead of each of name's timed repeats, outside the
+    timing (e.g. removing what the previous call wrote)."""
     calls = {}
     for name, fn in fns.items():
         for _ in range(warmup):
@@ -90,6 +93,8 @@ def measure_side_by_side(fns: dict[str, Callable[[], object]], rounds: int = 5, 
     results: dict[str, object] = {}
     for _ in range(rounds):
         for name, fn in fns.items():
+            if before is not None:
+                before(name)
             wall, cpu, results[name] = _timed_calls(fn, calls[name])
             walls[name].append(wall)
             cpus[name].append(cpu)

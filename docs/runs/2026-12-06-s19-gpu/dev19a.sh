@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # session 18 device call: build main (A) and the change (B: 128 slots a launch), the GPU tests on B,
-# A is main at the call: `git archive HEAD -- . ':!docs' | gzip > devA.tar.gz` in the repository root before the call
 # the per-kernel profile of opt.step() in the Llama 98M loop for both, then the loop A/B alternating
+# A is main at the call: `git archive HEAD -- . ':!docs' | gzip > devA.tar.gz` in the repository root before the call
 set -u
 export OUT=${OUT:-$PWD/gpu_out}; mkdir -p $OUT
 export PYTHONUNBUFFERED=1
