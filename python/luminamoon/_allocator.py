@@ -27,7 +27,6 @@ preloaded (ld.so then says so on stderr), the run goes on with glibc's.
 """
 from __future__ import annotations
 
-import ctypes.util
 import os
 import sys
 
@@ -46,6 +45,34 @@ def active_allocator() -> str:
         return "system"
 
 
+# Note [finding jemalloc cheaply]: everything the process does before it is
+# replaced is a cost on top of the run. ctypes.util.find_library imports
+# ctypes, subprocess and tempfile and runs `ldconfig -p`; the loader's cache,
+# which that command prints, is read here instead (docs/benchmarks.md, row
+# P2e), and find_library kept for a system without the cache.
+_LOADER_CACHE = "/etc/ld.so.cache"
+
+
+def find_jemalloc() -> str | None:
+    """The system's libjemalloc as the dynamic loader would find it, or None."""
+    try:
+        with open(_LOADER_CACHE, "rb") as f:
+            cache = f.read()
+    except OSError:
+        import ctypes.util
+        return ctypes.util.find_library("jemalloc")
+    # The cache's string table holds each library's path, NUL-terminated.
+    at = cache.find(b"/libjemalloc.so.")
+    while at >= 0:
+        start = cache.rfind(b"\x00", 0, at) + 1
+        end = cache.find(b"\x00", at)
+        path = os.fsdecode(cache[start:end])
+        if path.startswith("/") and os.path.exists(path):
+            return path
+        at = cache.find(b"/libjemalloc.so.", at + 1)
+    return None
+
+
 def run_under_jemalloc() -> None:
     """Replaces this process with the same command under jemalloc where that is
     wanted, not done yet and possible; returns otherwise (also on any failure)."""
@@ -61,7 +88,7 @@ def run_under_jemalloc() -> None:
     argv = getattr(sys, "orig_argv", None)
     if not argv or not sys.executable or active_allocator() == "jemalloc":
         return
-    library = os.environ.get(LIBRARY_ENV) or ctypes.util.find_library("jemalloc")
+    library = os.environ.get(LIBRARY_ENV) or find_jemalloc()
     if not library:
         return
     before = os.environ.get("LD_PRELOAD", "")

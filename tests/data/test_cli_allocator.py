@@ -114,3 +114,33 @@ def test_a_callers_main_is_never_replaced(corpus, tmp_path):
     assert r.returncode == 0, r.stderr
     assert "returned 0 allocator system" in r.stdout
     assert parts(str(tmp_path / "out"))
+
+
+# ---------------------------------------------------------------- finding the library (Note [finding jemalloc cheaply])
+@needs_jemalloc
+def test_the_loader_cache_gives_the_library_find_library_names():
+    from luminamoon import _allocator
+
+    found = _allocator.find_jemalloc()
+    assert found is not None and os.path.isabs(found) and os.path.exists(found)
+    assert os.path.basename(found) == JEMALLOC  # ctypes.util.find_library answers with the soname
+
+
+def test_the_cache_is_searched_for_an_existing_file(tmp_path, monkeypatch):
+    from luminamoon import _allocator
+
+    real = tmp_path / "lib" / "libjemalloc.so.2"
+    real.parent.mkdir()
+    real.write_bytes(b"")
+    gone = tmp_path / "gone" / "libjemalloc.so.2"
+    cache = tmp_path / "ld.so.cache"
+    # a cache's string table: other libraries, a listed file that is gone, then the one that exists
+    cache.write_bytes(b"glibc-ld.so.cache1.1\x00\x07libc.so.6\x00/lib/libc.so.6\x00libjemalloc.so.2\x00"
+                      + os.fsencode(gone) + b"\x00" + os.fsencode(real) + b"\x00/lib/libm.so.6\x00")
+    monkeypatch.setattr(_allocator, "_LOADER_CACHE", str(cache))
+    assert _allocator.find_jemalloc() == str(real)
+    cache.write_bytes(b"glibc-ld.so.cache1.1\x00/lib/libc.so.6\x00" + os.fsencode(gone) + b"\x00")
+    assert _allocator.find_jemalloc() is None
+    # no cache at all: the slow path's answer (the soname, or None)
+    monkeypatch.setattr(_allocator, "_LOADER_CACHE", str(tmp_path / "no-cache"))
+    assert _allocator.find_jemalloc() == JEMALLOC
