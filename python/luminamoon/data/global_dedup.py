@@ -150,11 +150,8 @@ def candidate_edges(bucket: np.ndarray, refs: np.ndarray,
     k, r = bucket[order], refs[order]
     start = np.ones(r.size, dtype=bool)
     start[1:] = k[1:] != k[:-1]
-    starts = np.flatnonzero(start)
-    group = np.cumsum(start) - 1
-    first = np.minimum.reduceat(r, starts)[group]
-    size = np.diff(np.append(starts, r.size))[group]
-    sel = (r != first) & (size >= 2)
+    first = np.minimum.reduceat(r, np.flatnonzero(start))[np.cumsum(start) - 1]
+    sel = r != first  # a bucket of one document has no other
     return first[sel], r[sel]
 
 
