@@ -1,15 +1,10 @@
 """session 20: the host time of LuminaV's opt.step() in the Llama 98M loop, piece by piece (GPU kept busy)."""
 import sys, time, statistics, torch
-sys.path.insert(0, "bench")
-from optim_training_loop import make_optimizer, Loop, llama
-cfg = dict(hidden=768, layers=12, heads=12, mlp=2048, vocab=8192, seq=512)
+import os
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from dev20_loop import warm_loop
 for kind in sys.argv[1:]:
-    model = llama("cuda", **cfg)
-    opt = make_optimizer(kind, model)
-    loop = Loop(model, opt, 16, cfg["seq"], cfg["vocab"], "cuda")
-    for _ in range(4):
-        loop.step()
-    torch.cuda.synchronize()
+    opt, loop = warm_loop(kind)
     plan = opt._plans[0]
     res = {"step": [], "native_step": [], "get_stream": [], "zero_grad_fb": []}
     for i in range(30):
@@ -39,5 +34,5 @@ for kind in sys.argv[1:]:
         torch.cuda.synchronize()
     res["native_step_same_grads"] = same
     print(kind, {k: round(statistics.median(v), 1) for k, v in res.items() if v}, flush=True)
-    del opt, model, loop
+    del opt, loop
     torch.cuda.empty_cache()

@@ -1,15 +1,9 @@
 """session 20: LuminaV's native CUDA step, host time with the GPU busy, many calls (for perf)."""
 import sys, os, time, statistics, torch
-sys.path.insert(0, "bench")
-from optim_training_loop import make_optimizer, Loop, llama
-cfg = dict(hidden=768, layers=12, heads=12, mlp=2048, vocab=8192, seq=512)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from dev20_loop import warm_loop
 kind, calls = sys.argv[1], int(sys.argv[2])
-model = llama("cuda", **cfg)
-opt = make_optimizer(kind, model)
-loop = Loop(model, opt, 16, cfg["seq"], cfg["vocab"], "cuda")
-for _ in range(4):
-    loop.step()
-torch.cuda.synchronize()
+opt, loop = warm_loop(kind)
 plan = opt._plans[0]
 s = torch._C._cuda_getCurrentRawStream(0)
 times = []

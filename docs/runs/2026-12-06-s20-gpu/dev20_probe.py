@@ -1,18 +1,13 @@
 """session 20: where the GPU time of opt.step() starts, in the Llama 98M loop: host time from the
 call to the first launch API call (torch.profiler CPU trace) and the kernels' own span (CUDA trace)."""
 import sys, json, statistics, torch
-sys.path.insert(0, "bench")
-from optim_training_loop import make_optimizer, Loop, llama
+import os
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from dev20_loop import warm_loop
 from torch.profiler import profile, ProfilerActivity, record_function
-cfg = dict(hidden=768, layers=12, heads=12, mlp=2048, vocab=8192, seq=512)
 out = {}
 for kind in sys.argv[1:]:
-    model = llama("cuda", **cfg)
-    opt = make_optimizer(kind, model)
-    loop = Loop(model, opt, 16, cfg["seq"], cfg["vocab"], "cuda")
-    for _ in range(4):
-        loop.step()
-    torch.cuda.synchronize()
+    opt, loop = warm_loop(kind)
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
         for _ in range(8):
             opt.zero_grad(set_to_none=True)
@@ -34,5 +29,5 @@ for kind in sys.argv[1:]:
     out[kind] = {"host_ms": statistics.median(host), "to_first_launch_ms": statistics.median(first) if first else None,
                  "launch_apis": sorted({l.name for l in launches})}
     print(kind, json.dumps(out[kind]), flush=True)
-    del opt, model, loop
+    del opt, loop
     torch.cuda.empty_cache()
