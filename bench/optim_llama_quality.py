@@ -35,7 +35,13 @@ LLAMA_98M = dict(hidden=768, layers=12, heads=12, mlp=2048, vocab=8192, seq=512,
 VOCAB, SEQ, BATCH = LLAMA_98M["vocab"], LLAMA_98M["seq"], LLAMA_98M["batch"]
 SUCCESSOR_WEIGHTS = (0.55, 0.25, 0.12, 0.08)
 KINDS = ("adamw_fused", "luminav_clm", "luminav_tdclm", "luminav_tdclm_rms", "luminav_tdclm_rms_half",
-         "reference_tdclm", "adam_mini", "adamw8bit")
+         "reference_tdclm", "adam_mini", "adamw8bit", "luminav_tdclm_tau0.5", "luminav_tdclm_tau1",
+         "luminav_tdclm_tau2", "luminav_tdclm_edges_row", "luminav_tdclm_edges_clm",
+         "reference_tdclm_floor")
+# TD-CLM with the spec's soft clip u <- tau * tanh(u / tau): AdamW's |u| stays near or below 1.2
+TAUS = {"luminav_tdclm_tau0.5": 0.5, "luminav_tdclm_tau1": 1.0, "luminav_tdclm_tau2": 2.0}
+# the embedding and the output layer: the tensors Adam-mini keeps per coordinate
+EDGE_TENSORS = ("model.embed_tokens.weight", "lm_head.weight")
 # TD-CLM with the RMS clip (bound="rms", beyond the spec; issue 14's moonshot): Adafactor's d = 1, and 0.5
 RMS_RATIOS = {"luminav_tdclm_rms": 1.0, "luminav_tdclm_rms_half": 0.5}
 
@@ -122,8 +128,17 @@ def make(kind, model, lr, heads=LLAMA_98M["heads"]):
     if kind in RMS_RATIOS:
         return LuminaV(model.parameters(), mode="tdclm", td_factor="factored", bound="rms",
                        bound_ratio=RMS_RATIOS[kind], **kw)
+    if kind in TAUS:
+        return LuminaV(model.parameters(), mode="tdclm", td_factor="factored", tau=TAUS[kind], **kw)
+    if kind in ("luminav_tdclm_edges_row", "luminav_tdclm_edges_clm"):  # the edges per row (R floats) or in CLM
+        edges = [p for n, p in model.named_parameters() if n in EDGE_TENSORS]
+        body = [p for n, p in model.named_parameters() if n not in EDGE_TENSORS]
+        edge_group = dict(mode="tdclm", td_factor="row") if kind.endswith("row") else dict(mode="clm")
+        return LuminaV([dict(params=body, mode="tdclm", td_factor="factored"), dict(params=edges, **edge_group)], **kw)
     if kind == "reference_tdclm":  # the spec's formulas in plain torch (bench/tdclm_torch_reference.py)
         return TDCLMReference(model.parameters(), **kw)
+    if kind == "reference_tdclm_floor":  # the same with the second moment floored at c * m^2 (beyond the spec)
+        return TDCLMReference(model.parameters(), floor=True, **kw)
     if kind == "adam_mini":  # its own partition by parameter name (embedding and lm_head keep Adam)
         from adam_mini import Adam_mini
         return Adam_mini(model.named_parameters(), dim=model.config.hidden_size, n_heads=heads,

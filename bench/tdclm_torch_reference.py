@@ -30,14 +30,25 @@ def factored_second_moment(row, col):
                                                                               device=row.device))
 
 
+def moment_floor(beta1, beta2):
+    """The c of v >= c * m^2, which AdamW's per-element moments always satisfy (both moving averages
+    from zero; Cauchy-Schwarz on m's weights against v's): c = (1-b2)(1-b1^2/b2)/(1-b1)^2, where
+    b1^2 < b2 (else 0: no bound). b1 = 0.9, b2 = 0.95: c = 0.737, so |m / sqrt(v)| <= 1.165 on the raw
+    moments (the bias-corrected step: that times sqrt(1 - b2^t) / (1 - b1^t), 2.6 at t = 1, ~1.17 by t = 50)."""
+    return (1 - beta2) * (1 - beta1 ** 2 / beta2) / (1 - beta1) ** 2 if beta1 ** 2 < beta2 else 0.0
+
+
 def as_rows(t):
     """The R x C view of a tensor the spec factors: R its first dimension (1 for a scalar)."""
     return t.float().reshape(t.shape[0] if t.dim() else 1, -1)
 
 
 class TDCLMReference(torch.optim.Optimizer):
-    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0):
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, floor=False):
+        """floor: a variant beyond the spec; the factored second moment of an element is raised to
+        moment_floor(betas) * m^2 where it falls below (no memory: m is kept anyway)."""
         super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay))
+        self.floor = floor
 
     @torch.no_grad()
     def step(self):
@@ -61,6 +72,8 @@ class TDCLMReference(torch.optim.Optimizer):
                 m.mul_(beta1).add_(g, alpha=1 - beta1)
                 update_factors(state["row"], state["col"], g, beta2)
                 vhat = factored_second_moment(state["row"], state["col"])
+                if self.floor:
+                    vhat = torch.maximum(vhat, moment_floor(beta1, beta2) * m * m)
                 bc1 = float(1 - beta1 ** t)  # double, then fp32 in the tensor ops
                 bc2 = float(1 - beta2 ** t)
                 u = (m / bc1) / ((vhat / bc2).sqrt() + eps)

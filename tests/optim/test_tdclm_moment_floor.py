@@ -1,0 +1,58 @@
+"""The bound behind bench/tdclm_torch_reference.py's `floor` variant (docs/benchmarks.md, row T3d):
+AdamW's per-element moments, both moving averages from zero, satisfy v >= c * m^2 with
+c = (1-b2)(1-b1^2/b2)/(1-b1)^2, so flooring TD-CLM's factored second moment at c * m^2 never raises it
+above what AdamW would keep, and caps |m / sqrt(v)| at 1 / sqrt(c)."""
+import os
+import sys
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "bench"))
+from tdclm_torch_reference import TDCLMReference, moment_floor  # noqa: E402
+
+
+@pytest.mark.parametrize("betas", [(0.9, 0.95), (0.9, 0.999), (0.8, 0.99)])
+def test_adamw_moments_never_fall_below_the_floor(betas):
+    b1, b2 = betas
+    c = moment_floor(b1, b2)
+    assert c == pytest.approx((1 - b2) * (1 - b1 * b1 / b2) / (1 - b1) ** 2)
+    rng = np.random.default_rng(7)
+    g = rng.standard_cauchy((400, 20000))  # heavy tails: single spikes
+    g[:, :100] = 1.0                        # constant gradients
+    g[:, 100:200] = rng.choice([-1.0, 1.0], (400, 100)) * np.geomspace(1, 1e3, 400)[:, None]  # growing
+    m = np.zeros(g.shape[1])
+    v = np.zeros(g.shape[1])
+    for row in g:
+        m = b1 * m + (1 - b1) * row
+        v = b2 * v + (1 - b2) * row * row
+        assert np.all(c * m * m <= v * (1 + 1e-12))
+
+
+def test_no_floor_where_momentum_outlasts_the_second_moment():
+    assert moment_floor(0.99, 0.9) == 0.0  # b1^2 >= b2: no such bound
+
+
+def _step_twice(floor, grads):
+    p = torch.nn.Parameter(torch.zeros(4, 3))
+    opt = TDCLMReference([p], lr=1.0, betas=(0.9, 0.95), eps=0.0, floor=floor)
+    for g in grads:
+        p.grad = g.clone()
+        opt.step()
+    return p.detach().clone()
+
+
+def test_floor_caps_the_outlier_and_leaves_a_rank_one_gradient_alone():
+    # A rank-one g^2 is what the factors represent exactly: the floor (below AdamW's v) never binds.
+    rank_one = torch.outer(torch.tensor([1.0, 2.0, 3.0, 4.0]), torch.tensor([1.0, -0.5, 2.0]))
+    assert torch.equal(_step_twice(True, [rank_one, rank_one]), _step_twice(False, [rank_one, rank_one]))
+    # One element far above the rank-one fit of the rest pulls rho up, so the other elements'
+    # factored moment falls far below their own g^2 and their steps balloon; floored, every step
+    # stays within 1 / sqrt(c) on the raw moments, i.e. sqrt(1 - b2^t) / (1 - b1^t) / sqrt(c) on the
+    # bias-corrected step (lr = 1, no weight decay, t = 1 here).
+    spiky = torch.full((4, 3), 1e-3)
+    spiky[0, 0] = 10.0
+    bound = (1 - 0.95) ** 0.5 / (1 - 0.9) / moment_floor(0.9, 0.95) ** 0.5
+    assert _step_twice(False, [spiky]).abs().max() > 10 * bound
+    assert _step_twice(True, [spiky]).abs().max() <= bound * (1 + 1e-6)
