@@ -9,7 +9,7 @@ writes, per tensor, how TD-CLM's update compares with AdamW's for the same first
 so that a crawl (loss falling ~1 nat per 40 steps where AdamW drops 3 nats in 20) can be matched with
 the tensors whose steps shrink.
 
-  python bench/tdclm_crawl_probe.py --seed 2 --steps 320 --json out.json
+  python bench/tdclm_crawl_probe.py --seed 2 --steps 320 --json out.json [--kind luminav_tdclm_tau1]
 """
 from __future__ import annotations
 
@@ -20,7 +20,6 @@ import torch
 
 import optim_llama_quality as quality
 from llama_model import llama
-from luminamoon.optim import LuminaV
 from tdclm_torch_reference import as_rows, factored_second_moment, update_factors
 
 SAMPLE = 65536  # elements per tensor for the quantiles
@@ -39,33 +38,33 @@ def main():
     ap.add_argument("--seed", type=int, default=2)
     ap.add_argument("--steps", type=int, default=320)
     ap.add_argument("--every", type=int, default=10)
-    ap.add_argument("--tau", type=float, default=0.0)
+    ap.add_argument("--kind", default="luminav_tdclm", help="a TD-CLM kind of optim_llama_quality.py")
+    ap.add_argument("--lr", type=float, default=1e-3)
+    ap.add_argument("--warmup", type=int, default=50)
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--model", default=None, help="JSON overriding LLAMA_98M (a small CPU check)")
     ap.add_argument("--json", required=True)
     args = ap.parse_args()
-    betas, lr, warmup = (0.9, 0.95), 1e-3, 50
     dev = args.device
     cfg = dict(quality.LLAMA_98M, **json.loads(args.model or "{}"))
     data_args = argparse.Namespace(steps=args.steps, regime="fresh", data_seed=123, held_batches=1, text=False)
     train, _ = quality.make_data(data_args, cfg, args.seed, dev)
     model = llama(dev, **{k: v for k, v in cfg.items() if k != "batch"}, init_seed=args.seed)
-    opt = LuminaV(model.parameters(), lr=lr, betas=betas, weight_decay=0.1, mode="tdclm", tau=args.tau)
+    opt = quality.make(args.kind, model, args.lr)
+    b1, b2 = opt.param_groups[0]["betas"]
     names = {p: n for n, p in model.named_parameters()}
-    side = {}
+    side = {}  # the matrices only: a 1-D tensor's TD-CLM second moment is AdamW's own
     gen = torch.Generator(device=dev).manual_seed(0)
     for p in model.parameters():
         rows = as_rows(p.detach())
-        side[p] = dict(m=torch.zeros_like(rows), v=torch.zeros_like(rows),
-                       row=torch.zeros(rows.shape[0], device=dev),
-                       col=torch.zeros(rows.shape[1], device=dev) if rows.shape[1] > 1 else None,
-                       sample=torch.randint(0, rows.numel(), (min(SAMPLE, rows.numel()),), device=dev,
-                                            generator=gen))
-    out = {"seed": args.seed, "tau": args.tau, "losses": [], "probes": []}
-    b1, b2 = betas
+        if rows.shape[1] > 1:
+            side[p] = dict(m=torch.zeros_like(rows), v=torch.zeros_like(rows),
+                           row=torch.zeros(rows.shape[0], device=dev), col=torch.zeros(rows.shape[1], device=dev),
+                           sample=torch.randint(0, rows.numel(), (min(SAMPLE, rows.numel()),), device=dev,
+                                                generator=gen))
+    out = {"seed": args.seed, "kind": args.kind, "losses": [], "probes": []}
     for step in range(args.steps):
-        for g in opt.param_groups:
-            g["lr"] = lr * min(1.0, (step + 1) / warmup)
+        quality.set_lr(opt, args.lr * min(1.0, (step + 1) / args.warmup))
         opt.zero_grad(set_to_none=True)
         loss = quality.loss_of(model, train[step])
         loss.backward()
@@ -73,12 +72,12 @@ def main():
         probe = step % args.every == 0
         record = {"step": step, "tensors": {}}
         with torch.no_grad():
-            for p in model.parameters():
-                s, g = side[p], as_rows(p.grad)
+            for p, s in side.items():
+                g = as_rows(p.grad)
                 s["m"].mul_(b1).add_(g, alpha=1 - b1)
                 s["v"].mul_(b2).addcmul_(g, g, value=1 - b2)
                 update_factors(s["row"], s["col"], g, b2)
-                if not probe or s["col"] is None:
+                if not probe:
                     continue
                 m_hat = s["m"] / (1 - b1 ** t)
                 v_hat = s["v"] / (1 - b2 ** t)

@@ -34,7 +34,7 @@ def test_no_floor_where_momentum_outlasts_the_second_moment():
     assert moment_floor(0.99, 0.9) == 0.0  # b1^2 >= b2: no such bound
 
 
-def _step_twice(floor, grads):
+def _trained(floor, grads):
     p = torch.nn.Parameter(torch.zeros(4, 3))
     opt = TDCLMReference([p], lr=1.0, betas=(0.9, 0.95), eps=0.0, floor=floor)
     for g in grads:
@@ -46,7 +46,7 @@ def _step_twice(floor, grads):
 def test_floor_caps_the_outlier_and_leaves_a_rank_one_gradient_alone():
     # A rank-one g^2 is what the factors represent exactly: the floor (below AdamW's v) never binds.
     rank_one = torch.outer(torch.tensor([1.0, 2.0, 3.0, 4.0]), torch.tensor([1.0, -0.5, 2.0]))
-    assert torch.equal(_step_twice(True, [rank_one, rank_one]), _step_twice(False, [rank_one, rank_one]))
+    assert torch.equal(_trained(True, [rank_one, rank_one]), _trained(False, [rank_one, rank_one]))
     # One element far above the rank-one fit of the rest pulls rho up, so the other elements'
     # factored moment falls far below their own g^2 and their steps balloon; floored, every step
     # stays within 1 / sqrt(c) on the raw moments, i.e. sqrt(1 - b2^t) / (1 - b1^t) / sqrt(c) on the
@@ -54,5 +54,5 @@ def test_floor_caps_the_outlier_and_leaves_a_rank_one_gradient_alone():
     spiky = torch.full((4, 3), 1e-3)
     spiky[0, 0] = 10.0
     bound = (1 - 0.95) ** 0.5 / (1 - 0.9) / moment_floor(0.9, 0.95) ** 0.5
-    assert _step_twice(False, [spiky]).abs().max() > 10 * bound
-    assert _step_twice(True, [spiky]).abs().max() <= bound * (1 + 1e-6)
+    assert _trained(False, [spiky]).abs().max() > 10 * bound
+    assert _trained(True, [spiky]).abs().max() <= bound * (1 + 1e-6)
