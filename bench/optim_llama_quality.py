@@ -37,7 +37,7 @@ SUCCESSOR_WEIGHTS = (0.55, 0.25, 0.12, 0.08)
 KINDS = ("adamw_fused", "luminav_clm", "luminav_tdclm", "luminav_tdclm_rms", "luminav_tdclm_rms_half",
          "reference_tdclm", "adam_mini", "adamw8bit", "luminav_tdclm_tau0.5", "luminav_tdclm_tau1",
          "luminav_tdclm_tau2", "luminav_tdclm_edges_row", "luminav_tdclm_edges_clm",
-         "reference_tdclm_floor")
+         "reference_tdclm_floor", "reference_tdclm_cover")
 # TD-CLM with the spec's soft clip u <- tau * tanh(u / tau): AdamW's |u| stays near or below 1.2
 TAUS = {"luminav_tdclm_tau0.5": 0.5, "luminav_tdclm_tau1": 1.0, "luminav_tdclm_tau2": 2.0}
 # the embedding and the output layer: the tensors Adam-mini keeps per coordinate
@@ -139,6 +139,8 @@ def make(kind, model, lr, heads=LLAMA_98M["heads"]):
         return TDCLMReference(model.parameters(), **kw)
     if kind == "reference_tdclm_floor":  # the same with the second moment floored at c * m^2 (beyond the spec)
         return TDCLMReference(model.parameters(), floor=True, **kw)
+    if kind == "reference_tdclm_cover":  # the factors as an SM3-style cover of AdamW's moments (beyond the spec)
+        return TDCLMReference(model.parameters(), cover=True, **kw)
     if kind == "adam_mini":  # its own partition by parameter name (embedding and lm_head keep Adam)
         from adam_mini import Adam_mini
         return Adam_mini(model.named_parameters(), dim=model.config.hidden_size, n_heads=heads,

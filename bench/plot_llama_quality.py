@@ -18,7 +18,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 
 COLORS = {"adamw_fused": "tab:blue", "luminav_clm": "tab:orange", "luminav_tdclm": "tab:green",
-          "reference_tdclm": "tab:red", "adam_mini": "tab:purple", "adamw8bit": "tab:brown"}  # one per optimizer
+          "reference_tdclm": "tab:red", "adam_mini": "tab:purple", "adamw8bit": "tab:brown",
+          "luminav_tdclm_tau0.5": "tab:olive", "luminav_tdclm_tau1": "tab:cyan"}  # one per optimizer
 SEED_STYLES = ("-", "--", ":")  # one line style per seed
 
 
@@ -29,8 +30,8 @@ def main() -> int:
     ap.add_argument("--labels", nargs="*", help="one title per run (default: the file name)")
     args = ap.parse_args()
     fig, axes = plt.subplots(1, len(args.runs), figsize=(max(8, 6 * len(args.runs)), 4.6), squeeze=False)
-    for i, (path, ax) in enumerate(zip(args.runs, axes[0])):
-        run = json.loads(Path(path).read_text())
+    runs = [json.loads(Path(path).read_text()) for path in args.runs]
+    for i, (path, run, ax) in enumerate(zip(args.runs, runs, axes[0])):
         for name, r in sorted(run["runs"].items()):
             kind, _, seed = name.partition("/seed")
             steps = [10 * k for k in range(len(r["curve"]))]
@@ -46,7 +47,8 @@ def main() -> int:
         ax.set_ylim(top=min(ax.get_ylim()[1], 4.0))
         ax.grid(alpha=0.3)
         ax.legend(fontsize=6 if len(run["runs"]) > 6 else 8)
-    fig.suptitle(f"Llama {run.get('regime', 'fresh')} batches, lr {run['lr']}, {run.get('machine', '')}; "
+    regimes = " and ".join(dict.fromkeys(r.get("regime", "fresh") for r in runs))
+    fig.suptitle(f"Llama, {regimes} batches, lr {run['lr']}, {run.get('machine', '')}; "
                  "lines: training loss, dots: held-out", fontsize=10)
     fig.tight_layout()
     fig.savefig(args.png, dpi=110)

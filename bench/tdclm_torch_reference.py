@@ -30,6 +30,19 @@ def factored_second_moment(row, col):
                                                                               device=row.device))
 
 
+def update_cover(row, col, g, beta2):
+    """One step of an SM3-style cover (Anil et al. 2019, "Memory-Efficient Adaptive Optimization"),
+    in place, returning the R x C second moment for this step: each element's previous value is
+    taken as min(row max, column max), moved towards g^2, and the new maxima kept. By induction it is
+    never below AdamW's per-element moving average of g^2 (the previous min covers the previous
+    average, and both move alike), so no element's step exceeds what AdamW's moments would give; the
+    same R + C floats as the factored form, and max reductions (no order to fix)."""
+    nu = torch.minimum(row[:, None], col[None, :]).mul_(beta2).addcmul_(g, g, value=1 - beta2)
+    row.copy_(nu.amax(dim=1))
+    col.copy_(nu.amax(dim=0))
+    return nu
+
+
 def moment_floor(beta1, beta2):
     """The c of v >= c * m^2, which AdamW's per-element moments always satisfy (both moving averages
     from zero; Cauchy-Schwarz on m's weights against v's): c = (1-b2)(1-b1^2/b2)/(1-b1)^2, where
@@ -44,11 +57,14 @@ def as_rows(t):
 
 
 class TDCLMReference(torch.optim.Optimizer):
-    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, floor=False):
-        """floor: a variant beyond the spec; the factored second moment of an element is raised to
-        moment_floor(betas) * m^2 where it falls below (no memory: m is kept anyway)."""
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, floor=False,
+                 cover=False):
+        """Two variants beyond the spec. floor: the factored second moment of an element is raised to
+        moment_floor(betas) * m^2 where it falls below (no memory: m is kept anyway). cover: the
+        factors are update_cover's row and column maxima instead of the means."""
         super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay))
         self.floor = floor
+        self.cover = cover
 
     @torch.no_grad()
     def step(self):
@@ -70,8 +86,11 @@ class TDCLMReference(torch.optim.Optimizer):
                 t = state["step"]
                 m = state["exp_avg"]
                 m.mul_(beta1).add_(g, alpha=1 - beta1)
-                update_factors(state["row"], state["col"], g, beta2)
-                vhat = factored_second_moment(state["row"], state["col"])
+                if self.cover and state["col"] is not None:
+                    vhat = update_cover(state["row"], state["col"], g, beta2)
+                else:
+                    update_factors(state["row"], state["col"], g, beta2)
+                    vhat = factored_second_moment(state["row"], state["col"])
                 if self.floor:
                     vhat = torch.maximum(vhat, moment_floor(beta1, beta2) * m * m)
                 bc1 = float(1 - beta1 ** t)  # double, then fp32 in the tensor ops

@@ -56,3 +56,41 @@ def test_floor_caps_the_outlier_and_leaves_a_rank_one_gradient_alone():
     bound = (1 - 0.95) ** 0.5 / (1 - 0.9) / moment_floor(0.9, 0.95) ** 0.5
     assert _trained(False, [spiky]).abs().max() > 10 * bound
     assert _trained(True, [spiky]).abs().max() <= bound * (1 + 1e-6)
+
+
+def test_cover_never_falls_below_adamw_moments():
+    # bench/tdclm_torch_reference.py's `cover` variant: min(row max, column max) of the previous step,
+    # moved towards g^2, is an upper bound on AdamW's per-element average at every step (float64 here;
+    # AdamW's average computed on its own), for heavy-tailed, spiky and rank-one gradients alike.
+    from tdclm_torch_reference import update_cover
+    rng = np.random.default_rng(11)
+    b2 = 0.95
+    shape = (6, 9)
+    row = torch.zeros(shape[0], dtype=torch.float64)
+    col = torch.zeros(shape[1], dtype=torch.float64)
+    v = np.zeros(shape)
+    for t in range(300):
+        g = rng.standard_cauchy(shape) if t % 3 else np.outer(rng.normal(size=6), rng.normal(size=9))
+        if t == 50:
+            g = np.zeros(shape)
+            g[2, 4] = 1e4
+        v = b2 * v + (1 - b2) * g * g
+        nu = update_cover(row, col, torch.from_numpy(g), b2).numpy()
+        assert np.all(nu >= v * (1 - 1e-12))
+        assert np.allclose(row.numpy(), nu.max(axis=1)) and np.allclose(col.numpy(), nu.max(axis=0))
+
+
+def test_cover_steps_never_exceed_adamw_steps():
+    # With AdamW's moments bounded above, no element's first step is larger than AdamW's (lr 1, no
+    # weight decay, eps 0): the spiky gradient that makes the factored form's steps balloon.
+    spiky = torch.full((4, 3), 1e-3)
+    spiky[0, 0] = 10.0
+    p = torch.nn.Parameter(torch.zeros(4, 3))
+    q = torch.nn.Parameter(torch.zeros(4, 3))
+    opt = TDCLMReference([p], lr=1.0, betas=(0.9, 0.95), eps=0.0, cover=True)
+    ref = torch.optim.AdamW([q], lr=1.0, betas=(0.9, 0.95), eps=0.0, weight_decay=0.0)
+    for _ in range(3):
+        p.grad, q.grad = spiky.clone(), spiky.clone()
+        opt.step()
+        ref.step()
+        assert torch.all(p.detach().abs() <= q.detach().abs() * (1 + 1e-6))
