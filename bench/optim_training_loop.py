@@ -53,6 +53,8 @@ def make_optimizer(kind, model):
         return LuminaV(model.parameters(), lr=6e-4, betas=(0.9, 0.95), weight_decay=0.1)
     if kind == "luminav_tdclm":  # TD-CLM v2 (factored) on every tensor
         return LuminaV(model.parameters(), lr=6e-4, betas=(0.9, 0.95), weight_decay=0.1, mode="tdclm")
+    if kind == "luminav_tdclm_tau0.5":  # the same with the soft clip the README suggests (row T3f)
+        return LuminaV(model.parameters(), lr=6e-4, betas=(0.9, 0.95), weight_decay=0.1, mode="tdclm", tau=0.5)
     if kind == "luminav_tdclm_rms":  # the same with the RMS clip (bound="rms", beyond the spec): one more pass
         return LuminaV(model.parameters(), lr=6e-4, betas=(0.9, 0.95), weight_decay=0.1, mode="tdclm",
                        bound="rms", bound_ratio=1.0)
@@ -228,8 +230,8 @@ def paired_whole_steps(setups, ours, anchor, windows, steps):
 # --param-dtype bf16: the model's parameters (and so its gradients) in bf16; LuminaV keeps fp32
 # masters for them, torch's AdamW steps the bf16 values (the TD-CLM factor tiles of 16-bit gradients).
 PARAM_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
-GRAPH_KINDS = ("torch_fused_capturable", "luminav", "luminav_tdclm", "luminav_two_groups", "luminav_triton",
-               "luminav_tdclm_triton")
+GRAPH_KINDS = ("torch_fused_capturable", "luminav", "luminav_tdclm", "luminav_tdclm_tau0.5", "luminav_two_groups",
+               "luminav_triton", "luminav_tdclm_triton")
 
 
 def run_gpu(args):
