@@ -209,13 +209,15 @@ class LuminaV(Optimizer):
     the parameter and leaves parameters and state unchanged; with
     ``skip_nonfinite=True`` the step is skipped instead (``skipped_steps``
     counts them). State follows AdamW's names (``step``, ``exp_avg``,
-    ``exp_avg_sq``; TD-CLM keeps its scalar ``s`` in ``exp_avg_sq``) plus
-    ``master`` and ``seed``; an AdamW checkpoint loads and continues.
+    ``exp_avg_sq``; TD-CLM keeps its second-moment factors in ``exp_avg_sq``)
+    plus ``master`` and ``seed``; an AdamW checkpoint loads and continues.
 
-    ``mode`` is per param group: TD-CLM's one scalar per tensor suits weight
-    matrices, while an output layer (or embedding) whose rows see gradients of
-    very different size trains better in a CLM group of its own (see the
-    README and docs/benchmarks.md).
+    ``mode`` is per param group. For TD-CLM (``mode="tdclm"``) we suggest the
+    spec's soft clip ``tau=0.5``: on a 98M Llama model TD-CLM's held-out loss
+    was then 1.4% below AdamW's (median of 8 seeds), and 2.7% above it with
+    ``tau=0``, the spec's default, which stays the default here;
+    keep the embedding and output layer ``"factored"`` too (README;
+    docs/benchmarks.md, rows T3, T3f).
 
     ``td_factor`` (TD-CLM, per param group; spec "TD-CLM second moment"):
     ``"factored"`` (default) keeps row and column factors of the parameter
