@@ -20,7 +20,8 @@ Config file (TOML, or YAML with PyYAML), every key optional:
     [dedup]    enabled = true  normalized = false
     [minhash]  enabled = true  num_perm = 64  ngram = 5  bands = 8  rows = 8  threshold = 0.8  scheme = "oph"
     [pii]      enabled = true  types = ["email", "ip_address"]  keep_private_ip = false
-    [output]   format = "parquet"  compression = "zstd"  part_rows = 100000  part_bytes = 268435456
+    [output]   format = "parquet"  compression = "zstd"  compression_level = 1  part_rows = 100000
+               part_bytes = 268435456
                write_dropped = false  write_metrics = false
     [runtime]  num_threads = 0  max_batches_in_flight = 0  strict = false
 

@@ -230,7 +230,7 @@ class PipelineConfig:
     pii_keep_private_ip: bool = False
     format: str = "parquet"
     compression: str = "zstd"
-    compression_level: int = 3
+    compression_level: int = 1  # Arrow's default for zstd (include/luminamoon/writer.h)
     row_group_rows: int = 65536
     part_rows: int = 100000
     part_bytes: int = 256 << 20
