@@ -2,14 +2,23 @@
 //
 // Per-target header (Highway's toggle guard).
 // Note [tanh accuracy]: Highway's own hn::Tanh documents a 4-ulp bound, and
-// the spec asks for 2. Here the lanes are widened to double, tanh is formed
-// as expm1(2|x|) / (expm1(2|x|) + 2) with Highway's double Expm1 (a few
-// double ulp, ~1e-15 relative), and the result is rounded once to fp32: the
-// error is 0.5 fp32 ulp plus ~1e-8 ulp. accurate_tanh_test.cc measures both
-// functions against std::tanh in double over a dense sweep of every binade
-// (results in docs/benchmarks-history.md). |x| > 10 gives +-1 exactly (tanh(10) is
-// within 4e-9 of 1, below half an fp32 ulp of 1), so the function saturates
-// and never returns NaN for finite or infinite input.
+// the spec asks for 2. Here, in fp32 lanes (the whole vector, no widening):
+// - |x| < 1: tanh(x) = x + x^3 P(x^2), P of degree 7 fitted to tanh's relative
+//   error on (0, 1] (weighted least squares at Chebyshev nodes, coefficients
+//   rounded to fp32), evaluated by FMAs: the correction term is at most a
+//   third of the result, so its rounding errors shrink by as much;
+// - |x| >= 1: 1 - 2 / (exp(2|x|) + 1) with Highway's float Exp (1 ulp): the
+//   quotient is at most 0.24, so its relative error moves the result by
+//   about a quarter of its own ulps; |x| is clamped to 9.5 first, where
+//   tanh rounds to 1 (within 3e-8 of 1 from 9.02 on), so the function
+//   saturates and never returns NaN for finite or infinite input.
+// accurate_tanh_test.cc measures the result against std::tanh in double:
+// every fp32 pattern of [0, 12] (LUMINAV_EXHAUSTIVE_F32=1) gave at most
+// 1.164 ulp on the targets with FMA (AVX2, AVX3) and 1.333 ulp on SSE4/SSSE3,
+// whose MulAdd rounds twice, both at x just below 1 (scripts/tanh_fit.py's
+// model of the same operations: 1.187). The first version widened to double
+// (Expm1 and a division in double lanes, 0.5 ulp) and made the CPU step with
+// tau 3.7-4.2x slower than without (docs/benchmarks.md, row T2k).
 
 #if defined(LUMINAV_SIMD_ACCURATE_TANH_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef LUMINAV_SIMD_ACCURATE_TANH_INL_H_
@@ -27,26 +36,27 @@ HWY_BEFORE_NAMESPACE();
 namespace luminav::simd::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-// tanh of double lanes; |x| > 10 saturates.
-template <class DD>
-HWY_INLINE hn::Vec<DD> tanh_f64(DD dd, hn::Vec<DD> x) {
-  const auto abs_x = hn::Abs(x);
-  const auto e = hn::Expm1(dd, hn::Add(abs_x, abs_x));
-  const auto t = hn::Div(e, hn::Add(e, hn::Set(dd, 2.0)));
-  const auto saturated = hn::IfThenElse(hn::Gt(abs_x, hn::Set(dd, 10.0)), hn::Set(dd, 1.0), t);
-  return hn::CopySign(saturated, x);
-}
-
 template <class D>
 HWY_INLINE hn::Vec<D> accurate_tanh(D d, hn::Vec<D> x) {
 #if HWY_TARGET == HWY_SCALAR
   return hn::Set(d, static_cast<float>(std::tanh(static_cast<double>(hn::GetLane(x)))));
 #else
-  const hn::Half<D> dh;
-  const hn::Rebind<double, decltype(dh)> dd;
-  const auto lo = tanh_f64(dd, hn::PromoteTo(dd, hn::LowerHalf(dh, x)));
-  const auto hi = tanh_f64(dd, hn::PromoteTo(dd, hn::UpperHalf(dh, x)));
-  return hn::Combine(d, hn::DemoteTo(dh, hi), hn::DemoteTo(dh, lo));
+  const auto one = hn::Set(d, 1.0f);
+  const auto ax = hn::Abs(x);
+  const auto y = hn::Mul(ax, ax);
+  auto p = hn::Set(d, 1.219369733e-04f);  // P(y), highest power first (Note [tanh accuracy])
+  p = hn::MulAdd(p, y, hn::Set(d, -8.431260358e-04f));
+  p = hn::MulAdd(p, y, hn::Set(d, 3.082066774e-03f));
+  p = hn::MulAdd(p, y, hn::Set(d, -8.598299697e-03f));
+  p = hn::MulAdd(p, y, hn::Set(d, 2.178636566e-02f));
+  p = hn::MulAdd(p, y, hn::Set(d, -5.395355821e-02f));
+  p = hn::MulAdd(p, y, hn::Set(d, 1.333320737e-01f));
+  p = hn::MulAdd(p, y, hn::Set(d, -3.333332837e-01f));
+  const auto near_zero = hn::MulAdd(hn::Mul(ax, y), p, ax);
+  const auto twice = hn::Min(hn::Add(ax, ax), hn::Set(d, 19.0f));  // |x| clamped to 9.5
+  const auto e = hn::Exp(d, twice);
+  const auto far = hn::Sub(one, hn::Div(hn::Set(d, 2.0f), hn::Add(e, one)));
+  return hn::CopySign(hn::IfThenElse(hn::Lt(ax, one), near_zero, far), x);
 #endif
 }
 

@@ -97,7 +97,8 @@ void TestTanhWithinTwoUlp() {
               "hn::Tanh max %.3f ulp (x=%.9g)\n",
               hwy::TargetName(HWY_TARGET), stride, ours.worst, ours.worst_x, highway.worst,
               highway.worst_x);
-  EXPECT_LE(ours.worst, 1.0) << "at x = " << ours.worst_x;  // the spec asks for 2
+  // The spec asks for 2; every fp32 input measured 1.33 at most (Note [tanh accuracy]).
+  EXPECT_LE(ours.worst, 1.5) << "at x = " << ours.worst_x;
 }
 
 void TestTanhSaturatesWithoutNaN() {
