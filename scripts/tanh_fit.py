@@ -1,4 +1,4 @@
-"""Session 22: the coefficients of the SIMD backend's fp32 tanh (Note [tanh accuracy] in
+"""The coefficients of the SIMD backend's fp32 tanh (Note [tanh accuracy] in
 src/optim/simd/accurate_tanh-inl.h) and a NumPy model of it, swept for its error in fp32 ulp.
 
 tanh(x) = x + x^3 P(x^2) for |x| < 1, P of degree DEG fitted by weighted least squares (tanh's

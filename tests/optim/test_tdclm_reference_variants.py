@@ -1,7 +1,8 @@
-"""The bound behind bench/tdclm_torch_reference.py's `floor` variant (docs/benchmarks.md, row T3d):
-AdamW's per-element moments, both moving averages from zero, satisfy v >= c * m^2 with
-c = (1-b2)(1-b1^2/b2)/(1-b1)^2, so flooring TD-CLM's factored second moment at c * m^2 never raises it
-above what AdamW would keep, and caps |m / sqrt(v)| at 1 / sqrt(c)."""
+"""The bounds behind bench/tdclm_torch_reference.py's two variants beyond the spec.
+`floor` (row T3d): AdamW's per-element moments, both moving averages from zero, satisfy v >= c * m^2
+with c = (1-b2)(1-b1^2/b2)/(1-b1)^2, so flooring TD-CLM's factored second moment at c * m^2 never
+raises it above what AdamW would keep, and caps |m / sqrt(v)| at 1 / sqrt(c).
+`cover` (row T3g): the SM3-style row and column maxima bound AdamW's per-element moment from above."""
 import os
 import sys
 
