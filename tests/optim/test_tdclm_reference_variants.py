@@ -82,16 +82,25 @@ def test_cover_never_falls_below_adamw_moments():
 
 
 def test_cover_steps_never_exceed_adamw_steps():
-    # With AdamW's moments bounded above, no element's first step is larger than AdamW's (lr 1, no
-    # weight decay, eps 0): the spiky gradient that makes the factored form's steps balloon.
-    spiky = torch.full((4, 3), 1e-3)
-    spiky[0, 0] = 10.0
-    p = torch.nn.Parameter(torch.zeros(4, 3))
-    q = torch.nn.Parameter(torch.zeros(4, 3))
-    opt = TDCLMReference([p], lr=1.0, betas=(0.9, 0.95), eps=0.0, cover=True)
-    ref = torch.optim.AdamW([q], lr=1.0, betas=(0.9, 0.95), eps=0.0, weight_decay=0.0)
+    # With AdamW's moments bounded above, no element's step is larger than AdamW's (lr 1, no weight
+    # decay, eps 0), where the factored form's steps balloon past AdamW's. Two spikes in different
+    # rows and columns: the elements at their crossings, (0, 1) and (1, 0), get a row maximum and a
+    # column maximum from the spikes, so the cover overestimates their moment and their steps shrink
+    # below AdamW's; the elements outside the spikes' rows and columns are covered exactly.
+    g = torch.full((4, 3), 1e-3)
+    g[0, 0] = g[1, 1] = 10.0
+    p, q, f = (torch.nn.Parameter(torch.zeros(4, 3)) for _ in range(3))
+    cover = TDCLMReference([p], lr=1.0, betas=(0.9, 0.95), eps=0.0, cover=True)
+    factored = TDCLMReference([f], lr=1.0, betas=(0.9, 0.95), eps=0.0)
+    adamw = torch.optim.AdamW([q], lr=1.0, betas=(0.9, 0.95), eps=0.0, weight_decay=0.0)
     for _ in range(3):
-        p.grad, q.grad = spiky.clone(), spiky.clone()
-        opt.step()
-        ref.step()
-        assert torch.all(p.detach().abs() <= q.detach().abs() * (1 + 1e-6))
+        for t in (p, q, f):
+            t.grad = g.clone()
+        for opt in (cover, factored, adamw):
+            opt.step()
+        step, ref = p.detach().abs(), q.detach().abs()
+        assert torch.all(step <= ref * (1 + 1e-6))
+        assert torch.allclose(step[2:, 2], ref[2:, 2], rtol=1e-5)
+    # The first step is sign(g) for every one of them (no history yet); the next two shrink.
+    assert step[0, 1] < 0.4 * ref[0, 1] and step[1, 0] < 0.4 * ref[1, 0]
+    assert f.detach().abs().max() > 2 * ref.max()

@@ -97,8 +97,9 @@ void TestTanhWithinTwoUlp() {
               "hn::Tanh max %.3f ulp (x=%.9g)\n",
               hwy::TargetName(HWY_TARGET), stride, ours.worst, ours.worst_x, highway.worst,
               highway.worst_x);
-  // The spec asks for 2; every fp32 input measured 1.33 at most (Note [tanh accuracy]).
-  EXPECT_LE(ours.worst, 1.5) << "at x = " << ours.worst_x;
+  // The spec asks for 2. Every fp32 input of [0, 12] measured 1.164 at most with FMA and 1.333
+  // without (MulAdd rounding twice), Note [tanh accuracy]; the bounds sit just above those.
+  EXPECT_LE(ours.worst, HWY_NATIVE_FMA ? 1.2 : 1.4) << "at x = " << ours.worst_x;
 }
 
 void TestTanhSaturatesWithoutNaN() {
