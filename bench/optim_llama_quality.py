@@ -20,6 +20,7 @@ bench/optim_llama_evidence.py runs many of these processes at once and summarise
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import statistics
@@ -217,6 +218,11 @@ def run(kind, seed, args, cfg, device, progress=None):
     data, held = make_data(args, cfg, seed, device)
     model = llama(device, **{k: v for k, v in cfg.items() if k != "batch"}, init_seed=seed)
     opt = make(kind, model, args.lr, cfg["heads"])
+    # the forward and backward by Inductor (--compile): the same model in fewer kernels, so that a dozen
+    # runs sharing one GPU finish in one device call; the optimizer's step is never compiled here
+    train_loss = functools.partial(loss_of, model)
+    if args.compile:
+        train_loss = torch.compile(train_loss)
     timing = args.timing and device == "cuda"
     losses, times, held_curve = [], [], []
     result = {"kind": kind, "seed": seed, "regime": args.regime, "steps": args.steps,
@@ -235,7 +241,7 @@ def run(kind, seed, args, cfg, device, progress=None):
         set_lr(opt, args.lr * min(1.0, (step + 1) / args.warmup))
         tokens = data[step % len(data)]
         opt.zero_grad(set_to_none=True)
-        loss = loss_of(model, tokens)
+        loss = train_loss(tokens)
         loss.backward()
         if timing:
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -296,6 +302,8 @@ def main():
     ap.add_argument("--agreement-steps", type=int, default=0,
                     help="first compare luminav_tdclm with reference_tdclm (and, as the control, "
                          "luminav_clm with adamw_fused) over this many steps")
+    ap.add_argument("--compile", action="store_true",
+                    help="torch.compile the model's forward and backward (not the optimizer)")
     ap.add_argument("--json")
     args = ap.parse_args()
     if args.threads:
@@ -305,6 +313,7 @@ def main():
         cfg["vocab"] = 256
     machine = torch.cuda.get_device_name() if args.device == "cuda" else f"cpu, {torch.get_num_threads()} threads"
     out = {"steps": args.steps, "lr": args.lr, "regime": args.regime, "model": cfg, "text": args.text,
+           "compiled_model": args.compile,
            "machine": machine, "versions": versions(), "runs": {}}
     if args.agreement_steps:
         out["agreement"] = {f"{k}~{a}": agreement(k, a, args.agreement_steps, args.lr)
