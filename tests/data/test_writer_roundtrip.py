@@ -348,3 +348,21 @@ def test_parquet_text_pages_are_about_a_mebibyte(tmp_path):
     # Pages of about 1 MiB (Arrow's default write batch of 1,024 rows made ~4 MB pages here).
     assert max(data_pages) <= 1.25 * 2 ** 20, data_pages
     assert len(data_pages) >= 10
+
+
+@pytest.mark.skipif(not arrow_io_available(), reason="Parquet needs luminamoon._data_io")
+def test_parquet_zstd_level_defaults_to_arrows_own(tmp_path):
+    # The default is Arrow's (what pyarrow.parquet.write_table(compression="zstd") writes), and it reaches
+    # the writer: the default run compresses exactly as one that names that level, and not as level 19.
+    pq = pytest.importorskip("pyarrow.parquet")
+    arrow_level = pa.Codec.default_compression_level("zstd")
+    write_jsonl(tmp_path / "in.jsonl", [{"text": f"line {i % 97} of a text that repeats " * 20} for i in range(400)])
+
+    def text_bytes(**level):
+        out = tmp_path / f"out{level}"
+        FusedPipeline(**dict(RAW, format="parquet"), **level).run([str(tmp_path / "in.jsonl")], out, resume=False)
+        meta = pq.ParquetFile(part_files(str(out))[0]).metadata
+        return sum(meta.row_group(g).column(0).total_compressed_size for g in range(meta.num_row_groups))
+
+    assert text_bytes() == text_bytes(compression_level=arrow_level)
+    assert text_bytes() != text_bytes(compression_level=19)
