@@ -41,34 +41,36 @@ from harness import cuda_event_median  # noqa: E402
 from llama_model import llama  # noqa: E402,F401 (the other bench scripts import it from here too)
 
 
+# the hyperparameters every optimizer of the loop shares (a GPT-2-style recipe)
+HYPER = dict(lr=6e-4, betas=(0.9, 0.95), weight_decay=0.1)
+
+
 def make_optimizer(kind, model):
     if kind == "torch_fused":
-        return torch.optim.AdamW(model.parameters(), lr=6e-4, betas=(0.9, 0.95), weight_decay=0.1, fused=True)
+        return torch.optim.AdamW(model.parameters(), **HYPER, fused=True)
     if kind == "torch_fused_capturable":
-        return torch.optim.AdamW(model.parameters(), lr=torch.tensor(6e-4, device="cuda"), betas=(0.9, 0.95),
-                                 weight_decay=0.1, fused=True, capturable=True)
+        return torch.optim.AdamW(model.parameters(), **dict(HYPER, lr=torch.tensor(HYPER["lr"], device="cuda")),
+                                 fused=True, capturable=True)
     if kind == "torch_foreach":
-        return torch.optim.AdamW(model.parameters(), lr=6e-4, betas=(0.9, 0.95), weight_decay=0.1, foreach=True)
+        return torch.optim.AdamW(model.parameters(), **HYPER, foreach=True)
     if kind in ("luminav", "luminav_eager_launches", "luminav_recorded"):
-        return LuminaV(model.parameters(), lr=6e-4, betas=(0.9, 0.95), weight_decay=0.1)
+        return LuminaV(model.parameters(), **HYPER)
     if kind == "luminav_tdclm":  # TD-CLM v2 (factored) on every tensor
-        return LuminaV(model.parameters(), lr=6e-4, betas=(0.9, 0.95), weight_decay=0.1, mode="tdclm")
+        return LuminaV(model.parameters(), **HYPER, mode="tdclm")
     if kind == "luminav_tdclm_tau0.5":  # the same with the soft clip the README suggests (row T3f)
-        return LuminaV(model.parameters(), lr=6e-4, betas=(0.9, 0.95), weight_decay=0.1, mode="tdclm", tau=0.5)
+        return LuminaV(model.parameters(), **HYPER, mode="tdclm", tau=0.5)
     if kind == "luminav_tdclm_rms":  # the same with the RMS clip (bound="rms", beyond the spec): one more pass
-        return LuminaV(model.parameters(), lr=6e-4, betas=(0.9, 0.95), weight_decay=0.1, mode="tdclm",
-                       bound="rms", bound_ratio=1.0)
+        return LuminaV(model.parameters(), **HYPER, mode="tdclm", bound="rms", bound_ratio=1.0)
     if kind in ("luminav_triton", "luminav_tdclm_triton"):  # issue 18: the Triton JIT kernels
-        return LuminaV(model.parameters(), lr=6e-4, betas=(0.9, 0.95), weight_decay=0.1,
-                       mode="tdclm" if kind == "luminav_tdclm_triton" else "clm", backend="triton")
+        return LuminaV(model.parameters(), **HYPER, mode="tdclm" if kind == "luminav_tdclm_triton" else "clm",
+                       backend="triton")
     if kind in ("adam_mini", "adamw8bit"):  # issue 14's peers, built as the quality runs build them
         from optim_llama_quality import make
-        return make(kind, model, 6e-4)
+        return make(kind, model, HYPER["lr"])
     if kind == "luminav_two_groups":
         head = [p for n, p in model.named_parameters() if n.startswith("lm_head")]
         body = [p for n, p in model.named_parameters() if not n.startswith("lm_head")]
-        return LuminaV([{"params": body, "mode": "tdclm"}, {"params": head, "mode": "clm"}],
-                       lr=6e-4, betas=(0.9, 0.95), weight_decay=0.1)
+        return LuminaV([{"params": body, "mode": "tdclm"}, {"params": head, "mode": "clm"}], **HYPER)
     raise ValueError(kind)
 
 
