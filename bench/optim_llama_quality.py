@@ -38,7 +38,8 @@ SUCCESSOR_WEIGHTS = (0.55, 0.25, 0.12, 0.08)
 KINDS = ("adamw_fused", "luminav_clm", "luminav_tdclm", "luminav_tdclm_rms", "luminav_tdclm_rms_half",
          "reference_tdclm", "adam_mini", "adamw8bit", "luminav_tdclm_tau0.5", "luminav_tdclm_tau1",
          "luminav_tdclm_tau2", "luminav_tdclm_edges_row", "luminav_tdclm_edges_clm",
-         "reference_tdclm_floor", "reference_tdclm_cover")
+         "reference_tdclm_floor", "reference_tdclm_cover", "luminav_tdclm_cautious",
+         "luminav_tdclm_tau0.5_cautious", "luminav_tdclm_tau0.5_lam0.1")
 # TD-CLM with the spec's soft clip u <- tau * tanh(u / tau): AdamW's |u| stays near or below 1.2
 TAUS = {"luminav_tdclm_tau0.5": 0.5, "luminav_tdclm_tau1": 1.0, "luminav_tdclm_tau2": 2.0}
 # the embedding and the output layer: the tensors Adam-mini keeps per coordinate
@@ -116,8 +117,17 @@ def loss_of(model, tokens):
     return torch.nn.functional.cross_entropy(logits.float().reshape(-1, vocab), tokens[:, 1:].reshape(-1))
 
 
+# the spec's other per-element options on TD-CLM: the cautious mask, and a tenth of the gradient in the
+# numerator (lam = 0.1: Nesterov's weight for beta1 = 0.9)
+SPEC_OPTIONS = {"_cautious": dict(cautious=True), "_lam0.1": dict(lam=0.1)}
+
+
 def make(kind, model, lr, heads=LLAMA_98M["heads"]):
     kw = dict(lr=lr, betas=(0.9, 0.95), weight_decay=0.1)
+    for suffix, options in SPEC_OPTIONS.items():
+        if kind.startswith("luminav") and kind.endswith(suffix):
+            kind = kind.removesuffix(suffix)
+            kw.update(options)
     if kind.startswith("luminav"):  # imported here: the runs of torch's optimizers may start before the build ends
         from luminamoon.optim import LuminaV
     if kind == "adamw_fused":

@@ -59,6 +59,8 @@ def make_optimizer(kind, model):
         return LuminaV(model.parameters(), **HYPER, mode="tdclm")
     if kind == "luminav_tdclm_tau0.5":  # the same with the soft clip the README suggests (row T3f)
         return LuminaV(model.parameters(), **HYPER, mode="tdclm", tau=0.5)
+    if kind == "luminav_tdclm_cautious":  # the spec's cautious mask: one more reduction per tensor (row T3k)
+        return LuminaV(model.parameters(), **HYPER, mode="tdclm", cautious=True)
     if kind == "luminav_tdclm_rms":  # the same with the RMS clip (bound="rms", beyond the spec): one more pass
         return LuminaV(model.parameters(), **HYPER, mode="tdclm", bound="rms", bound_ratio=1.0)
     if kind in ("luminav_triton", "luminav_tdclm_triton"):  # issue 18: the Triton JIT kernels
@@ -232,7 +234,7 @@ def paired_whole_steps(setups, ours, anchor, windows, steps):
 # --param-dtype bf16: the model's parameters (and so its gradients) in bf16; LuminaV keeps fp32
 # masters for them, torch's AdamW steps the bf16 values (the TD-CLM factor tiles of 16-bit gradients).
 PARAM_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
-GRAPH_KINDS = ("torch_fused_capturable", "luminav", "luminav_tdclm", "luminav_tdclm_tau0.5", "luminav_two_groups",
+GRAPH_KINDS = ("torch_fused_capturable", "luminav", "luminav_tdclm", "luminav_tdclm_tau0.5", "luminav_tdclm_cautious", "luminav_two_groups",
                "luminav_triton", "luminav_tdclm_triton")
 
 
