@@ -35,6 +35,10 @@ LUMINAV_HD bool round_has_update_sums(const StepConstants& k, int round) {
   return needs_update_sums(k) && round == (k.tdclm ? 1 : 0);
 }
 
+// Whether the round of the update sums needs sum x^2: only the tensor bound's
+// B = ||x|| does (the cautious mask and the RMS clip do not read x there).
+LUMINAV_HD bool update_sums_need_weights(const StepConstants& k) { return k.bound_mode == LUMINAV_BOUND_TENSOR; }
+
 // Globals before any round: s unchanged, scales 1.
 LUMINAV_HD TensorGlobals initial_globals(const StepConstants& k, float s_old) {
   TensorGlobals g;
@@ -78,8 +82,8 @@ LUMINAV_HD void fold_round_sums(const StepConstants& k, const luminav_partials& 
       // A = ||d||_2; B = ||x||_2 (tensor bound) or lr * sqrt(N) (RMS clip:
       // A > ratio*B is RMS(u) > ratio, as d = lr * u).
       const double a = c * ::sqrt(sum.update_sq_sum);
-      const double b = k.bound_mode == LUMINAV_BOUND_TENSOR ? ::sqrt(sum.weight_sq_sum)
-                                                            : static_cast<double>(k.lr) * ::sqrt(n);
+      const double b = update_sums_need_weights(k) ? ::sqrt(sum.weight_sq_sum)
+                                                   : static_cast<double>(k.lr) * ::sqrt(n);
       const double limit = static_cast<double>(k.bound_ratio) * b;
       globals.bound_scale = (b > 0.0 && a > limit) ? static_cast<float>(limit / a) : 1.0f;
     }

@@ -224,9 +224,7 @@ class CudaBackend final : public Backend {
              const ExecContext& ctx) override {
     std::fill(out.begin(), out.end(), luminav_partials{});
     if (int code = check_supported(k, tensors); code != LUMINAV_STATUS_OK) return code;
-    uint32_t fields = 0;
-    if (core::round_has_grad_sums(round)) fields |= kReduceGrad;
-    if (core::round_has_update_sums(k, round)) fields |= kReduceUpdate;
+    const uint32_t fields = reduce_fields(k, round);
     if (fields == 0 || tensors.empty()) return LUMINAV_STATUS_OK;
 
     CallScope scope(this, ctx.device_index);
@@ -887,9 +885,7 @@ class CudaBackend final : public Backend {
   template <class After = int (*)(const LaunchParams&)>
   int launch_reduce(ContextState& state, const AsyncGroup& g, size_t gi, uint32_t dense, int round,
                     const AsyncStep& st, bool finalize, LaunchTarget stream, After after = nullptr) {
-    uint32_t fields = 0;
-    if (core::round_has_grad_sums(round)) fields |= kReduceGrad;
-    if (core::round_has_update_sums(g.k, round)) fields |= kReduceUpdate;
+    uint32_t fields = reduce_fields(g.k, round);
     // The unsharded step's factor sums read and check row/factored gradients (Note [factor tiles]).
     if (finalize && round == 0 && g.k.tdclm) fields |= kReduceFactorGrads;
     std::vector<core::TensorGlobals> initial(g.tensors.size(), core::initial_globals(g.k, 0.0f));

@@ -280,7 +280,8 @@ __device__ __forceinline__ void tdclm_second4(const TensorGlobals& gl, const cud
 template <int P>
 __device__ __forceinline__ void load_state(const StepConstants& k, const TensorGlobals& gl,
                                            const cuda::FactorView* f, const TensorSlot& s, uint64_t i0,
-                                           uint64_t i1, bool two, float (&m)[8], float (&v)[8], float (&x)[8]) {
+                                           uint64_t i1, bool two, float (&m)[8], float (&v)[8], float (&x)[8],
+                                           bool read_x = true) {
   constexpr int F32 = LUMINAV_DTYPE_F32;
   load_groups<F32>(s.exp_avg, i0, i1, two, m);
   if (!k.tdclm) {
@@ -290,6 +291,7 @@ __device__ __forceinline__ void load_state(const StepConstants& k, const TensorG
     if (two) tdclm_second4(gl, f, i1, v + 4);
     else v[4] = v[5] = v[6] = v[7] = v[0];  // not stored (a finite stand-in)
   }
+  if (!read_x) return;
   if (s.master != nullptr) load_groups<F32>(s.master, i0, i1, two, x);
   else load_groups<P>(s.param, i0, i1, two, x);
 }
@@ -298,10 +300,10 @@ __device__ __forceinline__ void load_state(const StepConstants& k, const TensorG
 template <int P>
 __device__ __forceinline__ void load_state1(const StepConstants& k, const TensorGlobals& gl,
                                             const cuda::FactorView* f, const TensorSlot& s, uint64_t i, float& m,
-                                            float& v, float& x) {
+                                            float& v, float& x, bool read_x = true) {
   m = s.exp_avg[i];
   v = k.tdclm ? tdclm_second(gl, f, i) : s.exp_avg_sq[i];
-  x = s.master != nullptr ? s.master[i] : core::load_as_f32<P>(s.param, i);
+  if (read_x) x = s.master != nullptr ? s.master[i] : core::load_as_f32<P>(s.param, i);
 }
 
 template <int P, int G>
@@ -566,6 +568,7 @@ __device__ __forceinline__ void reduce_tile(const LaunchParams& lp) {
   const TensorGlobals gl = globals_of(lp, t.slot_index);
   const uint32_t fields = lp.reduce_fields;
   const bool need_state = (fields & kReduceUpdate) != 0;
+  const bool read_x = (fields & kReduceWeights) != 0;  // else x stays 0 and sum x^2 is not used
   Accum a;
   const auto kind = static_cast<core::SecondMoment>(s.moment_kind);
   if ((fields & kReduceFactorGrads) && !need_state &&
@@ -608,7 +611,7 @@ __device__ __forceinline__ void reduce_tile(const LaunchParams& lp) {
       [&](uint64_t i0, uint64_t i1, bool two) {
         float g[8], m[8] = {}, v[8] = {}, x[8] = {};
         load_groups<G>(s.grad, i0, i1, two, g);
-        if (need_state) load_state<P>(k, gl, f, s, i0, i1, two, m, v, x);
+        if (need_state) load_state<P>(k, gl, f, s, i0, i1, two, m, v, x, read_x);
         const int count = two ? 8 : 4;
 #pragma unroll
         for (int e = 0; e < 8; ++e) {
@@ -618,7 +621,7 @@ __device__ __forceinline__ void reduce_tile(const LaunchParams& lp) {
       [&](uint64_t i) {
         const float g = core::load_as_f32<G>(s.grad, i);
         float m = 0.0f, v = 0.0f, x = 0.0f;
-        if (need_state) load_state1<P>(k, gl, f, s, i, m, v, x);
+        if (need_state) load_state1<P>(k, gl, f, s, i, m, v, x, read_x);
         reduce_element(k, gl, fields, g, m, v, x, a);
       });
   store_tile_partial(lp, a);

@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "luminav/luminav.h"
+#include "optim/core/reduction_rounds.h"
 #include "optim/core/reduction_tile.h"
 #include "optim/core/step_constants.h"
 #include "optim/dispatch/async_workspace.h"
@@ -55,11 +56,25 @@ inline constexpr const char* kLaunchAbi = "(const LaunchParams) luminav-cuda-abi
 // Which fields of luminav_partials a reduction fills (Note [reduction rounds]).
 enum ReduceFields : uint32_t {
   kReduceGrad = 1u,    // nonfinite_count, grad_sq_sum
-  kReduceUpdate = 2u,  // agree_count, update_sq_sum, weight_sq_sum
+  kReduceUpdate = 2u,  // agree_count, update_sq_sum (and weight_sq_sum with kReduceWeights)
   // Unsharded TD-CLM round 0: row/factored tensors' gradients are read (and
   // checked) by luminav_factor_sums, so their reduction tiles read nothing.
   kReduceFactorGrads = 4u,
+  // weight_sq_sum (the tensor bound's ||x||). Without it the update round does
+  // not read the parameters: the cautious mask alone reads g and m (and CLM's v).
+  kReduceWeights = 8u,
 };
+
+// The fields of a reduction round (the unsharded step adds kReduceFactorGrads).
+inline uint32_t reduce_fields(const core::StepConstants& k, int round) {
+  uint32_t fields = 0;
+  if (core::round_has_grad_sums(round)) fields |= kReduceGrad;
+  if (core::round_has_update_sums(k, round)) {
+    fields |= kReduceUpdate;
+    if (core::update_sums_need_weights(k)) fields |= kReduceWeights;
+  }
+  return fields;
+}
 
 // What luminav_sharded_exchange does (Note [sharded phases on the device] in
 // cuda_backend.cc): the header of this rank (found_inf or an earlier
