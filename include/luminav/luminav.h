@@ -149,7 +149,7 @@ typedef struct luminav_partials {
   uint64_t agree_count;      /* K: elements with u_i * g_i > 0 */
   double grad_sq_sum;        /* sum g_i^2 */
   double update_sq_sum;      /* sum (lr * u_i * phi_i)^2, before the cautious scale */
-  double weight_sq_sum;      /* sum x_i^2 (x before the step) */
+  double weight_sq_sum;      /* sum x_i^2 (x before the step); read by the tensor bound only, and may be 0 without it */
   double row_factor_sum;     /* TD-CLM factored: sum over this shard's rows of the
                                 updated row factor row_r (rho = sum / R) */
   uint64_t row_count;        /* TD-CLM factored/row: rows of this shard (sums to R) */

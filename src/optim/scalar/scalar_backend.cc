@@ -105,14 +105,17 @@ void reduce_tensor(const StepConstants& k, const luminav_tensor& t, int round,
     uint64_t agree = 0;
     double update_sq = 0.0;
     double weight_sq = 0.0;
+    const bool weights = core::update_sums_need_weights(k);
     for (size_t i = 0; i < n; ++i) {
       const float g = gradient<GradDtype>(k, t, i);
-      const float x = t.master ? t.master[i] : core::load_as_f32<ParamDtype>(t.param, i);
       const auto el = step(i, t.exp_avg[i], g);
       agree += (el.u * g > 0.0f) ? 1 : 0;
       const double d = core::unscaled_step(o, e, el.u, g);
       update_sq += d * d;
-      weight_sq += static_cast<double>(x) * static_cast<double>(x);
+      if (weights) {
+        const float x = t.master ? t.master[i] : core::load_as_f32<ParamDtype>(t.param, i);
+        weight_sq += static_cast<double>(x) * static_cast<double>(x);
+      }
     }
     out.agree_count = agree;
     out.update_sq_sum = update_sq;

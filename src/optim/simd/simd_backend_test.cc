@@ -452,6 +452,32 @@ TEST(SimdBackend, ThreadCountInvariance) {
   expect_contract(before, ref, results[1], false, "2^21+3 threads");
 }
 
+// The cautious mask's round reads the parameters only for the tensor bound's
+// ||x||: without that bound, parameters of NaN change no partial (K as the
+// scalar backend counts it from finite ones), and sum x^2 is left 0.
+TEST(SimdBackend, CautiousRoundWithoutTheTensorBoundLeavesTheParametersUnread) {
+  Options o;
+  o.mode = LUMINAV_MODE_CLM;
+  o.cautious = 1;
+  State finite = random_state(o, 100003, 9);
+  State poisoned = finite;
+  for (size_t i = 0; i < poisoned.n; ++i) encode(o.param_dtype, poisoned.param_at(), i, std::nanf(""));
+  const luminav_hyperparams hp = hyperparams(o);
+  const luminav_tensor t_finite = finite.tensor(), t_poisoned = poisoned.tensor();
+  luminav_globals globals{};
+  luminav_partials a{}, b{};
+  luminav_options simd{}, scalar{};
+  simd.backend = "simd";
+  scalar.backend = "scalar";
+  ASSERT_EQ(luminav_reduce(&hp, &t_poisoned, 0, &globals, &a, &simd), LUMINAV_STATUS_OK);
+  ASSERT_EQ(luminav_reduce(&hp, &t_finite, 0, &globals, &b, &scalar), LUMINAV_STATUS_OK);
+  EXPECT_EQ(a.agree_count, b.agree_count);
+  EXPECT_GT(a.agree_count, 0u);
+  EXPECT_NEAR(a.update_sq_sum, b.update_sq_sum, 1e-12 * b.update_sq_sum);
+  EXPECT_EQ(a.weight_sq_sum, 0.0);
+  EXPECT_EQ(b.weight_sq_sum, 0.0);
+}
+
 // Pass-1 partials against the scalar backend's: counts exact, sums to 1e-12.
 TEST(SimdBackend, PartialsMatchScalar) {
   Options o;

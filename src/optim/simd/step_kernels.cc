@@ -162,6 +162,13 @@ inline Buffers buffers_of(const luminav_tensor& t, const StepConstants& k) {
   return Buffers{t.param, t.grad, t.exp_avg, k.tdclm ? nullptr : t.exp_avg_sq, t.master};
 }
 
+// The streams an update-sum loop prefetches: the weights only where the
+// tensor bound's ||x|| needs them (core::update_sums_need_weights).
+inline Buffers update_sum_streams(Buffers b, const StepConstants& k) {
+  if (!core::update_sums_need_weights(k)) b.param = b.master = nullptr;
+  return b;
+}
+
 // Note [software prefetch]: a loop that computes between its loads (the
 // apply pass; a pass 1 with sums of squares in double or the update
 // recomputed) falls behind the memory stream on this class of machine unless
@@ -185,7 +192,7 @@ HWY_INLINE void prefetch_streams(const Buffers& b, size_t i) {
   if constexpr (kAllStreams) {
     if (b.master) {
       hwy::Prefetch(b.master + i);
-    } else {
+    } else if (b.param) {
       hwy::Prefetch(static_cast<const Stored<P>*>(b.param) + i);
     }
     hwy::Prefetch(b.m + i);
@@ -407,11 +414,12 @@ HWY_INLINE void reduce_vector(D d, const HighwayOps<D>& o, const K& k, const Ten
     if constexpr (kGradSq) acc.grad_sq.add(d, g);
   }
   if constexpr (kUpdateSums) {
-    const auto x = b.master ? hn::LoadU(d, b.master + i) : load_f32<P>(d, b.param, i);
     const auto e = element_moments<kGivenVhat>(d, o, k, gl, b, i, g, vhat);
     acc.agree += hn::CountTrue(d, hn::Gt(hn::Mul(e.u, g), hn::Zero(d)));
     acc.update_sq.add(d, core::unscaled_step(o, k, e.u, g));
-    acc.weight_sq.add(d, x);
+    if (core::update_sums_need_weights(k)) {
+      acc.weight_sq.add(d, b.master ? hn::LoadU(d, b.master + i) : load_f32<P>(d, b.param, i));
+    }
   }
 }
 
@@ -444,9 +452,11 @@ LUMINAV_SIMD_FLATTEN void reduce_typed(const K& k_in, const TensorGlobals& gl_in
   const Buffers b = buffers_of(t, k);
   ReduceAccumulators<D> acc(d);
   const size_t lanes = hn::Lanes(d);
+  Buffers fetch = b;
+  if constexpr (kUpdateSums) fetch = update_sum_streams(b, k);
   // Only a pass 1 that computes prefetches (Note [software prefetch]).
   const size_t i = for_each_vector<P, G, kGradSq || kUpdateSums, kUpdateSums>(
-      b, begin, end, lanes,
+      fetch, begin, end, lanes,
       [&](size_t at) {
         reduce_vector<P, G, kGradSums, kGradSq, kUpdateSums>(d, o, k, gl, b, at, acc, hn::Zero(d));
       });
@@ -482,11 +492,12 @@ LUMINAV_SIMD_FLATTEN void reduce_factored_typed(const StepConstants& k_in, const
   const D d;
   const HighwayOps<D> o{d};
   const Buffers b{t.param, t.grad, t.exp_avg, nullptr, t.master};
+  const Buffers fetch = update_sum_streams(b, k);
   ReduceAccumulators<D> acc(d);
   for_each_row_segment<kFactored>(
       d, o, f, begin, end,
       [&](size_t at, hn::Vec<D> vhat) {
-        if (at + kPrefetchAhead < end) prefetch_streams<P, G, true>(b, at + kPrefetchAhead);
+        if (at + kPrefetchAhead < end) prefetch_streams<P, G, true>(fetch, at + kPrefetchAhead);
         reduce_vector<P, G, false, false, true, true>(d, o, k, gl, b, at, acc, vhat);
       },
       [&](size_t at, size_t count, hn::Vec<D> vhat) {
