@@ -234,8 +234,8 @@ def paired_whole_steps(setups, ours, anchor, windows, steps):
 # --param-dtype bf16: the model's parameters (and so its gradients) in bf16; LuminaV keeps fp32
 # masters for them, torch's AdamW steps the bf16 values (the TD-CLM factor tiles of 16-bit gradients).
 PARAM_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
-GRAPH_KINDS = ("torch_fused_capturable", "luminav", "luminav_tdclm", "luminav_tdclm_tau0.5", "luminav_tdclm_cautious", "luminav_two_groups",
-               "luminav_triton", "luminav_tdclm_triton")
+GRAPH_KINDS = ("torch_fused_capturable", "luminav", "luminav_tdclm", "luminav_tdclm_tau0.5", "luminav_tdclm_cautious",
+               "luminav_two_groups", "luminav_triton", "luminav_tdclm_triton")
 
 
 def run_gpu(args):
