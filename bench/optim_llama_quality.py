@@ -39,7 +39,7 @@ KINDS = ("adamw_fused", "luminav_clm", "luminav_tdclm", "luminav_tdclm_rms", "lu
          "reference_tdclm", "adam_mini", "adamw8bit", "luminav_tdclm_tau0.5", "luminav_tdclm_tau1",
          "luminav_tdclm_tau2", "luminav_tdclm_edges_row", "luminav_tdclm_edges_clm",
          "reference_tdclm_floor", "reference_tdclm_cover", "luminav_tdclm_cautious",
-         "luminav_tdclm_tau0.5_cautious", "luminav_tdclm_tau0.5_lam0.1")
+         "luminav_tdclm_tau0.5_cautious", "luminav_tdclm_tau0.5_lam0.1", "luminav_clm_cautious")
 # TD-CLM with the spec's soft clip u <- tau * tanh(u / tau): AdamW's |u| stays near or below 1.2
 TAUS = {"luminav_tdclm_tau0.5": 0.5, "luminav_tdclm_tau1": 1.0, "luminav_tdclm_tau2": 2.0}
 # the embedding and the output layer: the tensors Adam-mini keeps per coordinate

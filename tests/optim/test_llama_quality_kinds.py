@@ -17,6 +17,7 @@ quality = pytest.importorskip("optim_llama_quality")
     ("luminav_tdclm_cautious", dict(mode="tdclm", td_factor="factored", tau=0.0, lam=0.0, cautious=True)),
     ("luminav_tdclm_tau0.5_cautious", dict(mode="tdclm", td_factor="factored", tau=0.5, lam=0.0, cautious=True)),
     ("luminav_tdclm_tau0.5_lam0.1", dict(mode="tdclm", td_factor="factored", tau=0.5, lam=0.1, cautious=False)),
+    ("luminav_clm_cautious", dict(mode="clm", tau=0.0, lam=0.0, cautious=True)),
 ])
 def test_kind_options_reach_every_group(kind, expected):
     assert kind in quality.KINDS
