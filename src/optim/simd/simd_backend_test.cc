@@ -452,6 +452,18 @@ TEST(SimdBackend, ThreadCountInvariance) {
   expect_contract(before, ref, results[1], false, "2^21+3 threads");
 }
 
+// Round 0's partials of one tensor on the named backend (a CLM step's one round).
+luminav_partials round0_partials(const char* backend, const Options& o, State& st) {
+  const luminav_hyperparams hp = hyperparams(o);
+  const luminav_tensor t = st.tensor();
+  luminav_globals globals{};
+  luminav_options options{};
+  options.backend = backend;
+  luminav_partials out{};
+  EXPECT_EQ(luminav_reduce(&hp, &t, 0, &globals, &out, &options), LUMINAV_STATUS_OK) << backend;
+  return out;
+}
+
 // The cautious mask's round reads the parameters only for the tensor bound's
 // ||x||: without that bound, parameters of NaN change no partial (K as the
 // scalar backend counts it from finite ones), and sum x^2 is left 0.
@@ -462,15 +474,8 @@ TEST(SimdBackend, CautiousRoundWithoutTheTensorBoundLeavesTheParametersUnread) {
   State finite = random_state(o, 100003, 9);
   State poisoned = finite;
   for (size_t i = 0; i < poisoned.n; ++i) encode(o.param_dtype, poisoned.param_at(), i, std::nanf(""));
-  const luminav_hyperparams hp = hyperparams(o);
-  const luminav_tensor t_finite = finite.tensor(), t_poisoned = poisoned.tensor();
-  luminav_globals globals{};
-  luminav_partials a{}, b{};
-  luminav_options simd{}, scalar{};
-  simd.backend = "simd";
-  scalar.backend = "scalar";
-  ASSERT_EQ(luminav_reduce(&hp, &t_poisoned, 0, &globals, &a, &simd), LUMINAV_STATUS_OK);
-  ASSERT_EQ(luminav_reduce(&hp, &t_finite, 0, &globals, &b, &scalar), LUMINAV_STATUS_OK);
+  const luminav_partials a = round0_partials("simd", o, poisoned);
+  const luminav_partials b = round0_partials("scalar", o, finite);
   EXPECT_EQ(a.agree_count, b.agree_count);
   EXPECT_GT(a.agree_count, 0u);
   EXPECT_NEAR(a.update_sq_sum, b.update_sq_sum, 1e-12 * b.update_sq_sum);
@@ -486,15 +491,8 @@ TEST(SimdBackend, PartialsMatchScalar) {
   o.bound_mode = LUMINAV_BOUND_TENSOR;
   o.bound_ratio = 1e-3;
   State st = random_state(o, 200003, 8);
-  const luminav_hyperparams hp = hyperparams(o);
-  const luminav_tensor t = st.tensor();
-  luminav_globals globals{};
-  luminav_partials a{}, b{};
-  luminav_options simd{}, scalar{};
-  simd.backend = "simd";
-  scalar.backend = "scalar";
-  ASSERT_EQ(luminav_reduce(&hp, &t, 0, &globals, &a, &simd), LUMINAV_STATUS_OK);
-  ASSERT_EQ(luminav_reduce(&hp, &t, 0, &globals, &b, &scalar), LUMINAV_STATUS_OK);
+  const luminav_partials a = round0_partials("simd", o, st);
+  const luminav_partials b = round0_partials("scalar", o, st);
   EXPECT_EQ(a.nonfinite_count, b.nonfinite_count);
   EXPECT_EQ(a.agree_count, b.agree_count);
   EXPECT_GT(a.agree_count, 0u);
