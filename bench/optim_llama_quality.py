@@ -39,7 +39,8 @@ KINDS = ("adamw_fused", "luminav_clm", "luminav_tdclm", "luminav_tdclm_rms", "lu
          "reference_tdclm", "adam_mini", "adamw8bit", "luminav_tdclm_tau0.5", "luminav_tdclm_tau1",
          "luminav_tdclm_tau2", "luminav_tdclm_edges_row", "luminav_tdclm_edges_clm",
          "reference_tdclm_floor", "reference_tdclm_cover", "luminav_tdclm_cautious",
-         "luminav_tdclm_tau0.5_cautious", "luminav_tdclm_tau0.5_lam0.1", "luminav_clm_cautious")
+         "luminav_tdclm_tau0.5_cautious", "luminav_tdclm_tau0.5_lam0.1", "luminav_clm_cautious",
+         "luminav_tdclm_cautious_b2_0.99", "luminav_tdclm_cautious_b2_0.999")
 # TD-CLM with the spec's soft clip u <- tau * tanh(u / tau): AdamW's |u| stays near or below 1.2
 TAUS = {"luminav_tdclm_tau0.5": 0.5, "luminav_tdclm_tau1": 1.0, "luminav_tdclm_tau2": 2.0}
 # the embedding and the output layer: the tensors Adam-mini keeps per coordinate
@@ -118,16 +119,22 @@ def loss_of(model, tokens):
 
 
 # the spec's other per-element options on TD-CLM: the cautious mask, and a tenth of the gradient in the
-# numerator (lam = 0.1: Nesterov's weight for beta1 = 0.9)
-SPEC_OPTIONS = {"_cautious": dict(cautious=True), "_lam0.1": dict(lam=0.1)}
+# numerator (lam = 0.1: Nesterov's weight for beta1 = 0.9); and a slower second moment (beta2 0.99 or
+# 0.999 in place of 0.95: Adafactor's factors average over longer windows), a suffix peeled before the others
+SPEC_OPTIONS = {"_cautious": dict(cautious=True), "_lam0.1": dict(lam=0.1),
+                "_b2_0.99": dict(betas=(0.9, 0.99)), "_b2_0.999": dict(betas=(0.9, 0.999))}
 
 
 def make(kind, model, lr, heads=LLAMA_98M["heads"]):
     kw = dict(lr=lr, betas=(0.9, 0.95), weight_decay=0.1)
-    for suffix, options in SPEC_OPTIONS.items():
-        if kind.startswith("luminav") and kind.endswith(suffix):
-            kind = kind.removesuffix(suffix)
-            kw.update(options)
+    peeled = True
+    while peeled and kind.startswith("luminav"):  # suffixes stack: luminav_tdclm_cautious_b2_0.99
+        peeled = False
+        for suffix, options in SPEC_OPTIONS.items():
+            if kind.endswith(suffix):
+                kind = kind.removesuffix(suffix)
+                kw.update(options)
+                peeled = True
     if kind.startswith("luminav"):  # imported here: the runs of torch's optimizers may start before the build ends
         from luminamoon.optim import LuminaV
     if kind == "adamw_fused":

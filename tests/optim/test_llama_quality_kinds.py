@@ -18,15 +18,21 @@ quality = pytest.importorskip("optim_llama_quality")
     ("luminav_tdclm_tau0.5_cautious", dict(mode="tdclm", td_factor="factored", tau=0.5, lam=0.0, cautious=True)),
     ("luminav_tdclm_tau0.5_lam0.1", dict(mode="tdclm", td_factor="factored", tau=0.5, lam=0.1, cautious=False)),
     ("luminav_clm_cautious", dict(mode="clm", tau=0.0, lam=0.0, cautious=True)),
+    ("luminav_tdclm_cautious_b2_0.99",
+     dict(mode="tdclm", td_factor="factored", tau=0.0, lam=0.0, cautious=True, betas=(0.9, 0.99))),
+    ("luminav_tdclm_cautious_b2_0.999",
+     dict(mode="tdclm", td_factor="factored", tau=0.0, lam=0.0, cautious=True, betas=(0.9, 0.999))),
 ])
 def test_kind_options_reach_every_group(kind, expected):
     assert kind in quality.KINDS
     model = torch.nn.Sequential(torch.nn.Linear(6, 4), torch.nn.Linear(4, 3))
     opt = quality.make(kind, model, lr=1e-3)
     assert opt.param_groups
+    expected = dict(expected)
+    betas = expected.pop("betas", (0.9, 0.95))
     for group in opt.param_groups:
         assert {k: group[k] for k in expected} == expected
-        assert (group["lr"], tuple(group["betas"]), group["weight_decay"]) == (1e-3, (0.9, 0.95), 0.1)
+        assert (group["lr"], tuple(group["betas"]), group["weight_decay"]) == (1e-3, betas, 0.1)
 
 
 def test_a_suffix_on_torchs_adamw_is_not_a_kind():
