@@ -120,7 +120,7 @@ def loss_of(model, tokens):
 
 # the spec's other per-element options on TD-CLM: the cautious mask, and a tenth of the gradient in the
 # numerator (lam = 0.1: Nesterov's weight for beta1 = 0.9); and a slower second moment (beta2 0.99 or
-# 0.999 in place of 0.95: Adafactor's factors average over longer windows), a suffix peeled before the others
+# 0.999 in place of 0.95: Adafactor's factors average over longer windows); a kind's suffixes stack
 SPEC_OPTIONS = {"_cautious": dict(cautious=True), "_lam0.1": dict(lam=0.1),
                 "_b2_0.99": dict(betas=(0.9, 0.99)), "_b2_0.999": dict(betas=(0.9, 0.999))}
 
