@@ -19,6 +19,8 @@ cost per parameter (a model of many tiny tensors, where the arithmetic is nil).
 
   python bench/optim_training_loop.py --json out.json            # GPU
   python bench/optim_training_loop.py --device cpu --json out.json
+  python bench/optim_training_loop.py --device cpu --cpu-model llama27m \
+      --kinds torch_fused luminav_tdclm luminav_tdclm_cautious luminav_cautious
 """
 from __future__ import annotations
 
@@ -61,6 +63,8 @@ def make_optimizer(kind, model):
         return LuminaV(model.parameters(), **HYPER, mode="tdclm", tau=0.5)
     if kind == "luminav_tdclm_cautious":  # the spec's cautious mask: one more reduction per tensor (row T3k)
         return LuminaV(model.parameters(), **HYPER, mode="tdclm", cautious=True)
+    if kind == "luminav_cautious":  # AdamW's update with the cautious mask (CLM, row T7f)
+        return LuminaV(model.parameters(), **HYPER, cautious=True)
     if kind == "luminav_tdclm_rms":  # the same with the RMS clip (bound="rms", beyond the spec): one more pass
         return LuminaV(model.parameters(), **HYPER, mode="tdclm", bound="rms", bound_ratio=1.0)
     if kind in ("luminav_triton", "luminav_tdclm_triton"):  # issue 18: the Triton JIT kernels
@@ -308,28 +312,43 @@ def run_gpu(args):
     return result
 
 
+# The CPU models (config, batch): "small" (1 M parameters, the front end's share is large) and "llama27m"
+# (27.5 M parameters in 111 tensors, 12 layers of width 384, batch 16 x 64: the user's loop of rows T2k, T2m).
+CPU_MODELS = {"small": (dict(hidden=128, layers=2, heads=4, mlp=256, vocab=1024, seq=64), 4),
+              "llama27m": (dict(hidden=384, layers=12, heads=6, mlp=1024, vocab=8192, seq=64), 16)}
+CPU_KINDS = ("torch_foreach", "torch_fused", "luminav")
+
+
 def run_cpu(args):
+    """Every kind's model set up at once and stepped in turn, step by step (so that a slow spell of the
+    machine falls on every kind alike): medians of opt.step() and of the whole step over --reps steps."""
     torch.set_num_threads(2)
-    cfg = dict(hidden=128, layers=2, heads=4, mlp=256, vocab=1024, seq=64)
+    cfg, batch = CPU_MODELS[args.cpu_model]
+    kinds = args.kinds or CPU_KINDS
     result = {"machine": platform.processor() or platform.machine(), "torch": torch.__version__, "config": cfg,
-              "rows": {}}
-    for kind in ("torch_foreach", "torch_fused", "luminav"):
+              "batch": batch, "rows": {}}
+    loops = {}
+    for kind in kinds:
         model = llama("cpu", **cfg)
-        opt = make_optimizer(kind, model)
-        loop = Loop(model, opt, 4, cfg["seq"], cfg["vocab"], "cpu")
-        loop.step()
-        t = []
-        for _ in range(args.reps):
+        loops[kind] = Loop(model, make_optimizer(kind, model), batch, cfg["seq"], cfg["vocab"], "cpu")
+    times = {kind: {"opt_step_ms": [], "whole_step_ms": []} for kind in kinds}
+    for rep in range(args.reps + 3):  # 3 warm-up steps each
+        for kind, loop in loops.items():
+            t0 = time.perf_counter()
             loop.opt.zero_grad(set_to_none=True)
             loop.forward_backward()
-            t0 = time.perf_counter()
+            t1 = time.perf_counter()
             loop.opt.step()
-            t.append((time.perf_counter() - t0) * 1e3)
-        result["rows"][kind] = {"opt_step_ms": statistics.median(t), "whole_step_ms": whole_step_ms(loop, 5)}
-        print(kind, result["rows"][kind], flush=True)
+            t2 = time.perf_counter()
+            if rep >= 3:
+                times[kind]["opt_step_ms"].append((t2 - t1) * 1e3)
+                times[kind]["whole_step_ms"].append((t2 - t0) * 1e3)
+    for kind in kinds:
+        result["rows"][kind] = {key: statistics.median(v) for key, v in times[kind].items()}
+        print(kind, {key: round(v, 3) for key, v in result["rows"][kind].items()}, flush=True)
     # The front end alone: many tiny tensors, zero_grad(set_to_none=True) every step.
     count = 1000
-    for kind in ("torch_foreach", "torch_fused", "luminav"):
+    for kind in CPU_KINDS:
         ps = [torch.nn.Parameter(torch.randn(4)) for _ in range(count)]
         opt = (LuminaV(ps, lr=1e-3) if kind == "luminav" else
                torch.optim.AdamW(ps, lr=1e-3, **({"fused": True} if kind == "torch_fused" else {"foreach": True})))
@@ -348,8 +367,8 @@ def run_cpu(args):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--device", default="cuda")
-    ap.add_argument("--kinds", nargs="*", default=["torch_fused", "torch_fused_capturable", "luminav",
-                                                   "luminav_tdclm", "luminav_two_groups"])
+    ap.add_argument("--kinds", nargs="*", help="GPU default: torch_fused torch_fused_capturable luminav luminav_tdclm "
+                    "luminav_two_groups; CPU default: " + " ".join(CPU_KINDS))
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--rounds", type=int, default=5, help="round-robin rounds over the kinds (GPU)")
@@ -357,8 +376,11 @@ def main():
                     help="GPU: pairs of adjacent whole-step windows, LuminaV against torch fused (row L3)")
     ap.add_argument("--paired-steps", type=int, default=5, help="steps per paired window")
     ap.add_argument("--param-dtype", choices=tuple(PARAM_DTYPES), default="fp32", help="GPU: the parameters' dtype")
+    ap.add_argument("--cpu-model", choices=tuple(CPU_MODELS), default="small")
     ap.add_argument("--json")
     args = ap.parse_args()
+    if args.device == "cuda" and not args.kinds:
+        args.kinds = ["torch_fused", "torch_fused_capturable", "luminav", "luminav_tdclm", "luminav_two_groups"]
     result = run_gpu(args) if args.device == "cuda" else run_cpu(args)
     if args.device == "cuda":
         ref = result["rows"].get("torch_fused", {})
