@@ -23,6 +23,7 @@ import argparse
 import functools
 import json
 import os
+import re
 import statistics
 import time
 
@@ -40,7 +41,8 @@ KINDS = ("adamw_fused", "luminav_clm", "luminav_tdclm", "luminav_tdclm_rms", "lu
          "luminav_tdclm_tau2", "luminav_tdclm_edges_row", "luminav_tdclm_edges_clm",
          "reference_tdclm_floor", "reference_tdclm_cover", "luminav_tdclm_cautious",
          "luminav_tdclm_tau0.5_cautious", "luminav_tdclm_tau0.5_lam0.1", "luminav_clm_cautious",
-         "luminav_tdclm_cautious_b2_0.99", "luminav_tdclm_cautious_b2_0.999")
+         "luminav_tdclm_cautious_b2_0.99", "luminav_tdclm_cautious_b2_0.999", "luminav_tdclm_cautious_until400",
+         "luminav_tdclm_tau0.5_cautious_until400", "luminav_tdclm_tau0.5_cautious_until200")
 # TD-CLM with the spec's soft clip u <- tau * tanh(u / tau): AdamW's |u| stays near or below 1.2
 TAUS = {"luminav_tdclm_tau0.5": 0.5, "luminav_tdclm_tau1": 1.0, "luminav_tdclm_tau2": 2.0}
 # the embedding and the output layer: the tensors Adam-mini keeps per coordinate
@@ -125,8 +127,22 @@ SPEC_OPTIONS = {"_cautious": dict(cautious=True), "_lam0.1": dict(lam=0.1),
                 "_b2_0.99": dict(betas=(0.9, 0.99)), "_b2_0.999": dict(betas=(0.9, 0.999))}
 
 
+# "_untilS" after "_cautious": the mask for the first S steps only (LuminaV's cautious_until, beyond the
+# spec: the mask leaves the loss plateau early in every seed, but its N/K scale grows the step late)
+MASK_END = re.compile(r"_cautious_until(\d+)$")
+
+
+def mask_end(kind):
+    """The step at which a kind's cautious mask ends (None: never)."""
+    match = MASK_END.search(kind)
+    return int(match.group(1)) if match else None
+
+
 def make(kind, model, lr, heads=LLAMA_98M["heads"]):
     kw = dict(lr=lr, betas=(0.9, 0.95), weight_decay=0.1)
+    if mask_end(kind) is not None:
+        kw["cautious_until"] = mask_end(kind)
+        kind = kind[:MASK_END.search(kind).start()] + "_cautious"
     peeled = True
     while peeled and kind.startswith("luminav"):  # suffixes stack: luminav_tdclm_cautious_b2_0.99
         peeled = False

@@ -22,6 +22,8 @@ quality = pytest.importorskip("optim_llama_quality")
      dict(mode="tdclm", td_factor="factored", tau=0.0, lam=0.0, cautious=True, betas=(0.9, 0.99))),
     ("luminav_tdclm_cautious_b2_0.999",
      dict(mode="tdclm", td_factor="factored", tau=0.0, lam=0.0, cautious=True, betas=(0.9, 0.999))),
+    ("luminav_tdclm_tau0.5_cautious_until400",
+     dict(mode="tdclm", td_factor="factored", tau=0.5, lam=0.0, cautious=True, cautious_until=400)),
 ])
 def test_kind_options_reach_every_group(kind, expected):
     assert kind in quality.KINDS
@@ -33,6 +35,13 @@ def test_kind_options_reach_every_group(kind, expected):
     for group in opt.param_groups:
         assert {k: group[k] for k in expected} == expected
         assert (group["lr"], tuple(group["betas"]), group["weight_decay"]) == (1e-3, betas, 0.1)
+
+
+@pytest.mark.parametrize("kind, end", [("luminav_tdclm_cautious_until400", 400),
+                                       ("luminav_tdclm_tau0.5_cautious_until200", 200),
+                                       ("luminav_tdclm_cautious", None), ("adamw_fused", None)])
+def test_a_kind_names_the_step_its_mask_ends(kind, end):
+    assert quality.mask_end(kind) == end
 
 
 def test_a_suffix_on_torchs_adamw_is_not_a_kind():

@@ -245,12 +245,14 @@ class LuminaV(Optimizer):
                  bound_ratio: float | None = None, master_weights: bool | None = None,
                  stochastic_rounding: bool = True, seed: int = 0, check_finite: bool = True,
                  backend: str = "auto", *, skip_nonfinite: bool = False, td_factor: str = "factored",
-                 capturable: bool = False):
+                 capturable: bool = False, cautious_until: int | None = None):
         defaults = dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay, mode=mode, tau=tau,
                         lam=lam, cautious=bool(cautious), bound=bound, bound_ratio=bound_ratio,
                         master_weights=master_weights, stochastic_rounding=bool(stochastic_rounding),
                         seed=int(seed), check_finite=bool(check_finite), backend=backend,
-                        td_factor=td_factor, capturable=bool(capturable))
+                        td_factor=td_factor, capturable=bool(capturable), cautious_until=cautious_until)
+        if cautious_until is not None and not cautious:
+            raise ValueError("cautious_until ends the cautious mask: it needs cautious=True")
         self.skip_nonfinite = bool(skip_nonfinite)
         self._host_skipped = 0
         self.last_native_calls = 0
@@ -299,6 +301,11 @@ class LuminaV(Optimizer):
         super().add_param_group(param_group)
         group = self.param_groups[-1]
         try:
+            until = group["cautious_until"]
+            if until is not None:
+                if isinstance(until, bool) or not isinstance(until, int) or until < 0:
+                    raise ValueError(f"cautious_until must be None or a step count >= 0 (got {until!r})")
+                group.setdefault("cautious_steps", 0)
             for i, p in enumerate(group["params"]):
                 if p.is_complex():
                     raise ValueError(f"{self._name(group, i)}: complex parameters are not supported "
@@ -488,6 +495,7 @@ class LuminaV(Optimizer):
         grad_scale = getattr(self, "grad_scale", None)
         found_inf = getattr(self, "found_inf", None)
         try:
+            self._end_cautious_masks()
             for _ in range(3):
                 if self._plans is None:
                     with torch.no_grad():  # new state tensors are not part of any graph
@@ -497,6 +505,7 @@ class LuminaV(Optimizer):
                 self._plans = None  # stale: describe anew (Note [step plan])
             else:
                 raise RuntimeError("LuminaV: the parameters changed while the step was described")
+            self._count_cautious_steps()
         except BaseException:
             # A step that failed before the device took it leaves no new state behind.
             for p in self._created:
@@ -507,6 +516,24 @@ class LuminaV(Optimizer):
         self._created.clear()
         if sync:
             self.synchronize()
+
+    # Note [mask schedule]: cautious_until=S keeps the cautious mask for a group's first S step()
+    # calls, then sets the group's "cautious" to False (beyond the spec). The mask's N/K scale grows
+    # the update as fewer signs of u and g agree: it lets TD-CLM leave a loss plateau early, then costs
+    # ~3% of held-out loss late (docs/benchmarks.md, rows T3m and T3o). The count is kept on the host
+    # in the group ("cautious_steps", saved with the group in state_dict), so no step reads the device;
+    # it counts calls that ran (skipped non-finite steps too, failed calls not). A CUDA graph replays
+    # the step it captured: recapture after the switch.
+    def _end_cautious_masks(self) -> None:
+        for group in self.param_groups:
+            until = group.get("cautious_until")
+            if until is not None and group["cautious"] and group.get("cautious_steps", 0) >= until:
+                group["cautious"] = False  # the step plan sees the option change and describes anew
+
+    def _count_cautious_steps(self) -> None:
+        for group in self.param_groups:
+            if group.get("cautious_until") is not None and group["cautious"]:
+                group["cautious_steps"] = group.get("cautious_steps", 0) + 1
 
     def _run_plans(self, plans: list[_Plan], grad_scale, found_inf) -> bool:
         """One native call per device; False when a description is stale."""
