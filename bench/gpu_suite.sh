@@ -2,7 +2,9 @@
 # The optimizer's GPU run in one device call: build the package on the GPU
 # machine (its Python differs), the GPU test suites, then the training-loop
 # benchmark. From the repository root, with the Debian simdjson/OpenSSL files
-# the GPU image lacks unpacked under .gpu_bundle/prefix:
+# the GPU image lacks unpacked under .gpu_bundle/prefix (git-ignored; without it the CUDA backend is left
+# out of the build; on this Debian machine: `apt-get download libsimdjson-dev libsimdjson14 libssl-dev
+# libssl3`, `dpkg -x` each into one folder, its usr/ copied to .gpu_bundle/prefix, carried to the device):
 #   [GPU_TESTS="files"] [LOOP_ARGS="..."] bench/gpu_suite.sh [build | build_async] [tests] [profile] [loop] [quality] [kernels] [headline] [sharded] [fsdp2] [evidence] [triton_tune]
 # Logs and JSON go to $OUT (or ./gpu_out).
 set -u
@@ -25,6 +27,10 @@ build_package() {  # the package from this tree into $site (log: $out/build.log)
     -Ccmake.define.OPENSSL_CRYPTO_LIBRARY="$prefix/lib/x86_64-linux-gnu/libcrypto.so" . > "$out/build.log" 2>&1
   rc=$?
   echo "build rc=$rc in $(( $(date +%s) - t0 )) s"; grep -E "LuminaMoon:|rror" "$out/build.log" | head -20
+  if [ $rc -eq 0 ] && ! PYTHONPATH=$site python3 -c "from luminamoon import optim
+import sys; sys.exit(not any(n == 'cuda' and ok for n, ok, _ in optim.backends()))"; then
+    echo "build: the CUDA backend is missing from this build (is .gpu_bundle/prefix here?)"; rc=3
+  fi
   return $rc
 }
 # EVIDENCE_WHEELS: a folder of wheels the image lacks (adam-mini, torchao), for the evidence and loop phases

@@ -20,7 +20,9 @@ import matplotlib.pyplot as plt  # noqa: E402
 COLORS = {"adamw_fused": "tab:blue", "luminav_clm": "tab:orange", "luminav_tdclm": "tab:green",
           "reference_tdclm": "tab:red", "adam_mini": "tab:purple", "adamw8bit": "tab:brown",
           "luminav_tdclm_tau0.5": "tab:olive", "luminav_tdclm_tau1": "tab:cyan",
-          "luminav_tdclm_cautious": "tab:red", "luminav_tdclm_tau0.5_cautious": "tab:pink"}  # one per optimizer
+          "luminav_tdclm_cautious": "tab:red", "luminav_tdclm_tau0.5_cautious": "tab:pink",
+          "luminav_tdclm_tau0.5_cautious_until400": "tab:green", "luminav_tdclm_cautious_until400": "tab:olive",
+          "luminav_tdclm_tau0.5_cautious_until200": "tab:cyan"}  # one per optimizer
 SEED_STYLES = ("-", "--", ":", "-.")  # one line style per seed
 
 

@@ -212,17 +212,19 @@ class LuminaV(Optimizer):
     ``exp_avg_sq``; TD-CLM keeps its second-moment factors in ``exp_avg_sq``)
     plus ``master`` and ``seed``; an AdamW checkpoint loads and continues.
 
-    ``mode`` is per param group. For TD-CLM (``mode="tdclm"``) we suggest the
-    spec's cautious mask, ``cautious=True``: on a 98M Llama model every run
-    then left the early loss plateau by step 140 (AdamW's runs left it late
-    about one time in five), its held-out loss after 1,500 fresh batches was
-    0.3% below AdamW's in one run of four seeds and 3.1% above it in a run
-    where every AdamW seed left the plateau early, and on repeated batches
-    its training loss was 42-55% below AdamW's; it costs one more read of the
-    gradient and the first moment per step. Without it (the spec's default,
-    which stays the default here) TD-CLM was 2.4-2.7% above AdamW; keep the
-    embedding and output layer ``"factored"`` too (README;
-    docs/benchmarks.md, rows T3, T3i, T3k, T3m, T8f, T8h, T2m).
+    ``mode`` is per param group. For TD-CLM (``mode="tdclm"``) we suggest
+    ``tau=0.5, cautious=True, cautious_until=400``: the spec's cautious mask
+    for the first 400 steps, then off (``cautious_until`` is beyond the spec;
+    Note [mask schedule]). On a 98M Llama model every such run left the early
+    loss plateau by step 130 (AdamW's runs left it late about one time in
+    four), its held-out loss after 1,500 fresh batches was within 0.1% of
+    AdamW's runs that left early (9 runs, 3 calls) and 3.3% below AdamW in
+    calls where AdamW left late, and on repeated batches its training loss was
+    25% below AdamW's. Kept to the end, the mask's N/K scale costs 2-3%
+    late; without the mask (the spec's default, which stays the default here)
+    TD-CLM was 2.4-2.7% above AdamW. Keep the embedding and output layer
+    ``"factored"`` too (README; docs/benchmarks.md, rows T3, T3m, T3o-T3q,
+    T8i).
 
     ``td_factor`` (TD-CLM, per param group; spec "TD-CLM second moment"):
     ``"factored"`` (default) keeps row and column factors of the parameter
