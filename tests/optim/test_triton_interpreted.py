@@ -484,3 +484,22 @@ def test_factored_tables_against_the_reference():
         ref = reference_step(hp, x.numpy().reshape(-1), m.numpy().reshape(-1), v.numpy(), g.numpy().reshape(-1),
                              3, p.shape[0])
         check_against_reference(hp, p, s, ref, master=False)
+
+
+def test_the_cautious_mask_ends_on_the_triton_backend_as_on_the_reference_backend():
+    """cautious_until (Note [mask schedule]): the Triton plan is made anew when the group's mask ends, and
+    follows the scalar backend (itself checked against the float64 reference) before and after."""
+    from luminamoon.optim import LuminaV
+    torch.manual_seed(5)
+    x0 = torch.randn(12, 20)
+    opts = dict(lr=1e-2, betas=(0.9, 0.95), weight_decay=0.1, mode="tdclm", td_factor="factored", tau=0.5,
+                cautious=True, cautious_until=2)
+    params = {b: torch.nn.Parameter(x0.clone()) for b in ("triton", "scalar")}
+    opt = {b: LuminaV([p], backend=b, **opts) for b, p in params.items()}
+    for step in range(4):
+        g = torch.randn(12, 20) * 0.01 + 0.002
+        for b, p in params.items():
+            p.grad = g.clone()
+            opt[b].step()
+        torch.testing.assert_close(params["triton"], params["scalar"], rtol=1e-5, atol=1e-6)
+        assert opt["triton"].param_groups[0]["cautious"] is (step < 2)  # ended by the third call
