@@ -57,6 +57,8 @@ def make_optimizer(kind, model):
         return torch.optim.AdamW(model.parameters(), **HYPER, foreach=True)
     if kind in ("luminav", "luminav_eager_launches", "luminav_recorded"):
         return LuminaV(model.parameters(), **HYPER)
+    if kind == "luminav_unchecked":  # torch's semantics: no finite check, so no pass 1 (CLM)
+        return LuminaV(model.parameters(), **HYPER, check_finite=False)
     if kind == "luminav_tdclm":  # TD-CLM v2 (factored) on every tensor
         return LuminaV(model.parameters(), **HYPER, mode="tdclm")
     if kind == "luminav_tdclm_tau0.5":  # the same with the soft clip the README suggests (row T3f)
