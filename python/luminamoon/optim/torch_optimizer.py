@@ -524,8 +524,8 @@ class LuminaV(Optimizer):
     # the update as fewer signs of u and g agree: it lets TD-CLM leave a loss plateau early, then costs
     # ~3% of held-out loss late (docs/benchmarks.md, rows T3m and T3o). The count is kept on the host
     # in the group ("cautious_steps", saved with the group in state_dict), so no step reads the device;
-    # it counts calls that ran (skipped non-finite steps too, failed calls not). A CUDA graph replays
-    # the step it captured: recapture after the switch.
+    # it counts calls that ran (a step skipped or refused on the device for a non-finite gradient too;
+    # a call that raised, not). A CUDA graph replays the step it captured: recapture after the switch.
     def _end_cautious_masks(self) -> None:
         for group in self.param_groups:
             until = group.get("cautious_until")
