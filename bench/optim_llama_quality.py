@@ -132,17 +132,12 @@ SPEC_OPTIONS = {"_cautious": dict(cautious=True), "_lam0.1": dict(lam=0.1),
 MASK_END = re.compile(r"_cautious_until(\d+)$")
 
 
-def mask_end(kind):
-    """The step at which a kind's cautious mask ends (None: never)."""
-    match = MASK_END.search(kind)
-    return int(match.group(1)) if match else None
-
-
 def make(kind, model, lr, heads=LLAMA_98M["heads"]):
     kw = dict(lr=lr, betas=(0.9, 0.95), weight_decay=0.1)
-    if mask_end(kind) is not None:
-        kw["cautious_until"] = mask_end(kind)
-        kind = kind[:MASK_END.search(kind).start()] + "_cautious"
+    mask_end = MASK_END.search(kind)
+    if mask_end:
+        kw["cautious_until"] = int(mask_end.group(1))
+        kind = kind[:mask_end.start()] + "_cautious"
     peeled = True
     while peeled and kind.startswith("luminav"):  # suffixes stack: luminav_tdclm_cautious_b2_0.99
         peeled = False

@@ -14,7 +14,8 @@ quality = pytest.importorskip("optim_llama_quality")
 
 @pytest.mark.parametrize("kind, expected", [
     ("luminav_tdclm", dict(mode="tdclm", td_factor="factored", tau=0.0, lam=0.0, cautious=False)),
-    ("luminav_tdclm_cautious", dict(mode="tdclm", td_factor="factored", tau=0.0, lam=0.0, cautious=True)),
+    ("luminav_tdclm_cautious",
+     dict(mode="tdclm", td_factor="factored", tau=0.0, lam=0.0, cautious=True, cautious_until=None)),
     ("luminav_tdclm_tau0.5_cautious", dict(mode="tdclm", td_factor="factored", tau=0.5, lam=0.0, cautious=True)),
     ("luminav_tdclm_tau0.5_lam0.1", dict(mode="tdclm", td_factor="factored", tau=0.5, lam=0.1, cautious=False)),
     ("luminav_clm_cautious", dict(mode="clm", tau=0.0, lam=0.0, cautious=True)),
@@ -24,6 +25,10 @@ quality = pytest.importorskip("optim_llama_quality")
      dict(mode="tdclm", td_factor="factored", tau=0.0, lam=0.0, cautious=True, betas=(0.9, 0.999))),
     ("luminav_tdclm_tau0.5_cautious_until400",
      dict(mode="tdclm", td_factor="factored", tau=0.5, lam=0.0, cautious=True, cautious_until=400)),
+    ("luminav_tdclm_tau0.5_cautious_until200",
+     dict(mode="tdclm", td_factor="factored", tau=0.5, lam=0.0, cautious=True, cautious_until=200)),
+    ("luminav_tdclm_cautious_until400",
+     dict(mode="tdclm", td_factor="factored", tau=0.0, lam=0.0, cautious=True, cautious_until=400)),
 ])
 def test_kind_options_reach_every_group(kind, expected):
     assert kind in quality.KINDS
@@ -37,14 +42,8 @@ def test_kind_options_reach_every_group(kind, expected):
         assert (group["lr"], tuple(group["betas"]), group["weight_decay"]) == (1e-3, betas, 0.1)
 
 
-@pytest.mark.parametrize("kind, end", [("luminav_tdclm_cautious_until400", 400),
-                                       ("luminav_tdclm_tau0.5_cautious_until200", 200),
-                                       ("luminav_tdclm_cautious", None), ("adamw_fused", None)])
-def test_a_kind_names_the_step_its_mask_ends(kind, end):
-    assert quality.mask_end(kind) == end
-
-
-def test_a_suffix_on_torchs_adamw_is_not_a_kind():
+@pytest.mark.parametrize("kind", ["adamw_fused_cautious", "adamw_fused_cautious_until400"])
+def test_a_suffix_on_torchs_adamw_is_not_a_kind(kind):
     model = torch.nn.Linear(2, 2)
     with pytest.raises(ValueError):
-        quality.make("adamw_fused_cautious", model, lr=1e-3)
+        quality.make(kind, model, lr=1e-3)

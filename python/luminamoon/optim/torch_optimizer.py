@@ -308,6 +308,8 @@ class LuminaV(Optimizer):
                 if isinstance(until, bool) or not isinstance(until, int) or until < 0:
                     raise ValueError(f"cautious_until must be None or a step count >= 0 (got {until!r})")
                 group.setdefault("cautious_steps", 0)
+                if group["cautious_steps"] >= until:  # cautious_until=0: no masked step
+                    group["cautious"] = False
             for i, p in enumerate(group["params"]):
                 if p.is_complex():
                     raise ValueError(f"{self._name(group, i)}: complex parameters are not supported "
@@ -497,7 +499,6 @@ class LuminaV(Optimizer):
         grad_scale = getattr(self, "grad_scale", None)
         found_inf = getattr(self, "found_inf", None)
         try:
-            self._end_cautious_masks()
             for _ in range(3):
                 if self._plans is None:
                     with torch.no_grad():  # new state tensors are not part of any graph
@@ -520,22 +521,20 @@ class LuminaV(Optimizer):
             self.synchronize()
 
     # Note [mask schedule]: cautious_until=S keeps the cautious mask for a group's first S step()
-    # calls, then sets the group's "cautious" to False (beyond the spec). The mask's N/K scale grows
-    # the update as fewer signs of u and g agree: it lets TD-CLM leave a loss plateau early, then costs
-    # ~3% of held-out loss late (docs/benchmarks.md, rows T3m and T3o). The count is kept on the host
-    # in the group ("cautious_steps", saved with the group in state_dict), so no step reads the device;
-    # it counts calls that ran (a step skipped or refused on the device for a non-finite gradient too;
-    # a call that raised, not). A CUDA graph replays the step it captured: recapture after the switch.
-    def _end_cautious_masks(self) -> None:
-        for group in self.param_groups:
-            until = group.get("cautious_until")
-            if until is not None and group["cautious"] and group.get("cautious_steps", 0) >= until:
-                group["cautious"] = False  # the step plan sees the option change and describes anew
-
+    # calls; after the S-th the group's "cautious" is False (beyond the spec), and the next step's
+    # plan sees the option change and describes the step anew. The mask's N/K scale grows the update
+    # as fewer signs of u and g agree: it lets TD-CLM leave a loss plateau early, then costs ~3% of
+    # held-out loss late (docs/benchmarks.md, rows T3m and T3o). The count is kept on the host in the
+    # group ("cautious_steps", saved with the group in state_dict), so no step reads the device; it
+    # counts calls that ran (a step skipped or refused on the device for a non-finite gradient too; a
+    # call that raised, not). A CUDA graph replays the step it captured: recapture after the switch.
     def _count_cautious_steps(self) -> None:
         for group in self.param_groups:
-            if group.get("cautious_until") is not None and group["cautious"]:
+            until = group["cautious_until"]  # every group has it (add_param_group, load_state_dict)
+            if until is not None and group["cautious"]:
                 group["cautious_steps"] = group.get("cautious_steps", 0) + 1
+                if group["cautious_steps"] >= until:
+                    group["cautious"] = False
 
     def _run_plans(self, plans: list[_Plan], grad_scale, found_inf) -> bool:
         """One native call per device; False when a description is stale."""
