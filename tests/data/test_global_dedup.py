@@ -94,7 +94,7 @@ def test_buckets_by_key_range_give_the_edges_of_a_bucket_dict(seed):
     pools = rng.integers(0, 2**64, size=(bands, 150), dtype=np.uint64)
     keys = pools[np.arange(bands), rng.integers(0, 150, size=(docs, bands))]
     band, flat_keys, flat_refs = gd.band_rows(keys, refs, bands)
-    excluded = np.sort(rng.choice(refs, 40, replace=False))
+    excluded = rng.choice(refs, 40, replace=False)  # unsorted, as the driver's concatenation of key ranges
     buckets: dict[tuple, list] = {}
     for bd, k, r in zip(band.tolist(), flat_keys.tolist(), flat_refs.tolist()):
         if r not in set(excluded.tolist()):
@@ -139,19 +139,22 @@ def serial_run(config: dict, shards: list, out: str, partitions: int) -> tuple:
     nodes, labels = gd.components(*edges)
     owner = gd.component_partition(labels, partitions)
     picked = [[] for _ in range(partitions)]
-    for s, (wanted, owners) in enumerate(gd.split_rows(gd.ref_shard(nodes), len(shards), nodes, owner)):
-        if not wanted.size:
+    per_shard_wanted = gd.split_rows(gd.ref_shard(nodes), len(shards), nodes, owner)
+    # the pickers of two "nodes": the even and the odd shards
+    for node in (0, 1):
+        ss = [s for s in range(node, len(shards), 2) if per_shard_wanted[s][0].size]
+        if not ss:
             continue
-        rows = rx.signature_rows_task(partitions, maps[s][2 * partitions], wanted, owners)
+        rows = rx.signature_rows_task(partitions, [per_shard_wanted[s][0] for s in ss],
+                                      [per_shard_wanted[s][1] for s in ss], *[maps[s][2 * partitions] for s in ss])
         for p, r in enumerate(rows if partitions > 1 else [rows]):
             picked[p].append(r)
     near = [rx.resolve_task(native, out, p, *picked[p]) if native["minhash"] else (ex_drop[:0], ex_drop[:0])
             for p in range(partitions)]
-    refs = np.concatenate([ex_drop] + [n[0] for n in near])
-    kinds = np.concatenate([np.zeros(ex_drop.size, np.uint8)] + [np.ones(n[0].size, np.uint8) for n in near])
-    matched = np.concatenate([ex_match] + [n[1] for n in near])
-    per_shard = gd.split_rows(gd.ref_shard(refs), len(shards), refs, kinds, matched)
-    totals = [rx.finish_task(native, shards, s, out, *per_shard[s], maps[s][2 * partitions + 1])
+    # the finishes take the exact drops of their shard and every resolver's decisions
+    exact_of = gd.split_rows(gd.ref_shard(ex_drop), len(shards), ex_drop, ex_match)
+    totals = [rx.finish_task(native, shards, s, out, exact_of[s][0], np.zeros(exact_of[s][0].size, np.uint8),
+                             exact_of[s][1], maps[s][2 * partitions + 1], *near)
               for s in range(len(shards))]
     rx._commit_parts(rx._Layout(out), [json.loads(t) for t in totals], config["format"])
     return read(out)

@@ -126,7 +126,8 @@ def test_two_node_run_equals_local(cluster, driver, corpus, local, tmp_path):
 
 def test_maps_are_spread_over_the_nodes(cluster, driver, corpus, local, tmp_path):
     """Note [spread tasks]: each node maps its share of the shards. Before it,
-    the driver's node took most maps while the other node's CPU waited."""
+    the driver's node took most maps while the other node's CPU waited. The
+    finishes follow their maps (they are placed on the map's slot)."""
     driver()
     assert cluster.alive_nodes() == 2
     start_us = time.time() * 1e6
@@ -134,16 +135,19 @@ def test_maps_are_spread_over_the_nodes(cluster, driver, corpus, local, tmp_path
     # A worker's node, told by its object store; task events reach the GCS within a second or so.
     node_of = {w: info["plasma_store_socket"] for w, info in ray._private.state.state.workers().items()}
     deadline = time.monotonic() + 30
-    while True:
-        maps = [e for e in ray.timeline() if e.get("ph") == "X" and e.get("name", "").endswith(".map_task")
+    def tasks(kind: str) -> list:
+        return [e for e in ray.timeline() if e.get("ph") == "X" and e.get("name", "").endswith(kind)
                 and e["ts"] >= start_us]
-        if len(maps) >= len(corpus) or time.monotonic() > deadline:
+    while True:
+        maps, finishes = tasks(".map_task"), tasks(".finish_task")
+        if len(maps) >= len(corpus) and len(finishes) >= len(corpus) or time.monotonic() > deadline:
             break
         time.sleep(0.5)
-    assert len(maps) == len(corpus)
-    per_node = Counter(node_of.get(e["tid"].split(":", 1)[1], "?") for e in maps)
-    assert "?" not in per_node and len(per_node) == 2, per_node
-    assert sorted(per_node.values()) == [len(corpus) // 2, len(corpus) // 2], per_node
+    for kind in (maps, finishes):
+        assert len(kind) == len(corpus)
+        per_node = Counter(node_of.get(e["tid"].split(":", 1)[1], "?") for e in kind)
+        assert "?" not in per_node and len(per_node) == 2, per_node
+        assert sorted(per_node.values()) == [len(corpus) // 2, len(corpus) // 2], per_node
 
 
 def test_parquet_output_equals_local(cluster, driver, corpus, tmp_path):

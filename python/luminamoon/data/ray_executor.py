@@ -14,10 +14,12 @@ executor="ray")``, ``luminamoon data run --executor ray``) runs five stages
 2. exact reduce, one task per key range: first occurrence per key.
 3. band reduce, one task per key range, beside the exact reduce: the rows
    of buckets of >= 2 documents; the driver's edges join their survivors.
-4. near resolution: components of the edges (driver); per shard, a task on
-   the node that holds its signatures picks its candidates' rows; then one
-   task per group of components replays them through the native MinHashLSH.
-5. finish, one task per shard (C++ ``ShardTasks.finish_shard``): from the
+4. near resolution: components of the edges (driver); per node, a task
+   picks the candidates' rows from the signatures its maps left there; then
+   one task per group of components replays them through the native
+   MinHashLSH.
+5. finish, one task per shard (C++ ``ShardTasks.finish_shard``), on its
+   map's node, taking the resolvers' decisions as object refs: from the
    map's saved batches (the shard is read and cleaned once), the decided
    drops, PII, write the shard's parts (without a dedup stage there is no
    map: the finish reads, cleans and filters the shard itself).
@@ -253,17 +255,18 @@ def band_reduce_task(output_dir: str, p: int, *rows: tuple) -> tuple[np.ndarray,
     return d["bucket"], d["refs"]
 
 
-def signature_rows_task(partitions: int, refs_and_signatures: tuple, wanted: np.ndarray,
-                        owner: np.ndarray) -> Any:
-    """The signatures of one shard's candidate documents (`wanted`, sorted
-    refs), one (refs, signatures) per resolver (`owner`). It runs where the
-    map left the shard's signatures (Ray's locality-aware default), so that
-    only these rows cross nodes: a resolver given whole shards' signatures
-    waited ~0.1 s of 0.3 s between the maps and the finishes for them
-    (docs/benchmarks.md, issue 17, session 16)."""
-    shard_refs, shard_signatures = refs_and_signatures
-    rows = shard_signatures[np.searchsorted(shard_refs, wanted)]
-    parts = gd.split_rows(np.asarray(owner, dtype=np.int64), partitions, np.asarray(wanted, dtype=np.int64), rows)
+def signature_rows_task(partitions: int, wanted: list, owner: list, *refs_and_signatures: tuple) -> Any:
+    """The signatures of the candidate documents of the shards whose maps ran
+    on this task's node: per shard, its `wanted` refs (sorted) and their
+    resolvers (`owner`); then one (refs, signatures) per resolver. It runs
+    where those maps left their signatures, so that only these rows cross
+    nodes: a resolver given whole shards' signatures waited ~0.1 s of 0.3 s
+    between the maps and the finishes for them (docs/benchmarks.md, issue 17,
+    session 16), and one task per shard rather than per node cost ~0.02 s of
+    dispatch (session 27)."""
+    picked = [sigs[np.searchsorted(shard_refs, w)] for (shard_refs, sigs), w in zip(refs_and_signatures, wanted)]
+    parts = gd.split_rows(np.concatenate(owner).astype(np.int64), partitions,
+                          np.concatenate(wanted).astype(np.int64), np.concatenate(picked))
     return parts if partitions > 1 else parts[0]  # one return is the value itself, not a list
 
 
@@ -288,13 +291,22 @@ def resolve_task(native_config: dict, output_dir: str, p: int, *picked: tuple) -
 
 def finish_task(native_config: dict, shards: list[str], s: int, output_dir: str,
                 refs: np.ndarray, near: np.ndarray, matched: np.ndarray,
-                batches: Optional[np.ndarray] = None) -> str:
+                batches: Optional[np.ndarray] = None, *resolved: tuple) -> str:
     """Shard s's parts in OUTPUT/_ray/finish/shard-s (renamed there when
     complete), from the map's saved batches (None: the shard is read again
-    through cleaner and quality); returns its totals (JSON)."""
+    through cleaner and quality); returns its totals (JSON). Its drops are
+    (refs, near, matched), then the rows of shard s in each resolver's
+    (dropped, matched), near duplicates, in resolver order (Note [decisions
+    as object refs])."""
     layout = _Layout(output_dir)
     final = layout.finished(s)
     if not os.path.exists(os.path.join(final, "totals.json")):
+        if resolved:
+            mine = [gd.ref_shard(d) == s for d, _ in resolved]
+            near_refs = [d[m] for (d, _), m in zip(resolved, mine)]
+            refs = np.concatenate([refs] + near_refs)
+            near = np.concatenate([near] + [np.ones(r.size, np.uint8) for r in near_refs])
+            matched = np.concatenate([matched] + [x[m] for (_, x), m in zip(resolved, mine)])
         tmp = f"{final}.tmp-{uuid.uuid4().hex}"
         totals = _tasks(native_config, shards).finish_shard(
             s, tmp, np.ascontiguousarray(refs, dtype=np.int64), np.ascontiguousarray(near, dtype=np.uint8),
@@ -320,9 +332,12 @@ def finish_task(native_config: dict, shards: list[str], s: int, output_dir: str,
 # test to one node. So maps and reductions are placed by the driver: task i
 # goes to the i-th of the cluster's CPU slots, taken round-robin over the
 # alive nodes (a node of c CPUs holds c slots), with soft node affinity, so
-# that a task whose node died runs elsewhere. A finish keeps Ray's
-# locality-aware default, which runs it on the node holding its shard's
-# saved batches.
+# that a task whose node died runs elsewhere. A shard's finish goes to its
+# map's slot, the node holding the shard's saved batches. (Ray's
+# locality-aware default did that while the finishes were submitted after
+# the near decisions; submitted before them (Note [decisions as object
+# refs]), some ran on the other node and pulled their ~50 MB of batches:
+# 0.26-0.41 s against 0.11 s, session 27.)
 def _placements(ray) -> list:
     """Scheduling strategies of the cluster's CPU slots, round-robin over its alive nodes."""
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
@@ -479,7 +494,10 @@ def _run_stages(ray, native_config: dict, shards: list[str], layout: _Layout, pa
     n = len(shards)
     finished = [os.path.exists(os.path.join(layout.finished(s), "totals.json")) for s in range(n)]
     dedup, minhash = native_config["dedup"], native_config["minhash"]
-    drops: dict[int, tuple] = {}
+    drops: dict[int, tuple] = {}  # exact duplicates per shard
+    resolved: list = []  # each resolver's (dropped, matched), as Ray objects unless read from disk
+    near_refs: dict[int, Any] = {}
+    candidates = 0
     maps: dict[int, list] = {}
     place = _placements(ray)  # Note [spread tasks]
     if not all(finished) and (dedup or minhash):
@@ -517,7 +535,6 @@ def _run_stages(ray, native_config: dict, shards: list[str], layout: _Layout, pa
             exact_dropped = np.concatenate([results[p][0] for p in range(partitions)])
             exact_matched = np.concatenate([results[p][1] for p in range(partitions)])
             _log(progress, f"exact duplicates {exact_dropped.size}")
-        near_dropped = near_matched = np.empty(0, np.int64)
         if minhash:
             if bucket_refs is None:
                 buckets = [band_reduce_task(out, p) for p in range(partitions)]
@@ -526,39 +543,52 @@ def _run_stages(ray, native_config: dict, shards: list[str], layout: _Layout, pa
             a, b = gd.candidate_edges(np.concatenate([k for k, _ in buckets]), np.concatenate([r for _, r in buckets]),
                                       exact_dropped)
             nodes, labels = gd.components(a, b)
+            candidates = nodes.size
             if have("near"):
-                near = {p: resolve_task(native_config, out, p) for p in range(partitions)}
+                resolved = [resolve_task(native_config, out, p) for p in range(partitions)]
             else:
                 owner = gd.component_partition(labels, partitions)
                 picker = _remote(ray, signature_rows_task, partitions)
                 picked: dict[int, list] = {p: [] for p in range(partitions)}
-                # the candidates by shard, in one pass (still in ref order within a shard)
+                # the candidates by shard, in one pass (still in ref order within a shard), then
+                # by the node its map was placed on: one picker a node
+                by_node: dict[Any, list] = {}
                 for s, (wanted, owners) in enumerate(gd.split_rows(gd.ref_shard(nodes), n, nodes, owner)):
-                    if not wanted.size:
-                        continue
-                    rows = picker.remote(
-                        partitions, maps[s][2 * partitions], wanted, owners)
+                    if wanted.size:
+                        by_node.setdefault(getattr(place[s % len(place)], "node_id", None), []).append(
+                            (s, wanted, owners))
+                for node, rows_of in by_node.items():
+                    where = place[rows_of[0][0] % len(place)]
+                    rows = picker.options(scheduling_strategy=where).remote(
+                        partitions, [w for _, w, _ in rows_of], [o for _, _, o in rows_of],
+                        *[maps[s][2 * partitions] for s, _, _ in rows_of])
                     for p, r in enumerate(rows if partitions > 1 else [rows]):
                         picked[p].append(r)
                 resolver = _remote(ray, resolve_task)
                 config_ref = ray.put(native_config)
-                refs = {p: resolver.options(scheduling_strategy=place[p % len(place)]).remote(
+                near_refs = {p: resolver.options(scheduling_strategy=place[p % len(place)]).remote(
                     config_ref, out, p, *picked[p]) for p in range(partitions)}
-                near = _gather(ray, refs, "near-duplicate resolution", lambda k: None)
-            near_dropped = np.concatenate([near[p][0] for p in range(partitions)])
-            near_matched = np.concatenate([near[p][1] for p in range(partitions)])
-            _log(progress, f"candidate documents {nodes.size}, near duplicates {near_dropped.size}")
-        all_refs = np.concatenate([exact_dropped, near_dropped])
-        all_near = np.concatenate([np.zeros(exact_dropped.size, np.uint8), np.ones(near_dropped.size, np.uint8)])
-        all_matched = np.concatenate([exact_matched, near_matched])
-        for s, (r, nr, m) in enumerate(gd.split_rows(gd.ref_shard(all_refs), n, all_refs, all_near, all_matched)):
-            drops[s] = (r, nr, m)
+                resolved = [near_refs[p] for p in range(partitions)]
+        for s, (r, m) in enumerate(gd.split_rows(gd.ref_shard(exact_dropped), n, exact_dropped, exact_matched)):
+            drops[s] = (r, np.zeros(r.size, np.uint8), m)
     empty = (np.empty(0, np.int64), np.empty(0, np.uint8), np.empty(0, np.int64))
     finisher = _remote(ray, finish_task)
     config_ref, shards_ref = ray.put(native_config), ray.put(shards)
-    refs = {s: finisher.remote(config_ref, shards_ref, s, out, *drops.get(s, empty),
-                               maps[s][2 * partitions + 1] if s in maps else None) for s in range(n)}
+    # Note [decisions as object refs]: the finishes are submitted before the
+    # near decisions exist and take the resolvers' outputs as arguments; Ray
+    # starts each once they are in. The driver waiting for them, splitting
+    # them by shard and only then submitting the finishes cost a round trip
+    # between the stages (~0.02-0.04 s of the 2-node run's serial middle,
+    # docs/benchmarks.md, issue 17, session 27).
+    refs = {s: finisher.options(scheduling_strategy=place[s % len(place)]).remote(
+        config_ref, shards_ref, s, out, *drops.get(s, empty), maps[s][2 * partitions + 1] if s in maps else None,
+        *resolved) for s in range(n)}
     maps.clear()  # a shard's saved batches are freed once its finish is done with them
+    if resolved:  # a resolver's error is raised as such, before the finishes that wait for it
+        near = _gather(ray, near_refs, "near-duplicate resolution", lambda k: None) if near_refs else \
+            dict(enumerate(resolved))
+        _log(progress, f"candidate documents {candidates}, near duplicates {sum(d.size for d, _ in near.values())}")
+
     def finished_one(k: int) -> None:
         _log(progress, f"finish {k}/{n} shards")
         _crash_point(f"driver:finish:{k}")
