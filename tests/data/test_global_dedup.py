@@ -83,6 +83,17 @@ def test_candidate_edges_join_each_bucket_without_excluded_rows():
     assert sorted(zip(a.tolist(), b.tolist())) == [(20, 30)]
 
 
+@pytest.mark.parametrize("table_limit", [1 << 26, 16])  # the dense table, and the fallback past its limit
+def test_membership_of_refs_equals_a_python_set(monkeypatch, table_limit):
+    monkeypatch.setattr(gd, "_MEMBER_TABLE_LIMIT", table_limit)
+    rng = np.random.default_rng(5)
+    refs = (rng.integers(0, 6, 3000).astype(np.int64) << gd.REF_LINE_BITS) | rng.integers(0, 900, 3000)
+    of = np.concatenate([rng.choice(refs, 200), (np.int64(7) << gd.REF_LINE_BITS) | np.arange(5)])  # shard 7: no ref
+    members = set(of.tolist())
+    assert gd._member(refs, of).tolist() == [r in members for r in refs.tolist()]
+    assert not gd._member(refs[:5], np.array([1 << gd.REF_LINE_BITS | 901], dtype=np.int64)).any()
+
+
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_buckets_by_key_range_give_the_edges_of_a_bucket_dict(seed):
     """Bucket rows found per key range, then the edges of their survivors,

@@ -140,11 +140,7 @@ def candidate_edges(bucket: np.ndarray, refs: np.ndarray,
     bucket = np.asarray(bucket, dtype=np.uint64)
     refs = np.asarray(refs, dtype=np.int64)
     if excluded.size and refs.size:
-        # a binary search in the sorted excluded refs: 4 ms for the 240k rows of the generated
-        # 400 MB corpus, where np.isin took ~15 ms of the driver's serial middle
-        excluded = np.sort(np.asarray(excluded, dtype=np.int64))
-        at = np.minimum(np.searchsorted(excluded, refs), excluded.size - 1)
-        keep = excluded[at] != refs
+        keep = ~_member(refs, np.asarray(excluded, dtype=np.int64))
         bucket, refs = bucket[keep], refs[keep]
     if refs.size < 2:
         return _EMPTY_I64, _EMPTY_I64
@@ -155,6 +151,24 @@ def candidate_edges(bucket: np.ndarray, refs: np.ndarray,
     first = np.minimum.reduceat(refs, np.flatnonzero(start))[np.cumsum(start) - 1]
     sel = refs != first  # a bucket of one document has no other
     return first[sel], refs[sel]
+
+
+_LINE_MASK = (1 << REF_LINE_BITS) - 1
+_MEMBER_TABLE_LIMIT = 1 << 26  # bytes of the dense table below (64 MB); past it, a binary search
+
+
+def _member(refs: np.ndarray, of: np.ndarray) -> np.ndarray:
+    """refs[i] in `of`, by a dense table of (shard, line) slots: one gather,
+    ~1 ms for the 240k bucket rows of the generated 400 MB corpus, where
+    np.isin took ~15 ms and a binary search ~19 ms of the driver's serial
+    middle (docs/benchmarks.md, issue 17, session 27)."""
+    shards = int(max(refs.max(), of.max()) >> REF_LINE_BITS) + 1
+    lines = int(max((refs & _LINE_MASK).max(), (of & _LINE_MASK).max())) + 1
+    if shards * lines > _MEMBER_TABLE_LIMIT or refs.min() < 0 or of.min() < 0:
+        return np.isin(refs, of)
+    table = np.zeros(shards * lines, dtype=bool)
+    table[(of >> REF_LINE_BITS) * lines + (of & _LINE_MASK)] = True
+    return table[(refs >> REF_LINE_BITS) * lines + (refs & _LINE_MASK)]
 
 
 def components(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
