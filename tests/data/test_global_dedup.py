@@ -160,12 +160,12 @@ def serial_run(config: dict, shards: list, out: str, partitions: int) -> tuple:
                                       [per_shard_wanted[s][1] for s in ss], *[maps[s][2 * partitions] for s in ss])
         for p, r in enumerate(rows if partitions > 1 else [rows]):
             picked[p].append(r)
-    near = [rx.resolve_task(native, out, p, *picked[p]) if native["minhash"] else (ex_drop[:0], ex_drop[:0])
-            for p in range(partitions)]
-    # the finishes take the exact drops of their shard and every resolver's decisions
+    near = [rx.resolve_task(native, out, p, len(shards), *picked[p]) for p in range(partitions)] \
+        if native["minhash"] else []
+    # the finishes take the exact drops of their shard and each resolver's decisions of that shard
     exact_of = gd.split_rows(gd.ref_shard(ex_drop), len(shards), ex_drop, ex_match)
     totals = [rx.finish_task(native, shards, s, out, exact_of[s][0], np.zeros(exact_of[s][0].size, np.uint8),
-                             exact_of[s][1], maps[s][2 * partitions + 1], *near)
+                             exact_of[s][1], maps[s][2 * partitions + 1], *[r[s] for r in near])
               for s in range(len(shards))]
     rx._commit_parts(rx._Layout(out), [json.loads(t) for t in totals], config["format"])
     return read(out)

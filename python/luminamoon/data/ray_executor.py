@@ -270,9 +270,11 @@ def signature_rows_task(partitions: int, wanted: list, owner: list, *refs_and_si
     return parts if partitions > 1 else parts[0]  # one return is the value itself, not a list
 
 
-def resolve_task(native_config: dict, output_dir: str, p: int, *picked: tuple) -> tuple[np.ndarray, np.ndarray]:
+def resolve_task(native_config: dict, output_dir: str, p: int, shards: int, *picked: tuple) -> list:
     """Near decisions of the components assigned to resolver p, from the
-    (refs, signatures) of their documents, one tuple per shard they lie in."""
+    (refs, signatures) of their documents, one tuple per picker: the
+    (dropped, matched) refs of each of the run's `shards` shards, then their
+    count (Note [decisions as object refs])."""
     path = _Layout(output_dir).reduced("near", p)
     if not os.path.exists(path):
         num_perm = int(native_config["minhash_num_perm"])
@@ -286,7 +288,7 @@ def resolve_task(native_config: dict, output_dir: str, p: int, *picked: tuple) -
             seed=c["minhash_seed"], scheme=c["minhash_scheme"])
         _atomic_npz(path, dropped=dropped, matched=matched)
     d = _load(path)
-    return d["dropped"], d["matched"]
+    return gd.split_rows(gd.ref_shard(d["dropped"]), shards, d["dropped"], d["matched"]) + [int(d["dropped"].size)]
 
 
 def finish_task(native_config: dict, shards: list[str], s: int, output_dir: str,
@@ -295,18 +297,16 @@ def finish_task(native_config: dict, shards: list[str], s: int, output_dir: str,
     """Shard s's parts in OUTPUT/_ray/finish/shard-s (renamed there when
     complete), from the map's saved batches (None: the shard is read again
     through cleaner and quality); returns its totals (JSON). Its drops are
-    (refs, near, matched), then the rows of shard s in each resolver's
-    (dropped, matched), near duplicates, in resolver order (Note [decisions
+    (refs, near, matched), exact duplicates, then each resolver's (dropped,
+    matched) of shard s, near duplicates, in resolver order (Note [decisions
     as object refs])."""
     layout = _Layout(output_dir)
     final = layout.finished(s)
     if not os.path.exists(os.path.join(final, "totals.json")):
         if resolved:
-            mine = [gd.ref_shard(d) == s for d, _ in resolved]
-            near_refs = [d[m] for (d, _), m in zip(resolved, mine)]
-            refs = np.concatenate([refs] + near_refs)
-            near = np.concatenate([near] + [np.ones(r.size, np.uint8) for r in near_refs])
-            matched = np.concatenate([matched] + [x[m] for (_, x), m in zip(resolved, mine)])
+            refs = np.concatenate([refs] + [d for d, _ in resolved])
+            near = np.concatenate([near] + [np.ones(d.size, np.uint8) for d, _ in resolved])
+            matched = np.concatenate([matched] + [m for _, m in resolved])
         tmp = f"{final}.tmp-{uuid.uuid4().hex}"
         totals = _tasks(native_config, shards).finish_shard(
             s, tmp, np.ascontiguousarray(refs, dtype=np.int64), np.ascontiguousarray(near, dtype=np.uint8),
@@ -495,7 +495,7 @@ def _run_stages(ray, native_config: dict, shards: list[str], layout: _Layout, pa
     finished = [os.path.exists(os.path.join(layout.finished(s), "totals.json")) for s in range(n)]
     dedup, minhash = native_config["dedup"], native_config["minhash"]
     drops: dict[int, tuple] = {}  # exact duplicates per shard
-    resolved: list = []  # each resolver's (dropped, matched), as Ray objects unless read from disk
+    resolved: list = []  # per resolver: its (dropped, matched) of each shard, then its count (Ray objects, or read from disk)
     near_refs: dict[int, Any] = {}
     candidates = 0
     maps: dict[int, list] = {}
@@ -545,7 +545,7 @@ def _run_stages(ray, native_config: dict, shards: list[str], layout: _Layout, pa
             nodes, labels = gd.components(a, b)
             candidates = nodes.size
             if have("near"):
-                resolved = [resolve_task(native_config, out, p) for p in range(partitions)]
+                resolved = [resolve_task(native_config, out, p, n) for p in range(partitions)]
             else:
                 owner = gd.component_partition(labels, partitions)
                 picker = _remote(ray, signature_rows_task, partitions)
@@ -564,11 +564,11 @@ def _run_stages(ray, native_config: dict, shards: list[str], layout: _Layout, pa
                         *[maps[s][2 * partitions] for s, _, _ in rows_of])
                     for p, r in enumerate(rows if partitions > 1 else [rows]):
                         picked[p].append(r)
-                resolver = _remote(ray, resolve_task)
+                resolver = _remote(ray, resolve_task, n + 1)
                 config_ref = ray.put(native_config)
-                near_refs = {p: resolver.options(scheduling_strategy=place[p % len(place)]).remote(
-                    config_ref, out, p, *picked[p]) for p in range(partitions)}
-                resolved = [near_refs[p] for p in range(partitions)]
+                resolved = [resolver.options(scheduling_strategy=place[p % len(place)]).remote(
+                    config_ref, out, p, n, *picked[p]) for p in range(partitions)]
+                near_refs = {p: resolved[p][n] for p in range(partitions)}  # the counts
         for s, (r, m) in enumerate(gd.split_rows(gd.ref_shard(exact_dropped), n, exact_dropped, exact_matched)):
             drops[s] = (r, np.zeros(r.size, np.uint8), m)
     empty = (np.empty(0, np.int64), np.empty(0, np.uint8), np.empty(0, np.int64))
@@ -579,15 +579,18 @@ def _run_stages(ray, native_config: dict, shards: list[str], layout: _Layout, pa
     # starts each once they are in. The driver waiting for them, splitting
     # them by shard and only then submitting the finishes cost a round trip
     # between the stages (~0.02-0.04 s of the 2-node run's serial middle,
-    # docs/benchmarks.md, issue 17, session 27).
+    # docs/benchmarks.md, issue 17, session 27). A resolver returns its
+    # decisions split by shard, one object each, so that a finish reads its
+    # own rows only: 4,000 finishes each reading every resolver's whole output
+    # would move the decisions 4,000 times (docs/ray.md, "Scale on paper").
     refs = {s: finisher.options(scheduling_strategy=place[s % len(place)]).remote(
         config_ref, shards_ref, s, out, *drops.get(s, empty), maps[s][2 * partitions + 1] if s in maps else None,
-        *resolved) for s in range(n)}
+        *[r[s] for r in resolved]) for s in range(n)}
     maps.clear()  # a shard's saved batches are freed once its finish is done with them
     if resolved:  # a resolver's error is raised as such, before the finishes that wait for it
-        near = _gather(ray, near_refs, "near-duplicate resolution", lambda k: None) if near_refs else \
-            dict(enumerate(resolved))
-        _log(progress, f"candidate documents {candidates}, near duplicates {sum(d.size for d, _ in near.values())}")
+        counts = _gather(ray, near_refs, "near-duplicate resolution", lambda k: None) if near_refs else \
+            {p: r[n] for p, r in enumerate(resolved)}
+        _log(progress, f"candidate documents {candidates}, near duplicates {sum(counts.values())}")
 
     def finished_one(k: int) -> None:
         _log(progress, f"finish {k}/{n} shards")
