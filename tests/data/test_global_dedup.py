@@ -185,6 +185,15 @@ def test_serial_stages_equal_the_local_run(corpus, tmp_path, partitions, extra):
     assert serial_run(config, corpus, str(tmp_path / "dist"), partitions) == local
 
 
+def test_serial_stages_of_one_shard_equal_the_local_run(corpus, tmp_path):
+    """One shard: each resolver's decisions come as one shard's object and the count (two returns)."""
+    config = dict(format="ndjson", write_dropped=True, part_rows=90)
+    FusedPipeline(**config).run(corpus[:1], str(tmp_path / "local"), resume=False)
+    local = read(str(tmp_path / "local"))
+    assert "near_duplicate" in {d["reason"] for d in local[1]}
+    assert serial_run(config, corpus[:1], str(tmp_path / "dist"), 3) == local
+
+
 def test_finish_refuses_a_plan_that_meets_no_document(corpus, tmp_path):
     from luminamoon.data import DataError
     from luminamoon.data.pipeline import PipelineConfig, _backend
