@@ -164,7 +164,9 @@ def test_parquet_output_equals_local(cluster, driver, corpus, tmp_path):
     assert table(str(tmp_path / "ray")) == table(str(tmp_path / "local"))
 
 
-@pytest.mark.parametrize("point", ["map:2", "exact_reduce:0", "band_reduce:1"])
+# resolve and finish: the finishes wait on the resolvers' objects (Note [decisions as object refs]); a
+# resolver killed is retried and its finishes start once its retry's objects exist
+@pytest.mark.parametrize("point", ["map:2", "exact_reduce:0", "band_reduce:1", "resolve:1", "finish:3"])
 def test_worker_sigkill_during_map_and_shuffle(cluster, driver, corpus, local, tmp_path, point):
     once = tmp_path / "crashed"
     driver(LUMINAMOON_RAY_CRASH_AT=point, LUMINAMOON_RAY_CRASH_ONCE=str(once))

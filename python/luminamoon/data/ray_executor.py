@@ -286,6 +286,7 @@ def resolve_task(native_config: dict, output_dir: str, p: int, shards: int, *pic
             refs[order], sigs[order], num_perm=c["minhash_num_perm"], bands=c["minhash_bands"],
             rows=c["minhash_rows"], ngram=c["minhash_ngram"], threshold=c["minhash_threshold"],
             seed=c["minhash_seed"], scheme=c["minhash_scheme"])
+        _crash_point(f"resolve:{p}")
         _atomic_npz(path, dropped=dropped, matched=matched)
     d = _load(path)
     return gd.split_rows(gd.ref_shard(d["dropped"]), shards, d["dropped"], d["matched"]) + [int(d["dropped"].size)]
@@ -311,6 +312,7 @@ def finish_task(native_config: dict, shards: list[str], s: int, output_dir: str,
         totals = _tasks(native_config, shards).finish_shard(
             s, tmp, np.ascontiguousarray(refs, dtype=np.int64), np.ascontiguousarray(near, dtype=np.uint8),
             np.ascontiguousarray(matched, dtype=np.int64), batches)
+        _crash_point(f"finish:{s}")
         _atomic_text(os.path.join(tmp, "totals.json"), totals)
         try:
             os.rename(tmp, final)
