@@ -85,14 +85,6 @@ class Driver:
         self.log.close()
 
 
-def kept_rows(out: str) -> list:
-    rows = []
-    for p in sorted(glob.glob(os.path.join(out, "part-*.ndjson"))):
-        with open(p, encoding="utf-8") as f:
-            rows.extend(f.read().splitlines())
-    return rows
-
-
 def main() -> int:
     if len(sys.argv) > 1 and sys.argv[1] == "--serve":
         address, nodes, out, *inputs = sys.argv[2:]
@@ -111,11 +103,13 @@ def main() -> int:
     os.makedirs(os.environ["HOME"], exist_ok=True)
     from harness import machine
     from pipeline_bench import corpus
+    from pipeline_ray import kept_rows
     from ray_cluster import Cluster, LoopbackNetns
     from luminamoon.data import FusedPipeline
 
     if args.corpus:
-        shards = sorted(glob.glob(os.path.join(args.corpus, "*.jsonl")) + glob.glob(os.path.join(args.corpus, "*.jsonl.gz")))
+        shards = sorted(glob.glob(os.path.join(args.corpus, "*.jsonl")) +
+                        glob.glob(os.path.join(args.corpus, "*.jsonl.gz")))
     else:
         shards = corpus(os.path.join(args.work, "corpus"), args.size_mb)
     size = sum(os.path.getsize(s) for s in shards)

@@ -497,7 +497,8 @@ def _run_stages(ray, native_config: dict, shards: list[str], layout: _Layout, pa
     finished = [os.path.exists(os.path.join(layout.finished(s), "totals.json")) for s in range(n)]
     dedup, minhash = native_config["dedup"], native_config["minhash"]
     drops: dict[int, tuple] = {}  # exact duplicates per shard
-    resolved: list = []  # per resolver: its (dropped, matched) of each shard, then its count (Ray objects, or read from disk)
+    # per resolver: its (dropped, matched) of each shard, then its count (Ray objects, or read from disk)
+    resolved: list = []
     near_refs: dict[int, Any] = {}
     candidates = 0
     maps: dict[int, list] = {}
