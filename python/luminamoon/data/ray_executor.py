@@ -560,7 +560,7 @@ def _run_stages(ray, native_config: dict, shards: list[str], layout: _Layout, pa
                     if wanted.size:
                         by_node.setdefault(getattr(place[s % len(place)], "node_id", None), []).append(
                             (s, wanted, owners))
-                for node, rows_of in by_node.items():
+                for rows_of in by_node.values():
                     where = place[rows_of[0][0] % len(place)]
                     rows = picker.options(scheduling_strategy=where).remote(
                         partitions, [w for _, w, _ in rows_of], [o for _, _, o in rows_of],
