@@ -499,7 +499,6 @@ def _run_stages(ray, native_config: dict, shards: list[str], layout: _Layout, pa
     drops: dict[int, tuple] = {}  # exact duplicates per shard
     # per resolver: its (dropped, matched) of each shard, then its count (Ray objects, or read from disk)
     resolved: list = []
-    near_refs: dict[int, Any] = {}
     candidates = 0
     maps: dict[int, list] = {}
     place = _placements(ray)  # Note [spread tasks]
@@ -571,7 +570,6 @@ def _run_stages(ray, native_config: dict, shards: list[str], layout: _Layout, pa
                 config_ref = ray.put(native_config)
                 resolved = [resolver.options(scheduling_strategy=place[p % len(place)]).remote(
                     config_ref, out, p, n, *picked[p]) for p in range(partitions)]
-                near_refs = {p: resolved[p][n] for p in range(partitions)}  # the counts
         for s, (r, m) in enumerate(gd.split_rows(gd.ref_shard(exact_dropped), n, exact_dropped, exact_matched)):
             drops[s] = (r, np.zeros(r.size, np.uint8), m)
     empty = (np.empty(0, np.int64), np.empty(0, np.uint8), np.empty(0, np.int64))
@@ -591,8 +589,9 @@ def _run_stages(ray, native_config: dict, shards: list[str], layout: _Layout, pa
         *[r[s] for r in resolved]) for s in range(n)}
     maps.clear()  # a shard's saved batches are freed once its finish is done with them
     if resolved:  # a resolver's error is raised as such, before the finishes that wait for it
-        counts = _gather(ray, near_refs, "near-duplicate resolution", lambda k: None) if near_refs else \
-            {p: r[n] for p, r in enumerate(resolved)}
+        counts = {p: r[n] for p, r in enumerate(resolved)}  # each resolver's last return
+        if isinstance(counts[0], ray.ObjectRef):
+            counts = _gather(ray, counts, "near-duplicate resolution", lambda k: None)
         _log(progress, f"candidate documents {candidates}, near duplicates {sum(counts.values())}")
 
     def finished_one(k: int) -> None:
