@@ -5,7 +5,7 @@
 set -u
 export OUT=${OUT:-$PWD/gpu_out}
 nvidia-smi --query-gpu=name --format=csv,noheader | tee "$OUT/gpu.txt"
-if ! grep -q "H200" "$OUT/gpu.txt"; then echo "not an H200: stopping"; exit 0; fi
+if [ -z "${ALLOW_H100:-}" ] && ! grep -q "H200" "$OUT/gpu.txt"; then echo "not an H200: stopping"; exit 0; fi
 [ -d /tmp/lm_site/luminamoon ] || bash bench/gpu_suite.sh build 2>&1 | tail -5
 export LD_LIBRARY_PATH=$PWD/.gpu_bundle/prefix/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
 [ -d /tmp/lm_site_old/luminamoon ] || { cp -r /tmp/lm_site /tmp/lm_site_old && cp build/old_optim/triton_kernels.py /tmp/lm_site_old/luminamoon/optim/; }
