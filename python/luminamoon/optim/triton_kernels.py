@@ -714,23 +714,40 @@ def apply_program(pid, programs, open_, p_ptr, g_ptr, m_ptr, v_ptr, master_ptr, 
             qm = (q < factors) & open_
             tl.store(v_ptr + q, tl.load(new_ptr + q, mask=qm, other=0.0), mask=qm)
     start = pid.to(tl.int64) * BLOCK
-    segmented = False
+    # (a Python bool assigned in a kernel becomes a run-time value, whose `if` compiles both sides: the
+    # segments' side only where KIND says so, or a CLM kernel specialized on C = 1 fails to compile)
     if KIND >= 2:
-        segmented = cols % FACTOR_SEGMENT == 0
-    if segmented:  # Note [factored apply in segments]
-        segments = start + FACTOR_SEGMENT * tl.arange(0, BLOCK // FACTOR_SEGMENT)
-        offs2 = segments[:, None] + tl.arange(0, FACTOR_SEGMENT)[None, :]
-        mask2 = (offs2 < n) & open_
-        second2 = factored_second(new_ptr, new_ptr + rows + cols, segments, start, (segments < n) & open_, mask2,
-                                  cols, KIND, FACTOR_SEGMENT)  # (names apart: a name keeps one type in a kernel)
-        apply_tile(p_ptr, g_ptr, m_ptr, v_ptr, master_ptr, k_ptr, step_ptr, gl_ptr, second2, offs2, mask2, seed,
-                   index_offset, beta1, one_minus_beta1, beta2, one_minus_beta2, eps, lam, one_minus_lam, tau,
-                   bound_ratio, PDTYPE, GDTYPE, KIND, MASTER, SR, HAS_LAM, HAS_TAU, CAUTIOUS, BOUND, SCALED)
+        if cols % FACTOR_SEGMENT == 0:  # Note [factored apply in segments]
+            segments = start + FACTOR_SEGMENT * tl.arange(0, BLOCK // FACTOR_SEGMENT)
+            offs2 = segments[:, None] + tl.arange(0, FACTOR_SEGMENT)[None, :]
+            mask2 = (offs2 < n) & open_
+            second2 = factored_second(new_ptr, new_ptr + rows + cols, segments, start, (segments < n) & open_,
+                                      mask2, cols, KIND, FACTOR_SEGMENT)  # (a name keeps one type in a kernel)
+            apply_tile(p_ptr, g_ptr, m_ptr, v_ptr, master_ptr, k_ptr, step_ptr, gl_ptr, second2, offs2, mask2, seed,
+                       index_offset, beta1, one_minus_beta1, beta2, one_minus_beta2, eps, lam, one_minus_lam, tau,
+                       bound_ratio, PDTYPE, GDTYPE, KIND, MASTER, SR, HAS_LAM, HAS_TAU, CAUTIOUS, BOUND, SCALED)
+        else:
+            apply_flat(p_ptr, g_ptr, m_ptr, v_ptr, master_ptr, k_ptr, step_ptr, gl_ptr, new_ptr, offs, start, mask,
+                       rows, cols, seed, index_offset, beta1, one_minus_beta1, beta2, one_minus_beta2, eps, lam,
+                       one_minus_lam, tau, bound_ratio, PDTYPE, GDTYPE, KIND, MASTER, SR, HAS_LAM, HAS_TAU, CAUTIOUS,
+                       BOUND, SCALED)
     else:
-        second = second_of(v_ptr, gl_ptr, new_ptr, new_ptr + rows + cols, offs, start, mask, cols, KIND)
-        apply_tile(p_ptr, g_ptr, m_ptr, v_ptr, master_ptr, k_ptr, step_ptr, gl_ptr, second, offs, mask, seed,
-                   index_offset, beta1, one_minus_beta1, beta2, one_minus_beta2, eps, lam, one_minus_lam, tau,
-                   bound_ratio, PDTYPE, GDTYPE, KIND, MASTER, SR, HAS_LAM, HAS_TAU, CAUTIOUS, BOUND, SCALED)
+        apply_flat(p_ptr, g_ptr, m_ptr, v_ptr, master_ptr, k_ptr, step_ptr, gl_ptr, new_ptr, offs, start, mask, rows,
+                   cols, seed, index_offset, beta1, one_minus_beta1, beta2, one_minus_beta2, eps, lam, one_minus_lam,
+                   tau, bound_ratio, PDTYPE, GDTYPE, KIND, MASTER, SR, HAS_LAM, HAS_TAU, CAUTIOUS, BOUND, SCALED)
+
+
+@triton.jit
+def apply_flat(p_ptr, g_ptr, m_ptr, v_ptr, master_ptr, k_ptr, step_ptr, gl_ptr, new_ptr, offs, start, mask, rows, cols,
+               seed, index_offset, beta1, one_minus_beta1, beta2, one_minus_beta2, eps, lam, one_minus_lam, tau,
+               bound_ratio, PDTYPE: tl.constexpr, GDTYPE: tl.constexpr, KIND: tl.constexpr, MASTER: tl.constexpr,
+               SR: tl.constexpr, HAS_LAM: tl.constexpr, HAS_TAU: tl.constexpr, CAUTIOUS: tl.constexpr,
+               BOUND: tl.constexpr, SCALED: tl.constexpr):
+    """apply_tile of the flat offsets `offs` (from `start`), each element's second moment read by second_of."""
+    second = second_of(v_ptr, gl_ptr, new_ptr, new_ptr + rows + cols, offs, start, mask, cols, KIND)
+    apply_tile(p_ptr, g_ptr, m_ptr, v_ptr, master_ptr, k_ptr, step_ptr, gl_ptr, second, offs, mask, seed,
+               index_offset, beta1, one_minus_beta1, beta2, one_minus_beta2, eps, lam, one_minus_lam, tau, bound_ratio,
+               PDTYPE, GDTYPE, KIND, MASTER, SR, HAS_LAM, HAS_TAU, CAUTIOUS, BOUND, SCALED)
 
 
 # ---- many tensors per launch --------------------------------------------------------------------
