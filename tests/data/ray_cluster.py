@@ -46,17 +46,40 @@ def interfaces() -> list[str]:
         return sorted(line.split(":")[0].strip() for line in f.readlines()[2:])
 
 
+_handed_out: set[int] = set()  # every port free_ports has returned in this process
+
+
+def free_ports(count: int) -> list[int]:
+    """`count` distinct loopback ports that are free now, none handed out before in this process.
+
+    The sockets stay bound until all are chosen: a port closed at once may come back from the next
+    bind, and a CI run once gave Ray's runtime-env agent and dashboard agent the same port (`ray start`
+    refuses that). Ray binds them a moment later, so a port handed out once is never handed out again."""
+    socks, ports = [], []
+    try:
+        while len(ports) < count:
+            s = socket.socket()
+            socks.append(s)
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+            if port not in _handed_out:
+                _handed_out.add(port)
+                ports.append(port)
+    finally:
+        for s in socks:
+            s.close()
+    return ports
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    return free_ports(1)[0]
 
 
 def node_ports() -> list[str]:
     """Ports that are fixed by default and would collide between two nodes of one host."""
-    return [f"--{name}={free_port()}" for name in (
-        "node-manager-port", "object-manager-port", "dashboard-agent-listen-port",
-        "dashboard-agent-grpc-port", "runtime-env-agent-port", "metrics-export-port")]
+    names = ("node-manager-port", "object-manager-port", "dashboard-agent-listen-port", "dashboard-agent-grpc-port",
+             "runtime-env-agent-port", "metrics-export-port")
+    return [f"--{name}={port}" for name, port in zip(names, free_ports(len(names)))]
 
 
 def connect(address: str, **kwargs) -> None:
