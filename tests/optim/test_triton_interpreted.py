@@ -95,35 +95,6 @@ def test_factor_tiles_over_chunks_strips_and_row_blocks(td_factor, shape):
 
 
 @pytest.mark.parametrize("td_factor", ["factored", "row"])
-@pytest.mark.parametrize("shape,pdtype", [((70, 48), "f32"), ((3, 1040), "bf16")])
-def test_factored_apply_in_segments_equals_the_per_element_path(td_factor, shape, pdtype, monkeypatch):
-    """Note [factored apply in segments]: C a multiple of 16 takes the segmented pass 2 (blocks of 1024
-    that cross rows; a last block cut short), against the float64 reference, and writes the bits of the
-    per-element path (forced with a segment that divides no C); the stochastic rounding keeps the index."""
-    hp = MODES["tdclm_factored"].with_(td_factor=td_factor, tau=0.1)
-    master = pdtype != "f32"
-    run = lambda: one_step(hp, shape, DTYPES[pdtype], DTYPES[pdtype], master=master, seed=5)  # noqa: E731
-    calls = []
-    segmented = tk.factored_second
-
-    def spy(*args, **kwargs):
-        calls.append(args[2].shape)  # the segments
-        return segmented(*args, **kwargs)
-
-    monkeypatch.setattr(tk, "factored_second", spy)
-    p, state, ref, status, _ = run()
-    assert calls and all(c == (1024 // 16,) for c in calls)
-    assert status.tolist() == [0, 0, 0, 0]
-    check_against_reference(hp, p, state, ref, master=master)
-    calls.clear()
-    monkeypatch.setattr(tk, "FACTOR_SEGMENT", tl.constexpr(1 << 30))
-    p2, state2, _, _, _ = run()
-    assert not calls
-    assert torch.equal(p.view(torch.int16 if master else torch.int32), p2.view(torch.int16 if master else torch.int32))
-    assert all(torch.equal(state[k].view(torch.int32), state2[k].view(torch.int32)) for k in state)
-
-
-@pytest.mark.parametrize("td_factor", ["factored", "row"])
 def test_16bit_gradients_take_the_256_column_tile(td_factor, monkeypatch):
     """Note [Triton factor tiles]: a bf16 gradient's wide tile is 256 columns at 4 warps (an fp32 one's
     128 at 8); two chunks of rows by two strips of columns (the last partial), with masters, against the

@@ -109,13 +109,6 @@ FACTOR_ROW_BLOCK = 256
 FACTOR_COL_BLOCK = 256
 FACTOR_MERGE = 16
 FACTOR_WARPS = {128: 8, 256: 4, 16: 8}  # by tile columns, as FACTOR_LOAD_ROWS
-# Note [factored apply in segments]: pass 2 of a row/factored tensor whose C is a multiple of
-# FACTOR_SEGMENT views its program's BLOCK elements as BLOCK/FACTOR_SEGMENT segments, each inside one
-# row: one row index (row_and_column) and one row-factor load per segment, and the column factors as
-# one contiguous, vectorized load. Per element (second_of) the row and column of every element and
-# two gathers took the apply kernel's SASS from 657 instructions (CLM fp32, 8 elements a thread) to
-# 1436, more than the H200 issues while it moves the 20 bytes an element of pass 2 needs.
-FACTOR_SEGMENT = tl.constexpr(16)
 # Parameter/gradient dtype codes of the kernels' DTYPE arguments.
 F32, BF16, F16 = 0, 1, 2
 # TD-CLM second-moment kinds (core::SecondMoment); CLM and per-element TD-CLM are ELEMENT.
@@ -324,20 +317,6 @@ def second_of(v_ptr, gl_ptr, row_ptr, col_over_rho_ptr, offs, start, mask, cols,
             return row
         else:
             return row * tl.load(col_over_rho_ptr + c, mask=mask, other=0.0)
-
-
-@triton.jit
-def factored_second(row_ptr, col_over_rho_ptr, segments, start, segment_ok, mask, cols, KIND: tl.constexpr,
-                    SEGMENT: tl.constexpr):
-    """second_of (KIND 2 row, 3 factored) of the [S, SEGMENT] elements segments[:, None] + arange(SEGMENT),
-    C a multiple of SEGMENT, so that each segment lies in one row (Note [factored apply in segments])."""
-    r, c0 = row_and_column(segments, start, cols)
-    row = tl.load(row_ptr + r, mask=segment_ok, other=0.0)[:, None]
-    if KIND == 2:
-        return tl.broadcast_to(row, (segments.shape[0], SEGMENT))
-    else:
-        c = tl.multiple_of(c0, SEGMENT)[:, None] + tl.arange(0, SEGMENT)[None, :]
-        return row * tl.load(col_over_rho_ptr + c, mask=mask, other=0.0)
 
 
 @triton.jit
@@ -640,16 +619,17 @@ def finalize_kernel(partials_ptr, num_partials, gl_ptr, words_ptr, k_ptr, exp_av
 
 
 @triton.jit
-def apply_tile(p_ptr, g_ptr, m_ptr, v_ptr, master_ptr, k_ptr, step_ptr, gl_ptr, second, offs, mask, seed,
+def apply_tile(p_ptr, g_ptr, m_ptr, v_ptr, master_ptr, k_ptr, step_ptr, gl_ptr, row_ptr, col_over_rho_ptr, offs,
+               start, mask, cols, seed,
                index_offset, beta1, one_minus_beta1, beta2, one_minus_beta2, eps, lam, one_minus_lam, tau,
                bound_ratio, PDTYPE: tl.constexpr, GDTYPE: tl.constexpr, KIND: tl.constexpr, MASTER: tl.constexpr,
                SR: tl.constexpr, HAS_LAM: tl.constexpr, HAS_TAU: tl.constexpr, CAUTIOUS: tl.constexpr,
                BOUND: tl.constexpr, SCALED: tl.constexpr):
-    """Steps 1-6 of the elements `offs` (any shape) of one tensor (cuda apply_tile), whose second moments
-    (second_of, factored_second) the caller has read: moments, update, clip, mask, bound, decay,
-    write-back (seed and index_offset as uint64)."""
+    """Steps 1-6 of the elements `offs` (from `start`) of one tensor (cuda apply_tile): moments, update,
+    clip, mask, bound, decay, write-back (seed and index_offset as uint64)."""
     g = scaled_gradient(k_ptr, load_f32(g_ptr, offs, mask, GDTYPE), SCALED)
     m_old = tl.load(m_ptr + offs, mask=mask, other=0.0, eviction_policy="evict_first")
+    second = second_of(v_ptr, gl_ptr, row_ptr, col_over_rho_ptr, offs, start, mask, cols, KIND)
     if MASTER:
         x = tl.load(master_ptr + offs, mask=mask, other=0.0, eviction_policy="evict_first")
     else:
@@ -713,41 +693,10 @@ def apply_program(pid, programs, open_, p_ptr, g_ptr, m_ptr, v_ptr, master_ptr, 
             q = q0 + tl.arange(0, BLOCK)
             qm = (q < factors) & open_
             tl.store(v_ptr + q, tl.load(new_ptr + q, mask=qm, other=0.0), mask=qm)
-    start = pid.to(tl.int64) * BLOCK
-    # (a Python bool assigned in a kernel becomes a run-time value, whose `if` compiles both sides: the
-    # segments' side only where KIND says so, or a CLM kernel specialized on C = 1 fails to compile)
-    if KIND >= 2:
-        if cols % FACTOR_SEGMENT == 0:  # Note [factored apply in segments]
-            segments = start + FACTOR_SEGMENT * tl.arange(0, BLOCK // FACTOR_SEGMENT)
-            offs2 = segments[:, None] + tl.arange(0, FACTOR_SEGMENT)[None, :]
-            mask2 = (offs2 < n) & open_
-            second2 = factored_second(new_ptr, new_ptr + rows + cols, segments, start, (segments < n) & open_,
-                                      mask2, cols, KIND, FACTOR_SEGMENT)  # (a name keeps one type in a kernel)
-            apply_tile(p_ptr, g_ptr, m_ptr, v_ptr, master_ptr, k_ptr, step_ptr, gl_ptr, second2, offs2, mask2, seed,
-                       index_offset, beta1, one_minus_beta1, beta2, one_minus_beta2, eps, lam, one_minus_lam, tau,
-                       bound_ratio, PDTYPE, GDTYPE, KIND, MASTER, SR, HAS_LAM, HAS_TAU, CAUTIOUS, BOUND, SCALED)
-        else:
-            apply_flat(p_ptr, g_ptr, m_ptr, v_ptr, master_ptr, k_ptr, step_ptr, gl_ptr, new_ptr, offs, start, mask,
-                       rows, cols, seed, index_offset, beta1, one_minus_beta1, beta2, one_minus_beta2, eps, lam,
-                       one_minus_lam, tau, bound_ratio, PDTYPE, GDTYPE, KIND, MASTER, SR, HAS_LAM, HAS_TAU, CAUTIOUS,
-                       BOUND, SCALED)
-    else:
-        apply_flat(p_ptr, g_ptr, m_ptr, v_ptr, master_ptr, k_ptr, step_ptr, gl_ptr, new_ptr, offs, start, mask, rows,
-                   cols, seed, index_offset, beta1, one_minus_beta1, beta2, one_minus_beta2, eps, lam, one_minus_lam,
-                   tau, bound_ratio, PDTYPE, GDTYPE, KIND, MASTER, SR, HAS_LAM, HAS_TAU, CAUTIOUS, BOUND, SCALED)
-
-
-@triton.jit
-def apply_flat(p_ptr, g_ptr, m_ptr, v_ptr, master_ptr, k_ptr, step_ptr, gl_ptr, new_ptr, offs, start, mask, rows, cols,
-               seed, index_offset, beta1, one_minus_beta1, beta2, one_minus_beta2, eps, lam, one_minus_lam, tau,
-               bound_ratio, PDTYPE: tl.constexpr, GDTYPE: tl.constexpr, KIND: tl.constexpr, MASTER: tl.constexpr,
-               SR: tl.constexpr, HAS_LAM: tl.constexpr, HAS_TAU: tl.constexpr, CAUTIOUS: tl.constexpr,
-               BOUND: tl.constexpr, SCALED: tl.constexpr):
-    """apply_tile of the flat offsets `offs` (from `start`), each element's second moment read by second_of."""
-    second = second_of(v_ptr, gl_ptr, new_ptr, new_ptr + rows + cols, offs, start, mask, cols, KIND)
-    apply_tile(p_ptr, g_ptr, m_ptr, v_ptr, master_ptr, k_ptr, step_ptr, gl_ptr, second, offs, mask, seed,
-               index_offset, beta1, one_minus_beta1, beta2, one_minus_beta2, eps, lam, one_minus_lam, tau, bound_ratio,
-               PDTYPE, GDTYPE, KIND, MASTER, SR, HAS_LAM, HAS_TAU, CAUTIOUS, BOUND, SCALED)
+    apply_tile(p_ptr, g_ptr, m_ptr, v_ptr, master_ptr, k_ptr, step_ptr, gl_ptr, new_ptr, new_ptr + rows + cols, offs,
+               pid.to(tl.int64) * BLOCK, mask, cols, seed, index_offset, beta1, one_minus_beta1, beta2,
+               one_minus_beta2, eps, lam, one_minus_lam, tau, bound_ratio, PDTYPE, GDTYPE, KIND, MASTER, SR, HAS_LAM,
+               HAS_TAU, CAUTIOUS, BOUND, SCALED)
 
 
 # ---- many tensors per launch --------------------------------------------------------------------
@@ -827,9 +776,8 @@ def apply_multi_kernel(table_ptr, grad_table_ptr, program_map_ptr, k_ptr, step_p
     mask = (offs < _table_count(row, ALIGNED)) & step_open(words_ptr)
     m_ptr = _table_pointer(row + 3, 0, ALIGNED)
     v_ptr = _table_pointer(row + 4, 0, ALIGNED)
-    second = tl.load(v_ptr + offs, mask=mask, other=0.0, eviction_policy="evict_first")  # second_of, ELEMENT
     apply_tile(_table_pointer(row + 2, PDTYPE, ALIGNED), _table_pointer(grad_table_ptr + tensor, GDTYPE, ALIGNED),
-               m_ptr, v_ptr, _table_pointer(row + 5, 0, ALIGNED), k_ptr, step_ptr, v_ptr, second, offs, mask,
+               m_ptr, v_ptr, _table_pointer(row + 5, 0, ALIGNED), k_ptr, step_ptr, v_ptr, v_ptr, v_ptr, offs, 0, mask, 1,
                tl.load(row + 6).to(tl.uint64), tl.load(row + 7).to(tl.uint64), beta1, one_minus_beta1, beta2,
                one_minus_beta2, eps, lam, one_minus_lam, tau, bound_ratio, PDTYPE, GDTYPE, 0, MASTER, SR,
                HAS_LAM, HAS_TAU, False, BOUND, SCALED)
