@@ -1,5 +1,6 @@
 #!/bin/bash
-# Session 28, call 5 (the last of the session's device time, about 290 s; whichever card comes): the build, then on
+# Session 28: the A/B to repeat on an H200 (written for the last 290 s of device time, which were too few to start a
+# machine; whichever card comes): the build, then on
 # an H200 issue 18's kernels at 2^28 first (these kernels and main's, two rounds, the order alternated: the figure
 # the H100 of call 1 cannot give), then the Triton GPU tests (JIT and triton-aot, build/aot_s28); on an H100 the
 # tests first.
