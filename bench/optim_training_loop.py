@@ -69,9 +69,10 @@ def make_optimizer(kind, model):
         return LuminaV(model.parameters(), **HYPER, cautious=True)
     if kind == "luminav_tdclm_rms":  # the same with the RMS clip (bound="rms", beyond the spec): one more pass
         return LuminaV(model.parameters(), **HYPER, mode="tdclm", bound="rms", bound_ratio=1.0)
-    if kind in ("luminav_triton", "luminav_tdclm_triton"):  # issue 18: the Triton JIT kernels
-        return LuminaV(model.parameters(), **HYPER, mode="tdclm" if kind == "luminav_tdclm_triton" else "clm",
-                       backend="triton")
+    if kind in ("luminav_triton", "luminav_tdclm_triton", "luminav_triton_aot", "luminav_tdclm_triton_aot"):
+        # issue 18: the Triton JIT kernels, and the Triton AOT kernels (built on the CPU) run from C
+        return LuminaV(model.parameters(), **HYPER, mode="tdclm" if "tdclm" in kind else "clm",
+                       backend="triton-aot" if kind.endswith("_aot") else "triton")
     if kind in ("adam_mini", "adamw8bit"):  # issue 14's peers, built as the quality runs build them
         from optim_llama_quality import make
         return make(kind, model, HYPER["lr"])
@@ -241,7 +242,8 @@ def paired_whole_steps(setups, ours, anchor, windows, steps):
 # masters for them, torch's AdamW steps the bf16 values (the TD-CLM factor tiles of 16-bit gradients).
 PARAM_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 GRAPH_KINDS = ("torch_fused_capturable", "luminav", "luminav_tdclm", "luminav_tdclm_tau0.5", "luminav_tdclm_cautious",
-               "luminav_two_groups", "luminav_triton", "luminav_tdclm_triton")
+               "luminav_two_groups", "luminav_triton", "luminav_tdclm_triton", "luminav_triton_aot",
+               "luminav_tdclm_triton_aot")
 
 
 def run_gpu(args):

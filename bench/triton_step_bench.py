@@ -64,7 +64,7 @@ def optimizer(kind: str, p: torch.nn.Parameter, mode: str, td_factor: str):
         return SynchronousStep(p, "cuda" if kind == "luminav_step_nvcc" else "triton-aot", mode, td_factor)
     if kind == "torch_fused_adamw":
         return torch.optim.AdamW([p], lr=1e-3, weight_decay=0.01, fused=True)
-    backend = {"luminav_nvcc": "auto", "luminav_triton": "triton"}[kind]
+    backend = {"luminav_nvcc": "auto", "luminav_triton": "triton", "luminav_triton_aot": "triton-aot"}[kind]
     extra = {"td_factor": td_factor} if mode == "tdclm" else {}
     return LuminaV([p], lr=1e-3, weight_decay=0.01, mode=mode, backend=backend, **extra)
 
@@ -82,6 +82,10 @@ CASES = {
     "tdclm_tensor_f32": ((1 << 14, 1 << 14), torch.float32, "tdclm", 24),    # g x2 (sum g^2, apply)
 }
 TD_FACTOR = {"tdclm_row_f32": "row", "tdclm_tensor_f32": "tensor"}  # the others: factored
+
+
+# LuminaV's asynchronous steps (luminav_step_groups: the nvcc kernels, the Triton JIT, the Triton AOT kernels)
+ASYNC_KINDS = ("luminav_nvcc", "luminav_triton", "luminav_triton_aot")
 
 
 def run_case(name: str, kinds: list[str], warmup: int, reps: int, copy: float = 0.0, replay: bool = False) -> dict:
@@ -105,9 +109,16 @@ def run_case(name: str, kinds: list[str], warmup: int, reps: int, copy: float = 
         out[kind] = {"ms": ms, "gbs": per * n / (ms * 1e-3) / 1e9, "bytes_per_element": per}
         share = f"  {100 * out[kind]['gbs'] / copy:4.0f}% of copy" if copy else ""
         print(f"{name:20s} {kind:24s} {ms:8.3f} ms  {out[kind]['gbs']:7.0f} GB/s{share}", flush=True)
-        if replay and kind in ("luminav_nvcc", "luminav_triton"):  # the asynchronous steps: opt.step() as a graph
+        if replay and kind in ASYNC_KINDS:  # the asynchronous steps: opt.step() as a graph
             from optim_training_loop import graphed_step
-            ms = cuda_event_median(graphed_step(opt), warmup, reps)[0]
+            try:
+                ms = cuda_event_median(graphed_step(opt), warmup, reps)[0]
+            except Exception as e:  # noqa: BLE001 - a step that cannot be captured is reported, not fatal
+                print(f"{name:20s} {kind + ' replay':24s} not captured: {type(e).__name__}: {e}", flush=True)
+                out[kind]["replay_error"] = f"{type(e).__name__}: {e}"
+                del opt, p
+                torch.cuda.empty_cache()
+                continue
             out[kind].update(replay_ms=ms, replay_gbs=per * n / (ms * 1e-3) / 1e9)
             share = f"  {100 * out[kind]['replay_gbs'] / copy:4.0f}% of copy" if copy else ""
             print(f"{name:20s} {kind + ' replay':24s} {ms:8.3f} ms  {out[kind]['replay_gbs']:7.0f} GB/s{share}",
@@ -154,7 +165,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--cases", nargs="*", default=list(CASES))
     ap.add_argument("--kinds", nargs="*", default=["luminav_nvcc", "luminav_triton", "torch_fused_adamw"],
-                    help="also luminav_step_nvcc, luminav_step_triton_aot (the synchronous luminav_step)")
+                    help="also luminav_triton_aot (LuminaV on the Triton AOT kernels), luminav_step_nvcc, "
+                    "luminav_step_triton_aot (the synchronous luminav_step)")
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--skip-compile", action="store_true", help="skip the first-step compile timing")

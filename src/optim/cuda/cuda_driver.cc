@@ -82,6 +82,7 @@ CudaDriver CudaDriver::load(const char* library) {
   resolve(d.handle_, "cuMemcpyDtoHAsync_v2", a.cuMemcpyDtoHAsync, &missing);
   resolve(d.handle_, "cuMemcpyHtoDAsync_v2", a.cuMemcpyHtoDAsync, &missing);
   resolve(d.handle_, "cuMemsetD8Async", a.cuMemsetD8Async, &missing);
+  resolve(d.handle_, "cuMemsetD32Async", a.cuMemsetD32Async, &missing);
   resolve(d.handle_, "cuStreamSynchronize", a.cuStreamSynchronize, &missing);
   resolve(d.handle_, "cuPointerGetAttribute", a.cuPointerGetAttribute, &missing);
   if (!missing.empty()) {

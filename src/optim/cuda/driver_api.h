@@ -94,6 +94,7 @@ struct Api {
   CUresult (*cuMemcpyDtoHAsync)(void* dst, CUdeviceptr src, size_t bytes, CUstream stream);  // _v2
   CUresult (*cuMemcpyHtoDAsync)(CUdeviceptr dst, const void* src, size_t bytes, CUstream stream);  // _v2
   CUresult (*cuMemsetD8Async)(CUdeviceptr dst, unsigned char value, size_t count, CUstream stream);
+  CUresult (*cuMemsetD32Async)(CUdeviceptr dst, unsigned value, size_t count, CUstream stream);
   CUresult (*cuStreamSynchronize)(CUstream stream);
   CUresult (*cuPointerGetAttribute)(void* data, int attribute, CUdeviceptr ptr);
 

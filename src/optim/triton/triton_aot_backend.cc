@@ -2,11 +2,13 @@
 // kernels (build_triton_aot.py), loaded from the manifest beside the library.
 #include "optim/triton/triton_aot_backend.h"
 
+#include <array>
 #include <cstdlib>
 #include <cstring>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <vector>
 
 #include "optim/core/reduction_rounds.h"
 #include "optim/core/second_moment_layout.h"
@@ -41,6 +43,29 @@ struct DeviceBlock {
 };
 constexpr int32_t kNoBad = 0x7FFFFFFF;  // triton_kernels.NO_BAD
 
+// Note [triton-aot async step]: luminav_step_groups on device memory (step_async) keeps every
+// value of the step on the device, as the cuda backend's step does: per group, prepare_kernel
+// forms the constants and t from hp64 and the group's fp32 step counter; pass 1 of every tensor
+// of every group sets the shared words (the smallest failing call position); pass 2 of every
+// tensor writes nothing when they hold a failure; commit_kernel writes the verdict into the
+// caller's status word and advance_kernel each group's counter. The host's values reach the
+// device by cuMemsetD32Async (a value in the call, nothing staged, nothing waited for), and the
+// status goes to pinned host memory by an asynchronous copy. Nothing waits for the device, except
+// where a call needs more scratch than this stream has (the first step): the old buffers are freed
+// after the kernels queued on them. What the AOT set has no kernel for (a device lr, GradScaler's
+// scale and found_inf, skip_nonfinite) is refused before a launch.
+struct GroupBlock {
+  float k[8];        // prepare_kernel's constants
+  int64_t step;      // t
+  double hp64[4];    // beta1, beta2, weight_decay, lr (the host's values)
+  float counter;     // t - 1 of a group without a device step counter
+  float unused[3];
+  float gl[4];       // a CLM tensor's globals placeholder
+  float pad[6];
+};
+static_assert(sizeof(GroupBlock) == 128);
+constexpr size_t kHostWordsPerGroup = 9;  // hp64 (8 words), then counter
+
 // Buffers of one stream (Note [triton-aot workspaces]).
 struct DeviceBuffer {
   CUdeviceptr address = 0;
@@ -49,6 +74,14 @@ struct DeviceBuffer {
 struct StreamWork {
   CUdeviceptr block = 0;
   DeviceBuffer partials;
+  DeviceBuffer group_blocks;  // the asynchronous step's GroupBlock of each group (Note [triton-aot async step])
+  // The host words last set in each group block (hp64, then the counter), so that only changed
+  // ones are set again; cleared when the blocks move.
+  struct HostWords {
+    std::array<uint32_t, kHostWordsPerGroup> value{};
+    uint32_t set = 0;  // bit w: value[w] is in the block
+  };
+  std::vector<HostWords> group_words;
   // TD-CLM (Note [device finalize]): the row and column sums (reused tensor after tensor) and
   // each tensor's globals and new factors, written by its finalize in reduce, read by apply.
   DeviceBuffer row_partials, col_partials, regions;
@@ -173,6 +206,88 @@ class TritonAotBackend final : public Backend {
                           : launch_apply(call.state->kernels, call.buffers, call.plans[j].t.t, scalars(k),
                                          call.stream, &why);
       if (!ok) return fail(LUMINAV_STATUS_DRIVER_ERROR, why);
+    }
+    return LUMINAV_STATUS_OK;
+  }
+
+  bool supports_async() const override { return true; }
+  int step_sharded(std::span<const AsyncGroup>, const dispatch::ShardedLayout&, int, int, const luminav_async&,
+                   double*, const ExecContext&) override {
+    return fail(LUMINAV_STATUS_BACKEND_UNAVAILABLE,
+                "backend 'triton-aot' has no sharded step (luminav_step_groups_sharded): the cuda backend runs it");
+  }
+
+  // luminav_step_groups on device memory (Note [triton-aot async step]). The caller's workspace
+  // (ctx.scratch) is not used: this stream's own scratch is.
+  int step_async(std::span<const AsyncGroup> groups, const luminav_async& async, const ExecContext& ctx) override {
+    const char* refused = async.grad_scale ? "a device grad_scale (GradScaler)"
+                          : async.found_inf ? "found_inf (GradScaler)"
+                          : async.skip_nonfinite ? "skip_nonfinite" : nullptr;
+    for (const AsyncGroup& g : groups) {
+      if (refused == nullptr && g.lr != nullptr) refused = "a device lr (a tensor lr)";
+    }
+    if (refused != nullptr) {
+      return fail(LUMINAV_STATUS_BACKEND_UNAVAILABLE,
+                  std::string("backend 'triton-aot' has no kernel for ") + refused +
+                      " in the asynchronous step (its AOT set reads lr, the gradient scale 1 and the finite "
+                      "verdict as the host gives them; the cuda backend and LuminaV(backend='triton') run it)");
+    }
+    ExecContext whole = ctx;
+    whole.whole_step = true;
+    std::vector<TensorPlan> plans;
+    for (size_t gi = 0; gi < groups.size(); ++gi) {
+      const AsyncGroup& g = groups[gi];
+      if (int code = check_supported(g.k, g.tensors, whole); code != LUMINAV_STATUS_OK) return code;
+      if (g.step_counter == nullptr && g.k.step > (uint64_t{1} << 24)) {
+        return fail(LUMINAV_STATUS_BACKEND_UNAVAILABLE,
+                    "backend 'triton-aot': a step above 2^24 needs a device step_counter of its group (its "
+                    "kernels take t from an fp32 counter)");
+      }
+      for (size_t j = 0; j < g.tensors.size(); ++j) {
+        plans.push_back(plan_of(g.k, g.tensors[j], g.positions[j]));
+        plans.back().group = gi;
+      }
+    }
+    Call call(*this, whole, std::move(plans), groups.size());
+    if (call.code != LUMINAV_STATUS_OK) return call.code;
+    if (!is_device_memory(async.status)) {
+      return fail(LUMINAV_STATUS_INVALID_ARGUMENT, "async.status must be CUDA device memory");
+    }
+    const CudaKernels& kernels = call.state->kernels;
+    std::vector<ClmStepBuffers> buffers(groups.size(), call.buffers);
+    std::string why;
+    for (size_t gi = 0; gi < groups.size(); ++gi) {
+      const CUdeviceptr block = call.work->group_blocks.address + gi * sizeof(GroupBlock);
+      ClmStepBuffers& b = buffers[gi];
+      b.k = block + offsetof(GroupBlock, k);
+      b.step = block + offsetof(GroupBlock, step);
+      b.hp64 = block + offsetof(GroupBlock, hp64);
+      b.gl = block + offsetof(GroupBlock, gl);
+      b.counter = groups[gi].step_counter ? reinterpret_cast<uint64_t>(groups[gi].step_counter)
+                                          : block + offsetof(GroupBlock, counter);
+      b.status = reinterpret_cast<uint64_t>(async.status);
+      if (int code = set_host_words(call, gi, groups[gi], block); code != LUMINAV_STATUS_OK) return code;
+      if (!launch_prepare(kernels, b, call.stream, &why)) return fail(LUMINAV_STATUS_DRIVER_ERROR, why);
+    }
+    // Pass 1 of every tensor before any pass 2: the finite check covers the call.
+    for (const TensorPlan& p : call.plans) {
+      const bool ok = p.tdclm ? launch_tdclm_round0(kernels, buffers[p.group], call.scratch, p.t, p.s, call.stream, &why)
+                              : launch_finite_check(kernels, buffers[p.group], p.t.t, p.s, call.stream, &why);
+      if (!ok) return fail(LUMINAV_STATUS_DRIVER_ERROR, why);
+    }
+    for (const TensorPlan& p : call.plans) {
+      const bool ok = p.tdclm ? launch_tdclm_apply(kernels, buffers[p.group], p.t, p.s, call.stream, &why)
+                              : launch_apply(kernels, buffers[p.group], p.t.t, p.s, call.stream, &why);
+      if (!ok) return fail(LUMINAV_STATUS_DRIVER_ERROR, why);
+    }
+    if (!launch_commit(kernels, buffers.front(), call.stream, &why)) return fail(LUMINAV_STATUS_DRIVER_ERROR, why);
+    for (const ClmStepBuffers& b : buffers) {
+      if (!launch_advance(kernels, b, call.stream, &why)) return fail(LUMINAV_STATUS_DRIVER_ERROR, why);
+    }
+    if (async.host_status != nullptr) {
+      const CUresult r = driver().api().cuMemcpyDtoHAsync(
+          async.host_status, reinterpret_cast<CUdeviceptr>(async.status), sizeof(luminav_step_status), call.stream);
+      if (r != cuda::drv::CUDA_SUCCESS) return fail(LUMINAV_STATUS_DRIVER_ERROR, driver().error("cuMemcpyDtoHAsync", r));
     }
     return LUMINAV_STATUS_OK;
   }
@@ -315,6 +430,8 @@ class TritonAotBackend final : public Backend {
   struct TensorPlan {
     bool tdclm = false;
     TdclmTensor t;
+    ClmScalars s;
+    size_t group = 0;  // its group in an asynchronous step
   };
   static TensorPlan plan_of(const core::StepConstants& k, const luminav_tensor& t, size_t position) {
     TensorPlan p;
@@ -324,7 +441,13 @@ class TritonAotBackend final : public Backend {
     p.t.form = static_cast<TdclmForm>(static_cast<int>(l.kind));
     p.t.rows = core::has_row_factor(l) ? static_cast<int64_t>(l.rows) : p.t.t.n;
     p.t.cols = core::has_row_factor(l) ? static_cast<int64_t>(l.cols) : 1;
+    p.s = scalars(k);
     return p;
+  }
+  static std::vector<TensorPlan> plans_of(const core::StepConstants& k, std::span<const luminav_tensor> tensors) {
+    std::vector<TensorPlan> plans(tensors.size());
+    for (size_t j = 0; j < tensors.size(); ++j) plans[j] = plan_of(k, tensors[j], j);
+    return plans;
   }
 
   static ClmScalars scalars(const core::StepConstants& k) {
@@ -346,7 +469,12 @@ class TritonAotBackend final : public Backend {
     std::unique_ptr<Scope> scope;
 
     Call(TritonAotBackend& backend, const ExecContext& ctx, const core::StepConstants& k,
-         std::span<const luminav_tensor> tensors) {
+         std::span<const luminav_tensor> tensors)
+        : Call(backend, ctx, plans_of(k, tensors), 0) {}
+
+    // `plan_list`: every tensor of the call; `groups`: the asynchronous step's group blocks.
+    Call(TritonAotBackend& backend, const ExecContext& ctx, std::vector<TensorPlan> plan_list, size_t groups)
+        : plans(std::move(plan_list)) {
       std::string why;
       if (!backend.device_state(ctx.device_index, &state, &why)) {
         code = fail(LUMINAV_STATUS_BACKEND_UNAVAILABLE, why);
@@ -358,9 +486,10 @@ class TritonAotBackend final : public Backend {
         code = fail(LUMINAV_STATUS_DRIVER_ERROR, "triton-aot: cuCtxPushCurrent failed");
         return;
       }
-      for (size_t j = 0; j < tensors.size(); ++j) {
-        if (!is_device_memory(tensors[j].param) || !is_device_memory(tensors[j].grad)) {
-          code = fail(LUMINAV_STATUS_INVALID_ARGUMENT, "tensors[" + std::to_string(j) +
+      for (const TensorPlan& p : plans) {
+        if (!is_device_memory(reinterpret_cast<const void*>(p.t.t.param)) ||
+            !is_device_memory(reinterpret_cast<const void*>(p.t.t.grad))) {
+          code = fail(LUMINAV_STATUS_INVALID_ARGUMENT, "tensors[" + std::to_string(p.t.t.position) +
                                                            "]: param and grad must be CUDA device memory");
           return;
         }
@@ -369,10 +498,8 @@ class TritonAotBackend final : public Backend {
       work = &state->streams[stream];
       // The same tensors give the same regions in reduce and apply (the driver's whole step).
       size_t partials = 0, row_partials = 0, col_partials = 0, regions = 0;
-      std::vector<size_t> region_offset(tensors.size(), 0);
-      plans.resize(tensors.size());
-      for (size_t j = 0; j < tensors.size(); ++j) {
-        plans[j] = plan_of(k, tensors[j], j);
+      std::vector<size_t> region_offset(plans.size(), 0);
+      for (size_t j = 0; j < plans.size(); ++j) {
         // count_nonfinite runs CLM's finite check on any tensor: its partials fit too.
         partials = std::max(partials, clm_partials_bytes(state->kernels, plans[j].t.t.n));
         if (!plans[j].tdclm) continue;
@@ -382,14 +509,17 @@ class TritonAotBackend final : public Backend {
         region_offset[j] = regions;
         regions += tdclm_region_bytes(plans[j].t);
       }
+      const CUdeviceptr blocks_before = work->group_blocks.address;
       if (!allocate(work, &why) || !grow(&work->partials, partials, stream, &why) ||
           !grow(&work->row_partials, row_partials, stream, &why) ||
           !grow(&work->col_partials, col_partials, stream, &why) ||
-          !grow(&work->regions, regions, stream, &why)) {
+          !grow(&work->regions, regions, stream, &why) ||
+          !grow(&work->group_blocks, groups * sizeof(GroupBlock), stream, &why)) {
         code = fail(LUMINAV_STATUS_OUT_OF_MEMORY, why);
         return;
       }
-      for (size_t j = 0; j < tensors.size(); ++j) {
+      if (work->group_blocks.address != blocks_before) work->group_words.clear();  // the words set are gone
+      for (size_t j = 0; j < plans.size(); ++j) {
         if (!plans[j].tdclm) continue;
         plans[j].t.gl = work->regions.address + region_offset[j];
         plans[j].t.factors = plans[j].t.gl + 4 * sizeof(float);
@@ -455,6 +585,31 @@ class TritonAotBackend final : public Backend {
       return true;
     }
   };
+
+  // The host's values of group `gi` into its block: hp64 and, without a device counter, t - 1.
+  // A word equal to what this stream last set there is not set again.
+  static int set_host_words(Call& call, size_t gi, const AsyncGroup& g, CUdeviceptr block) {
+    std::vector<StreamWork::HostWords>& cache = call.work->group_words;
+    if (cache.size() <= gi) cache.resize(gi + 1);
+    StreamWork::HostWords& last = cache[gi];
+    const double hp64[4] = {g.beta1, g.beta2, g.weight_decay, g.lr_host};
+    const float counter = static_cast<float>(g.k.step - 1);
+    std::array<uint32_t, kHostWordsPerGroup> words{};
+    std::memcpy(words.data(), hp64, sizeof hp64);
+    std::memcpy(&words[8], &counter, sizeof counter);
+    const size_t count = g.step_counter ? 8 : kHostWordsPerGroup;
+    for (size_t w = 0; w < count; ++w) {
+      if ((last.set >> w & 1u) && last.value[w] == words[w]) continue;
+      const CUdeviceptr at = w < 8 ? block + offsetof(GroupBlock, hp64) + 4 * w : block + offsetof(GroupBlock, counter);
+      last.set &= ~(1u << w);
+      if (const CUresult r = driver().api().cuMemsetD32Async(at, words[w], 1, call.stream); r != cuda::drv::CUDA_SUCCESS) {
+        return fail(LUMINAV_STATUS_DRIVER_ERROR, driver().error("cuMemsetD32Async", r));
+      }
+      last.value[w] = words[w];
+      last.set |= 1u << w;
+    }
+    return LUMINAV_STATUS_OK;
+  }
 
   // The exact nonfinite count of the tensor the finite check named.
   int count_nonfinite(Call& call, const luminav_tensor& t, size_t position, const core::StepConstants& k,

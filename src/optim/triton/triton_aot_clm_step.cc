@@ -158,8 +158,14 @@ bool launch_commit(const CudaKernels& kernels, const ClmStepBuffers& b, cuda::dr
                    std::string* why) {
   ClmStepBuffers v = b;
   void* commit[] = {&v.status, &v.words, &v.unused};
+  return kernels.launch(kCommit, 1, commit, stream, why);
+}
+
+bool launch_advance(const CudaKernels& kernels, const ClmStepBuffers& b, cuda::drv::CUstream stream,
+                    std::string* why) {
+  ClmStepBuffers v = b;
   void* advance[] = {&v.status, &v.counter};
-  return kernels.launch(kCommit, 1, commit, stream, why) && kernels.launch(kAdvance, 1, advance, stream, why);
+  return kernels.launch(kAdvance, 1, advance, stream, why);
 }
 
 }  // namespace luminav::triton_aot

@@ -94,8 +94,11 @@ struct ApplyMoments {
 bool launch_apply_kernel(const CudaKernels& kernels, std::string_view name, const ClmStepBuffers& b,
                          const ClmTensor& t, const ClmScalars& s, const ApplyMoments& moments,
                          cuda::drv::CUstream stream, std::string* why);
-// The verdict into the status word, then the step counter.
+// The verdict of the step (its words) into the status word.
 bool launch_commit(const CudaKernels& kernels, const ClmStepBuffers& b, cuda::drv::CUstream stream,
                    std::string* why);
+// b.counter + 1 where the status word's verdict says the step was applied (after launch_commit).
+bool launch_advance(const CudaKernels& kernels, const ClmStepBuffers& b, cuda::drv::CUstream stream,
+                    std::string* why);
 
 }  // namespace luminav::triton_aot

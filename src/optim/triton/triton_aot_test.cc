@@ -423,7 +423,8 @@ struct ClmStep {
 
   bool launch(const CudaKernels& kernels, std::string* why) const {
     return launch_prepare(kernels, b, nullptr, why) && launch_finite_check(kernels, b, t, s, nullptr, why) &&
-           launch_apply(kernels, b, t, s, nullptr, why) && launch_commit(kernels, b, nullptr, why);
+           launch_apply(kernels, b, t, s, nullptr, why) && launch_commit(kernels, b, nullptr, why) &&
+           launch_advance(kernels, b, nullptr, why);
   }
 };
 
