@@ -335,6 +335,76 @@ def test_the_torch_optimizer_on_triton_aot_matches_the_cuda_backend_and_torch_ad
             assert err <= 1e-6, f"{mode} parameter {i}: triton-aot against {other}: {err:.2e}"
 
 
+@pytest.mark.parametrize("mode", ["clm", "tdclm"])
+def test_an_aot_step_captured_in_a_cuda_graph_replays_as_eager_steps(lib, mode):
+    """Note [triton-aot capture]: after one eager step with its workspace (on a side stream, as
+    torch's docs warm up), a step captured with torch.cuda.graph replays as eager steps do: the
+    parameters within 1e-6 of an optimizer stepping eagerly on the same gradients, the step counts
+    advanced by the replays. An eager step after the replays sets every host word again, so a new lr
+    between them is honoured, against the cuda backend given the same lr sequence."""
+    runs = {}
+    for how in ("eager", "graph", "cuda"):
+        ps = async_params(seed=3)
+        opt = LuminaV(ps, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.1, mode=mode,
+                      backend="cuda" if how == "cuda" else "triton-aot")
+        grads = [torch.zeros_like(p) for p in ps]
+        for p, g in zip(ps, grads):
+            p.grad = g
+        def load(step):
+            for g, new in zip(grads, async_grads(step)):
+                g.copy_(new)
+        load(0)
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):  # the warm-up step: the workspace's scratch allocated here
+            opt.step()
+        torch.cuda.current_stream().wait_stream(side)
+        if how == "graph":
+            graph = torch.cuda.CUDAGraph()
+            load(1)
+            with torch.cuda.graph(graph):
+                opt.step()  # captured only: its first run is the replay below
+            for step in range(1, 5):
+                load(step)
+                graph.replay()
+        else:
+            for step in range(1, 5):
+                load(step)
+                opt.step()
+        for group in opt.param_groups:  # an eager step with a new lr after the replays
+            group["lr"] = 5e-4
+        load(5)
+        opt.step()
+        torch.cuda.synchronize()
+        runs[how] = [p.detach().clone() for p in ps]
+        assert [int(opt.state[p]["step"]) for p in ps] == [6] * len(ps), how
+    for other in ("eager", "cuda"):
+        for i, (a, b) in enumerate(zip(runs["graph"], runs[other])):
+            err = float((a - b).abs().max() / b.abs().max())
+            assert err <= 1e-6, f"{mode} parameter {i}: graph against {other}: {err:.2e}"
+
+
+def test_optimizers_beyond_the_kept_workspaces_still_step_exactly(lib):
+    """Ten optimizers over ten workspaces (more than the eight uncaptured ones whose scratch is kept):
+    the first one's scratch is freed and made again at its second step, whose result equals an
+    optimizer's that stepped twice alone, bit for bit."""
+    def two_steps(opts_between):
+        ps = async_params(seed=9)
+        opt = LuminaV(ps, lr=1e-3, mode="tdclm", backend="triton-aot")
+        run_steps(opt, ps, 1)
+        others = []
+        for k in range(opts_between):
+            qs = async_params(seed=20 + k)
+            others.append(LuminaV(qs, lr=1e-3, mode="tdclm", backend="triton-aot"))
+            run_steps(others[-1], qs, 1)
+        run_steps(opt, ps, 1, first=1)
+        torch.cuda.synchronize()
+        return [p.detach().clone() for p in ps]
+    alone, crowded = two_steps(0), two_steps(9)
+    for a, b in zip(alone, crowded):
+        assert torch.equal(a, b)
+
+
 def test_the_aot_step_returns_while_the_gpu_is_busy(lib):
     """No host wait on a step: with ~100 ms of work queued ahead of it, opt.step() on triton-aot
     returns in a few milliseconds of host time."""

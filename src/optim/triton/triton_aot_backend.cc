@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <utility>
 #include <vector>
 
 #include "optim/core/reduction_rounds.h"
@@ -51,9 +52,18 @@ constexpr int32_t kNoBad = 0x7FFFFFFF;  // triton_kernels.NO_BAD
 // caller's status word and advance_kernel each group's counter. The host's values reach the
 // device by cuMemsetD32Async (a value in the call, nothing staged, nothing waited for), and the
 // status goes to pinned host memory by an asynchronous copy. Nothing waits for the device, except
-// where a call needs more scratch than this stream has (the first step): the old buffers are freed
-// after the kernels queued on them. What the AOT set has no kernel for (a device lr, GradScaler's
-// scale and found_inf, skip_nonfinite) is refused before a launch.
+// where a call needs more scratch than it had (the first step): the old buffers are freed after the
+// kernels queued on them. What the AOT set has no kernel for (a device lr, GradScaler's scale and
+// found_inf, skip_nonfinite) is refused before a launch.
+//
+// Note [triton-aot capture]: the step can be captured in a CUDA graph (torch.cuda.graph) once it has
+// run eagerly with the same workspace. Its scratch belongs to the caller's workspace (ctx.scratch),
+// not to the stream: torch captures on a stream of its own, and a first step there would allocate,
+// which a capture forbids (the capture would be invalidated). So a capture that would allocate is
+// refused with a clear error instead, and so is a group without a device step counter (the graph
+// would replay one t forever). A capture records a memset of every host word, and from then on every
+// eager step of that scratch sets every word too: a replay writes the captured values, so what an
+// eager step last set may no longer be in the block.
 struct GroupBlock {
   float k[8];        // prepare_kernel's constants
   int64_t step;      // t
@@ -66,7 +76,7 @@ struct GroupBlock {
 static_assert(sizeof(GroupBlock) == 128);
 constexpr size_t kHostWordsPerGroup = 9;  // hp64 (8 words), then counter
 
-// Buffers of one stream (Note [triton-aot workspaces]).
+// Buffers of one stream, or of one caller workspace (Note [triton-aot workspaces]).
 struct DeviceBuffer {
   CUdeviceptr address = 0;
   size_t bytes = 0;
@@ -82,6 +92,9 @@ struct StreamWork {
     uint32_t set = 0;  // bit w: value[w] is in the block
   };
   std::vector<HostWords> group_words;
+  bool captured = false;  // a graph holds memsets of these blocks (Note [triton-aot capture])
+  CUstream last_stream = nullptr;  // where the last call queued kernels reading these buffers
+  uint64_t last_used = 0;          // DeviceState::clock at the last call
   // TD-CLM (Note [device finalize]): the row and column sums (reused tensor after tensor) and
   // each tensor's globals and new factors, written by its finalize in reduce, read by apply.
   DeviceBuffer row_partials, col_partials, regions;
@@ -91,7 +104,9 @@ struct StreamWork {
 
 // Note [triton-aot workspaces]: the kernels of one device are loaded once; each
 // stream gets its own device block and partials, so that steps on different
-// streams never share the constants a queued kernel still reads. A call holds
+// streams never share the constants a queued kernel still reads. The
+// asynchronous step's are kept per caller workspace instead (Note [triton-aot
+// capture]): one optimizer's steps never run at once. A call holds
 // the device's mutex from its first launch to its return. A TD-CLM tensor's
 // globals and factors stay in its stream's regions from the reduce to the apply
 // of the driver's whole step: two threads stepping on one stream at once race
@@ -103,6 +118,12 @@ struct DeviceState {
   CUcontext context = nullptr;
   CudaKernels kernels;
   std::map<CUstream, StreamWork> streams;
+  std::map<const void*, StreamWork> workspaces;  // the asynchronous step's, keyed by the caller's workspace
+  uint64_t clock = 0;
+  // A process that makes optimizer after optimizer over new workspaces keeps at most this many
+  // workspaces' scratch that no graph captured (the least recently used one is freed); a captured
+  // one is kept, since its graph may replay.
+  static constexpr size_t kMaxUncapturedWorkspaces = 8;
 };
 
 class TritonAotBackend final : public Backend {
@@ -246,6 +267,15 @@ class TritonAotBackend final : public Backend {
       for (size_t j = 0; j < g.tensors.size(); ++j) {
         plans.push_back(plan_of(g.k, g.tensors[j], g.positions[j]));
         plans.back().group = gi;
+      }
+    }
+    if (capturing(static_cast<CUstream>(ctx.stream))) {  // Note [triton-aot capture]
+      for (const AsyncGroup& g : groups) {
+        if (g.step_counter == nullptr) {
+          return fail(LUMINAV_STATUS_INVALID_ARGUMENT,
+                      "backend 'triton-aot': a step captured in a CUDA graph needs a device step_counter in every "
+                      "group (a host step count would be replayed unchanged)");
+        }
       }
     }
     Call call(*this, whole, std::move(plans), groups.size());
@@ -462,6 +492,7 @@ class TritonAotBackend final : public Backend {
     DeviceState* state = nullptr;
     StreamWork* work = nullptr;
     CUstream stream = nullptr;
+    bool capturing = false;  // the stream is being captured in a CUDA graph
     ClmStepBuffers buffers;
     TdclmScratch scratch;
     std::vector<TensorPlan> plans;
@@ -495,7 +526,10 @@ class TritonAotBackend final : public Backend {
         }
       }
       stream = static_cast<CUstream>(ctx.stream);
-      work = &state->streams[stream];
+      capturing = TritonAotBackend::capturing(stream);
+      // Note [triton-aot capture]: the asynchronous step's scratch is its workspace's.
+      work = groups > 0 && ctx.scratch != nullptr ? &workspace_work(*state, ctx.scratch, capturing) : &state->streams[stream];
+      work->last_used = ++state->clock;
       // The same tensors give the same regions in reduce and apply (the driver's whole step).
       size_t partials = 0, row_partials = 0, col_partials = 0, regions = 0;
       std::vector<size_t> region_offset(plans.size(), 0);
@@ -509,15 +543,31 @@ class TritonAotBackend final : public Backend {
         region_offset[j] = regions;
         regions += tdclm_region_bytes(plans[j].t);
       }
+      const std::pair<DeviceBuffer*, size_t> needs[] = {{&work->partials, partials},
+                                                         {&work->row_partials, row_partials},
+                                                         {&work->col_partials, col_partials},
+                                                         {&work->regions, regions},
+                                                         {&work->group_blocks, groups * sizeof(GroupBlock)}};
+      bool grows = work->block == 0;
+      for (const auto& [buffer, bytes] : needs) grows = grows || buffer->bytes < bytes;
+      if (grows && capturing) {
+        code = fail(LUMINAV_STATUS_INVALID_ARGUMENT,
+                    "backend 'triton-aot': the first step of a workspace (or one with larger tensors) allocates its "
+                    "scratch, which a CUDA graph capture forbids: run one step with the same workspace before the "
+                    "capture (a warm-up step)");
+        return;
+      }
       const CUdeviceptr blocks_before = work->group_blocks.address;
-      if (!allocate(work, &why) || !grow(&work->partials, partials, stream, &why) ||
-          !grow(&work->row_partials, row_partials, stream, &why) ||
-          !grow(&work->col_partials, col_partials, stream, &why) ||
-          !grow(&work->regions, regions, stream, &why) ||
-          !grow(&work->group_blocks, groups * sizeof(GroupBlock), stream, &why)) {
+      if (grows && work->last_stream != nullptr && work->last_stream != stream) {
+        driver().api().cuStreamSynchronize(work->last_stream);  // its kernels may still read the old buffers
+      }
+      bool allocated = allocate(work, &why);
+      for (const auto& [buffer, bytes] : needs) allocated = allocated && grow(buffer, bytes, stream, &why);
+      if (!allocated) {
         code = fail(LUMINAV_STATUS_OUT_OF_MEMORY, why);
         return;
       }
+      work->last_stream = stream;
       if (work->group_blocks.address != blocks_before) work->group_words.clear();  // the words set are gone
       for (size_t j = 0; j < plans.size(); ++j) {
         if (!plans[j].tdclm) continue;
@@ -545,6 +595,36 @@ class TritonAotBackend final : public Backend {
       const CUresult r = driver().api().cuMemcpyHtoDAsync(work->block, &b, sizeof b, stream);
       return r == cuda::drv::CUDA_SUCCESS ? LUMINAV_STATUS_OK
                                           : fail(LUMINAV_STATUS_DRIVER_ERROR, driver().error("cuMemcpyHtoDAsync", r));
+    }
+
+    // The scratch of `workspace`, made room for (DeviceState::kMaxUncapturedWorkspaces; not while
+    // capturing: freeing waits for a stream, and the new scratch is refused then anyway).
+    static StreamWork& workspace_work(DeviceState& state, const void* workspace, bool capturing) {
+      if (!capturing && !state.workspaces.contains(workspace)) {
+        auto lru = state.workspaces.end();
+        size_t uncaptured = 0;
+        for (auto it = state.workspaces.begin(); it != state.workspaces.end(); ++it) {
+          if (it->second.captured) continue;
+          ++uncaptured;
+          if (lru == state.workspaces.end() || it->second.last_used < lru->second.last_used) lru = it;
+        }
+        if (uncaptured >= DeviceState::kMaxUncapturedWorkspaces) {
+          release(lru->second);
+          state.workspaces.erase(lru);
+        }
+      }
+      return state.workspaces[workspace];
+    }
+
+    // Frees `w`'s buffers once the kernels queued on them have run.
+    static void release(StreamWork& w) {
+      const cuda::drv::Api& a = driver().api();
+      if (w.last_stream != nullptr) a.cuStreamSynchronize(w.last_stream);
+      for (DeviceBuffer* b : {&w.partials, &w.group_blocks, &w.row_partials, &w.col_partials, &w.regions}) {
+        if (b->address != 0) a.cuMemFree(b->address);
+      }
+      if (w.block != 0) a.cuMemFree(w.block);
+      if (w.host_words != nullptr) a.cuMemFreeHost(w.host_words);
     }
 
     static bool allocate(StreamWork* w, std::string* why) {
@@ -587,8 +667,11 @@ class TritonAotBackend final : public Backend {
   };
 
   // The host's values of group `gi` into its block: hp64 and, without a device counter, t - 1.
-  // A word equal to what this stream last set there is not set again.
+  // A word equal to what was last set there is not set again, unless a graph may have set it since
+  // (Note [triton-aot capture]).
   static int set_host_words(Call& call, size_t gi, const AsyncGroup& g, CUdeviceptr block) {
+    if (call.capturing) call.work->captured = true;
+    const bool every_word = call.work->captured;
     std::vector<StreamWork::HostWords>& cache = call.work->group_words;
     if (cache.size() <= gi) cache.resize(gi + 1);
     StreamWork::HostWords& last = cache[gi];
@@ -599,7 +682,7 @@ class TritonAotBackend final : public Backend {
     std::memcpy(&words[8], &counter, sizeof counter);
     const size_t count = g.step_counter ? 8 : kHostWordsPerGroup;
     for (size_t w = 0; w < count; ++w) {
-      if ((last.set >> w & 1u) && last.value[w] == words[w]) continue;
+      if (!every_word && (last.set >> w & 1u) && last.value[w] == words[w]) continue;
       const CUdeviceptr at = w < 8 ? block + offsetof(GroupBlock, hp64) + 4 * w : block + offsetof(GroupBlock, counter);
       last.set &= ~(1u << w);
       if (const CUresult r = driver().api().cuMemsetD32Async(at, words[w], 1, call.stream); r != cuda::drv::CUDA_SUCCESS) {
@@ -609,6 +692,13 @@ class TritonAotBackend final : public Backend {
       last.set |= 1u << w;
     }
     return LUMINAV_STATUS_OK;
+  }
+
+  static bool capturing(CUstream stream) {
+    const cuda::drv::Api& a = driver().api();
+    int status = 0;  // CU_STREAM_CAPTURE_STATUS_NONE
+    return a.cuStreamIsCapturing != nullptr && a.cuStreamIsCapturing(stream, &status) == cuda::drv::CUDA_SUCCESS &&
+           status != 0;
   }
 
   // The exact nonfinite count of the tensor the finite check named.
