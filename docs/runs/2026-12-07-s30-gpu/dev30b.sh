@@ -1,0 +1,34 @@
+#!/bin/bash
+# Session 30, call 3 (an H200 only; stops at once on any other card): issue 18's factored pass 2 in segments
+# (branch triton-factored-segments: its kernels file carried as build/new_optim/triton_kernels.py, its AOT set as
+# build/aot_s29_new) against main's kernels (build/aot_s29_old): the kernel benchmark at 2^28 in two rounds each,
+# the order alternated (old, new, new, old); the user's loop (Llama 98M, TD-CLM) on each; the Triton JIT GPU tests
+# on the branch's kernels.
+set -u
+export OUT=${OUT:-$PWD/gpu_out}
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv > "$OUT/gpu.txt" 2>&1
+cat "$OUT/gpu.txt"
+if ! grep -q H200 "$OUT/gpu.txt"; then echo "not an H200: stopping"; exit 0; fi
+t0=$(date +%s)
+bash bench/gpu_suite.sh build 2>&1 | tail -3
+export LD_LIBRARY_PATH=$PWD/.gpu_bundle/prefix/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
+rm -rf /tmp/lm_site_new && cp -r /tmp/lm_site /tmp/lm_site_new && cp build/new_optim/triton_kernels.py /tmp/lm_site_new/luminamoon/optim/
+site_of() { [ "$1" = new ] && echo /tmp/lm_site_new || echo /tmp/lm_site; }
+bench() {  # $1 old|new, $2 round
+  LUMINAV_TRITON_AOT_DIR=$PWD/build/aot_s29_$1 PYTHONPATH=$(site_of $1) timeout 100 python3 bench/triton_step_bench.py \
+    --reps 30 --replay --skip-compile --cases tdclm_factored_f32 tdclm_factored_bf16_master \
+    --kinds luminav_triton luminav_triton_aot --out "$OUT/bench_$1_$2.json" 2>&1 | sed "s/^/$1 r$2 /" \
+    | tee -a "$OUT/bench.log" | grep -E "copy|Error|captured"
+}
+bench old 1; bench new 1; bench new 2; bench old 2
+echo "bench done at $(( $(date +%s) - t0 )) s"
+for v in old new; do
+  LUMINAV_TRITON_AOT_DIR=$PWD/build/aot_s29_$v PYTHONPATH=$(site_of $v) timeout 120 python3 bench/optim_training_loop.py \
+    --kinds torch_fused luminav_tdclm luminav_tdclm_triton --rounds 2 --reps 20 --json "$OUT/loop_$v.json" 2>&1 \
+    | sed "s/^/$v /" | tee "$OUT/loop_$v.log" | grep -E "^$v (torch_fused|luminav)|Error|floor"
+done
+echo "loop done at $(( $(date +%s) - t0 )) s"
+lib=$(find /tmp/lm_site -name 'libluminav.so*' | head -1)
+PYTHONPATH=/tmp/lm_site_new LUMINAV_LIBRARY=$lib timeout 150 python3 -m pytest -q -p no:cacheprovider -o addopts= \
+  tests/optim/test_gpu_triton.py -rs 2>&1 | tee "$OUT/pytest_jit_new.log" | tail -6
+echo "all done at $(( $(date +%s) - t0 )) s"
