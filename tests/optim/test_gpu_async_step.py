@@ -15,6 +15,10 @@ pytestmark = pytest.mark.skipif(
     not torch.cuda.is_available() or not any(n == "cuda" and ok for n, ok, _ in optim.backends()),
     reason="needs a CUDA GPU and the cuda backend")
 
+# The asynchronous step's backends: the nvcc kernels, and the Triton AOT set (Note [triton-aot async step]).
+TRITON_AOT = pytest.param("triton-aot", marks=pytest.mark.skipif(
+    not any(n == "triton-aot" and ok for n, ok, _ in optim.backends()), reason="triton-aot unavailable"))
+
 SHAPES = [(512, 384), (384,), (1000, 7), (3,), (65537,), (8192, 64)]
 
 
@@ -41,9 +45,11 @@ def sleep_cycles(seconds):
     return int(seconds * rate * 1000)
 
 
-def test_step_returns_while_the_gpu_is_busy():
+@pytest.mark.parametrize("backend,mode", [("cuda", "clm"), pytest.param(*TRITON_AOT.values, "tdclm",
+                                                                         marks=TRITON_AOT.marks)])
+def test_step_returns_while_the_gpu_is_busy(backend, mode):
     ps = params()
-    opt = LuminaV(ps, lr=1e-3, weight_decay=0.1)
+    opt = LuminaV(ps, lr=1e-3, weight_decay=0.1, mode=mode, backend=backend)
     for p, g in zip(ps, grads_for(0)):
         p.grad = g
     opt.step()  # describes the step once
@@ -96,18 +102,19 @@ def test_graph_replays_equal_eager_steps_bit_for_bit_with_a_tensor_lr(mode, extr
     assert all(torch.equal(a, b) for a, b in zip(graphed, eager))
 
 
-def stepped_once():
+def stepped_once(backend="cuda"):
     """Parameters and a LuminaV that has taken one clean step (state exists, the step is described)."""
     ps = params()
-    opt = LuminaV(ps, lr=1e-3)
+    opt = LuminaV(ps, lr=1e-3, backend=backend)
     for p, g in zip(ps, grads_for(0)):
         p.grad = g
     opt.step()
     return ps, opt
 
 
-def test_a_nan_writes_nothing_and_raises_at_the_next_step():
-    ps, opt = stepped_once()
+@pytest.mark.parametrize("backend", ["cuda", TRITON_AOT])
+def test_a_nan_writes_nothing_and_raises_at_the_next_step(backend):
+    ps, opt = stepped_once(backend)
     before = snapshot(ps, opt)
     bad = grads_for(1)
     bad[4][123] = float("nan")
