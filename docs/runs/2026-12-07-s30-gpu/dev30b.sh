@@ -1,5 +1,5 @@
 #!/bin/bash
-# Session 30, call 3: the asynchronous step's GPU tests (any card), then, on an H200 only, issue 18's factored pass 2 in segments
+# Session 30, call 3: the asynchronous step's GPU tests and a profile of the Llama step's kernels (any card), then, on an H200 only, issue 18's factored pass 2 in segments
 # (branch triton-factored-segments: its kernels file carried as build/new_optim/triton_kernels.py, its AOT set as
 # build/aot_s29_new) against main's kernels (build/aot_s29_old): the kernel benchmark at 2^28 in two rounds each,
 # the order alternated (old, new, new, old); the user's loop (Llama 98M, TD-CLM) on each; the Triton JIT GPU tests
@@ -15,6 +15,9 @@ export LD_LIBRARY_PATH=$PWD/.gpu_bundle/prefix/lib/x86_64-linux-gnu:${LD_LIBRARY
 LUMINAV_TRITON_AOT_DIR=$PWD/build/aot_s29_old PYTHONPATH=/tmp/lm_site timeout 120 python3 -m pytest -q -p no:cacheprovider \
   -o addopts= tests/optim/test_gpu_async_step.py tests/optim/test_gpu_triton_aot.py -rs 2>&1 | tee "$OUT/pytest_async.log" | tail -6
 echo "async tests done at $(( $(date +%s) - t0 )) s"
+LUMINAV_TRITON_AOT_DIR=$PWD/build/aot_s29_old PYTHONPATH=/tmp/lm_site timeout 100 python3 \
+  docs/runs/2026-12-07-s30-gpu/profile_aot_step.py 2>&1 | tee "$OUT/profile.log" | tail -30
+echo "profile done at $(( $(date +%s) - t0 )) s"
 if ! grep -q H200 "$OUT/gpu.txt"; then echo "not an H200: stopping"; exit 0; fi
 rm -rf /tmp/lm_site_new && cp -r /tmp/lm_site /tmp/lm_site_new && cp build/new_optim/triton_kernels.py /tmp/lm_site_new/luminamoon/optim/
 site_of() { [ "$1" = new ] && echo /tmp/lm_site_new || echo /tmp/lm_site; }
