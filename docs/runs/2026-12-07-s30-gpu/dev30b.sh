@@ -2,8 +2,8 @@
 # Session 30, call 3: the asynchronous step's GPU tests and a profile of the Llama step's kernels (any card), then, on an H200 only, issue 18's factored pass 2 in segments
 # (branch triton-factored-segments: its kernels file carried as build/new_optim/triton_kernels.py, its AOT set as
 # build/aot_s29_new) against main's kernels (build/aot_s29_old): the kernel benchmark at 2^28 in two rounds each,
-# the order alternated (old, new, new, old); the user's loop (Llama 98M, TD-CLM) on each; the Triton JIT GPU tests
-# on the branch's kernels.
+# the order alternated (old, new, new, old); the Triton JIT GPU tests on the branch's kernels (the
+# user's loop left out for the device time left).
 set -u
 export OUT=${OUT:-$PWD/gpu_out}
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv > "$OUT/gpu.txt" 2>&1
@@ -29,12 +29,6 @@ bench() {  # $1 old|new, $2 round
 }
 bench old 1; bench new 1; bench new 2; bench old 2
 echo "bench done at $(( $(date +%s) - t0 )) s"
-for v in old new; do
-  LUMINAV_TRITON_AOT_DIR=$PWD/build/aot_s29_$v PYTHONPATH=$(site_of $v) timeout 120 python3 bench/optim_training_loop.py \
-    --kinds torch_fused luminav_tdclm luminav_tdclm_triton --rounds 2 --reps 20 --json "$OUT/loop_$v.json" 2>&1 \
-    | sed "s/^/$v /" | tee "$OUT/loop_$v.log" | grep -E "^$v (torch_fused|luminav)|Error|floor"
-done
-echo "loop done at $(( $(date +%s) - t0 )) s"
 lib=$(find /tmp/lm_site -name 'libluminav.so*' | head -1)
 PYTHONPATH=/tmp/lm_site_new LUMINAV_LIBRARY=$lib timeout 150 python3 -m pytest -q -p no:cacheprovider -o addopts= \
   tests/optim/test_gpu_triton.py -rs 2>&1 | tee "$OUT/pytest_jit_new.log" | tail -6
