@@ -239,7 +239,8 @@ class TritonAotBackend final : public Backend {
   }
 
   // luminav_step_groups on device memory (Note [triton-aot async step]). The caller's workspace
-  // (ctx.scratch) is not used: this stream's own scratch is.
+  // (ctx.scratch) names the scratch this backend keeps for it (Note [triton-aot capture]); its own
+  // bytes are not used.
   int step_async(std::span<const AsyncGroup> groups, const luminav_async& async, const ExecContext& ctx) override {
     const char* refused = async.grad_scale ? "a device grad_scale (GradScaler)"
                           : async.found_inf ? "found_inf (GradScaler)"
