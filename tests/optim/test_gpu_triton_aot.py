@@ -384,8 +384,9 @@ def test_an_aot_step_captured_in_a_cuda_graph_replays_as_eager_steps(lib, mode):
 
 
 def test_optimizers_beyond_the_kept_workspaces_still_step_exactly(lib):
-    """Ten optimizers over ten workspaces (more than the eight uncaptured ones whose scratch is kept):
-    the first one's scratch is freed and made again at its second step, whose result equals an
+    """Ten optimizers over ten workspaces (more than the eight uncaptured ones whose scratch is kept,
+    so the first one's is freed and made again at its second step, unless earlier tests' workspaces
+    went first: the freeing itself is not observed here): that second step's result equals an
     optimizer's that stepped twice alone, bit for bit."""
     def two_steps(opts_between):
         ps = async_params(seed=9)

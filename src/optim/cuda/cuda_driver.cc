@@ -117,6 +117,12 @@ CudaDriver CudaDriver::load(const char* library) {
   return d;
 }
 
+bool CudaDriver::stream_capturing(drv::CUstream stream) const {
+  if (api_.cuStreamIsCapturing == nullptr) return false;
+  int status = drv::CU_STREAM_CAPTURE_STATUS_NONE;
+  return api_.cuStreamIsCapturing(stream, &status) != drv::CUDA_SUCCESS || status != drv::CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
 std::string CudaDriver::error(std::string_view operation, drv::CUresult result) const {
   const char* name = nullptr;
   const char* text = nullptr;

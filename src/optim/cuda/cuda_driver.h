@@ -42,6 +42,10 @@ class CudaDriver {
 
   // `[operation][CUDA_ERROR_NAME] description` (ARCHITECTURE.md, convention 5).
   std::string error(std::string_view operation, drv::CUresult result) const;
+  // Whether `stream` is being captured in a CUDA graph. A failed query (an illegal one while
+  // another stream captures) counts as capturing; a driver without cuStreamIsCapturing captures
+  // nothing.
+  bool stream_capturing(drv::CUstream stream) const;
   // Facts of device `ordinal`; false with `why` set on failure.
   bool device_info(int ordinal, DeviceInfo* info, std::string* why) const;
 

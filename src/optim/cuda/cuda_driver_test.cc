@@ -34,6 +34,13 @@ TEST(CudaDriver, DriverWithoutDeviceGivesTheFormattedDriverError) {
   EXPECT_EQ(d.error("cuLaunchKernel", 999), "[cuLaunchKernel][CUDA_ERROR_999] unknown driver error");
 }
 
+TEST(CudaDriver, AFailedCaptureQueryCountsAsCapturingAndNoQueryAsNot) {
+  // The fake's cuStreamIsCapturing fails, as the query does while another stream captures in
+  // global mode: the caller must then take the capture-safe path.
+  EXPECT_TRUE(CudaDriver::load(LUMINAV_FAKE_LIBCUDA).stream_capturing(nullptr));
+  EXPECT_FALSE(CudaDriver::load("libcuda-absent-for-test.so.1").stream_capturing(nullptr));
+}
+
 TEST(CudaDriver, ADriverOlderThanRequiredIsNamedWithBothVersions) {
   // cuDriverGetVersion: 12000 is CUDA 12.0 (r525), 12010 is 12.1 (r530).
   EXPECT_EQ(driver_older_than(12000, 12010, "large parameters"),

@@ -24,11 +24,7 @@ void StepGraphCache::release(Entry& e) {
 bool StepGraphCache::graphs_enabled(drv::CUstream stream) {
   const char* env = std::getenv("LUMINAV_CUDA_GRAPHS");
   if (env != nullptr && std::strcmp(env, "0") == 0) return false;
-  if (!api().has_graphs()) return false;
-  int status = 0;
-  // An error (an illegal query while another stream captures) counts as capturing.
-  return api().cuStreamIsCapturing(stream, &status) == drv::CUDA_SUCCESS &&
-         status == drv::CU_STREAM_CAPTURE_STATUS_NONE;
+  return api().has_graphs() && !CudaDriver::instance().stream_capturing(stream);
 }
 
 bool StepGraphCache::submitted_before(const LaunchScript& script) {

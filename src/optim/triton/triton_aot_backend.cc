@@ -270,17 +270,15 @@ class TritonAotBackend final : public Backend {
         plans.back().group = gi;
       }
     }
-    if (capturing(static_cast<CUstream>(ctx.stream))) {  // Note [triton-aot capture]
-      for (const AsyncGroup& g : groups) {
-        if (g.step_counter == nullptr) {
-          return fail(LUMINAV_STATUS_INVALID_ARGUMENT,
-                      "backend 'triton-aot': a step captured in a CUDA graph needs a device step_counter in every "
-                      "group (a host step count would be replayed unchanged)");
-        }
-      }
-    }
     Call call(*this, whole, std::move(plans), groups.size());
     if (call.code != LUMINAV_STATUS_OK) return call.code;
+    for (const AsyncGroup& g : groups) {
+      if (call.capturing && g.step_counter == nullptr) {  // Note [triton-aot capture]
+        return fail(LUMINAV_STATUS_INVALID_ARGUMENT,
+                    "backend 'triton-aot': a step captured in a CUDA graph needs a device step_counter in every "
+                    "group (a host step count would be replayed unchanged)");
+      }
+    }
     if (!is_device_memory(async.status)) {
       return fail(LUMINAV_STATUS_INVALID_ARGUMENT, "async.status must be CUDA device memory");
     }
@@ -527,7 +525,7 @@ class TritonAotBackend final : public Backend {
         }
       }
       stream = static_cast<CUstream>(ctx.stream);
-      capturing = TritonAotBackend::capturing(stream);
+      capturing = driver().stream_capturing(stream);
       // Note [triton-aot capture]: the asynchronous step's scratch is its workspace's.
       work = groups > 0 && ctx.scratch != nullptr ? &workspace_work(*state, ctx.scratch, capturing) : &state->streams[stream];
       work->last_used = ++state->clock;
@@ -569,6 +567,7 @@ class TritonAotBackend final : public Backend {
         return;
       }
       work->last_stream = stream;
+      if (capturing) work->captured = true;  // its graph sets the host words from now on
       if (work->group_blocks.address != blocks_before) work->group_words.clear();  // the words set are gone
       for (size_t j = 0; j < plans.size(); ++j) {
         if (!plans[j].tdclm) continue;
@@ -671,7 +670,6 @@ class TritonAotBackend final : public Backend {
   // A word equal to what was last set there is not set again, unless a graph may have set it since
   // (Note [triton-aot capture]).
   static int set_host_words(Call& call, size_t gi, const AsyncGroup& g, CUdeviceptr block) {
-    if (call.capturing) call.work->captured = true;
     const bool every_word = call.work->captured;
     std::vector<StreamWork::HostWords>& cache = call.work->group_words;
     if (cache.size() <= gi) cache.resize(gi + 1);
@@ -693,13 +691,6 @@ class TritonAotBackend final : public Backend {
       last.set |= 1u << w;
     }
     return LUMINAV_STATUS_OK;
-  }
-
-  static bool capturing(CUstream stream) {
-    const cuda::drv::Api& a = driver().api();
-    int status = 0;  // CU_STREAM_CAPTURE_STATUS_NONE
-    return a.cuStreamIsCapturing != nullptr && a.cuStreamIsCapturing(stream, &status) == cuda::drv::CUDA_SUCCESS &&
-           status != 0;
   }
 
   // The exact nonfinite count of the tensor the finite check named.
