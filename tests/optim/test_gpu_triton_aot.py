@@ -419,3 +419,86 @@ def test_what_the_aot_set_lacks_is_refused_with_its_name_and_nothing_written(lib
         opt.step()
     torch.cuda.synchronize()
     assert all(torch.equal(p.detach(), b) for p, b in zip(ps, before))
+
+
+# ---- many tensors per launch (Note [triton-aot batches]) ----------------------------------------
+
+# A small transformer's tensors: factored matrices of the wide tile (C >= 128) and of the narrow one,
+# norms and biases (CLM in both modes), sizes and offsets on and off 16 elements.
+BATCH_SHAPES = [(256, 192), (192, 192), (512, 192), (192, 512), (192,), (192,), (96, 8), (40, 24), (33,), (7, 130),
+                (1000,), (5,)]
+
+
+def batch_params(dtype, seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    return [torch.nn.Parameter((torch.randn(s, generator=gen) * 0.3).to(dtype).cuda()) for s in BATCH_SHAPES]
+
+
+def batch_grads(step, dtype):
+    gen = torch.Generator().manual_seed(500 + step)
+    return [(torch.randn(s, generator=gen) * 0.01).to(dtype).cuda() for s in BATCH_SHAPES]
+
+
+def batch_groups(ps):
+    """Two groups as a training script makes them: matrices with weight decay, vectors without."""
+    return [dict(params=[p for p in ps if p.dim() == 2], weight_decay=0.1),
+            dict(params=[p for p in ps if p.dim() == 1], weight_decay=0.0)]
+
+
+def assert_close_weights(runs, ps_of, what):
+    """Every run's fp32 weights (the masters of bf16 parameters) within 1e-6 of the first's, relative
+    to the largest weight."""
+    names = list(runs)
+    for other in names[1:]:
+        for i, (a, b) in enumerate(zip(ps_of(runs[names[0]]), ps_of(runs[other]))):
+            err = float((a - b).abs().max() / b.abs().max())
+            assert err <= 1e-6, f"{what} tensor {i} {BATCH_SHAPES[i]}: {names[0]} against {other}: {err:.2e}"
+
+
+@pytest.mark.parametrize("mode", ["clm", "tdclm"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["f32", "bf16_master"])
+def test_the_batched_aot_step_matches_the_triton_jit_and_the_cuda_backend(lib, mode, dtype):
+    """Twelve tensors in two groups, five steps, new gradient tensors at every step (their addresses
+    move, so the gradient table is rewritten), one step with two matrices left out (grad None: the
+    plan's key changes, the tables are made again) and back: triton-aot within 1e-6 of the Triton
+    JIT (the same multi-tensor kernels, launched from Python) and of the nvcc kernels."""
+    runs = {}
+    for backend in ("triton-aot", "triton", "cuda"):
+        ps = batch_params(dtype)
+        opt = LuminaV(batch_groups(ps), lr=1e-3, betas=(0.9, 0.999), eps=1e-8, mode=mode, backend=backend)
+        for step in range(5):
+            for i, (p, g) in enumerate(zip(ps, batch_grads(step, dtype))):
+                p.grad = None if step == 2 and i in (1, 6) else g
+            opt.step()
+        torch.cuda.synchronize()
+        runs[backend] = (ps, opt)
+        if backend == "triton-aot":
+            assert optim.last_backend().startswith("triton-aot:sm_"), optim.last_backend()
+    def weights(run):
+        ps, opt = run
+        return [opt.state[p]["master"] if "master" in opt.state[p] else p.detach() for p in ps]
+    assert_close_weights(runs, weights, f"{mode} {dtype}")
+
+
+def test_a_batched_step_takes_a_launch_per_stage_not_one_per_tensor(lib):
+    """The kernels of one TD-CLM step of the twelve tensors (torch.profiler): the multi-tensor kernels
+    step the matrices of each sums tile and the vectors together, so the step takes fewer launches
+    than it has tensors (one at a time: 4 per factored matrix, 2 per vector)."""
+    from torch.profiler import ProfilerActivity, profile
+    ps = batch_params(torch.float32)
+    opt = LuminaV(batch_groups(ps), lr=1e-3, mode="tdclm", backend="triton-aot")
+    for p, g in zip(ps, batch_grads(0, torch.float32)):
+        p.grad = g
+    opt.step()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        opt.step()
+        torch.cuda.synchronize()
+    kernels = [e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA
+               and "memcpy" not in e.name.lower() and "memset" not in e.name.lower()]
+    multi = [k for k in kernels if "multi" in k]
+    # prepare (a group each), the 5 wide-tile matrices' 4 stages, the 2 narrow-tile ones' 4, the 5
+    # vectors' finite check and apply, commit, advance (a group each): 15, against 7 x 4 + 5 x 3
+    # one at a time
+    assert len(multi) == 10, kernels
+    assert len(kernels) == 15, kernels

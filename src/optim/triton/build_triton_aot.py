@@ -137,12 +137,39 @@ for _name in [v for v in VARIANTS if "_reduce_" in v or "_apply_" in v]:
     VARIANTS[_name + "_a16"] = VARIANTS[_name]
 for _name in FACTOR_VARIANTS:
     VARIANTS[_name + "_a16"] = VARIANTS[_name]
+# Note [AOT tensor tables]: the multi-tensor kernels of the asynchronous step (Note [tensor tables] and
+# Note [factored tables] in triton_kernels.py) for the same dtype pairs: one launch per stage steps every
+# CLM tensor, or every factored TD-CLM tensor of one sums tile, of a group. Their alignment is a
+# constexpr (ALIGNED: the hints sit in the kernels, on addresses read from the tables), so each comes
+# as NAME and NAME_a16 by that argument. One at a time, the Llama 98M step took ~450 AOT launches
+# and 3x the nvcc kernels' GPU time (docs/benchmarks.md, row X3j).
+MULTI_PAIRS = {"pf32_gf32": (0, 0, False), "pbf16_gbf16": (1, 1, True)}  # (PDTYPE, GDTYPE, MASTER)
+for _sfx, _aligned in (("", False), ("_a16", True)):
+    for _g, _gdtype in (("gf32", 0), ("gbf16", 1)):
+        VARIANTS[f"luminav_triton_multi_finite_check_{_g}{_sfx}"] = ("finite_check_multi_kernel", dict(
+            GDTYPE=_gdtype, SCALED=False, ALIGNED=_aligned, BLOCK=REDUCE_BLOCK), REDUCE_BLOCK)
+        for _bc in SUMS_TILES[_g]:
+            VARIANTS[f"luminav_triton_multi_factored_sums_{_g}_{FACTOR_CHUNK_ROWS}x{_bc}{_sfx}"] = (
+                "factored_sums_multi_kernel", dict(GDTYPE=_gdtype, SCALED=False, CHUNK_ROWS=FACTOR_CHUNK_ROWS,
+                                                   LOAD_ROWS=FACTOR_LOAD_ROWS[_bc], BLOCK_C=_bc, ALIGNED=_aligned),
+                FACTOR_CHUNK_ROWS * _bc, FACTOR_WARPS[_bc])
+    for _pair, (_pd, _gd, _master) in MULTI_PAIRS.items():
+        _multi_apply = dict(PDTYPE=_pd, GDTYPE=_gd, MASTER=_master, SR=_pd != 0, HAS_LAM=False, HAS_TAU=False,
+                            BOUND=0, SCALED=False, ALIGNED=_aligned, BLOCK=APPLY_BLOCK)
+        VARIANTS[f"luminav_triton_multi_apply_{_pair}{_sfx}"] = ("apply_multi_kernel", _multi_apply, APPLY_BLOCK)
+        VARIANTS[f"luminav_triton_multi_factored_apply_{_pair}{_sfx}"] = ("factored_apply_multi_kernel",
+                                                                          _multi_apply, APPLY_BLOCK)
+VARIANTS["luminav_triton_multi_factored_rows"] = ("factored_rows_multi_kernel",
+                                                  dict(BLOCK=FACTOR_ROW_BLOCK, MERGE=FACTOR_MERGE), FACTOR_ROW_BLOCK)
+VARIANTS["luminav_triton_multi_factored_cols"] = ("factored_cols_multi_kernel",
+                                                  dict(BLOCK=FACTOR_COL_BLOCK, MERGE=FACTOR_MERGE), FACTOR_COL_BLOCK)
 KERNEL_SETS = {"all": tuple(VARIANTS), "clm_f32": tuple(v for v in VARIANTS if "bf16" not in v)}
 
 # Argument types of the kernels' non-constexpr parameters (Triton signature strings).
 _POINTER_TYPES = {"step_out_ptr": "*i64", "step_ptr": "*i64", "words_ptr": "*i32", "status_ptr": "*i32",
                   "partials_ptr": "*fp64", "row_sums_ptr": "*fp64", "col_sums_ptr": "*fp64", "hp64_ptr": "*fp64",
-                  "row_part_ptr": "*fp64", "col_part_ptr": "*fp64", "block_sums_ptr": "*fp64"}
+                  "row_part_ptr": "*fp64", "col_part_ptr": "*fp64", "block_sums_ptr": "*fp64",
+                  "table_ptr": "*i64", "grad_table_ptr": "*i64", "program_map_ptr": "*i32"}
 _INT_ARGS = {"n", "rows", "cols", "seed", "index_offset", "num_partials", "position", "chunks", "with_cols", "strips",
              "form_cols", "row_blocks"}
 

@@ -6,6 +6,7 @@
 #include <cstdlib>
 
 #include "optim/cuda/triton_abi.h"
+#include "optim/triton/triton_aot_batches.h"
 #include "optim/triton/triton_aot_clm_step.h"
 #include "optim/triton/triton_aot_tdclm_step.h"
 
@@ -49,7 +50,8 @@ bool check_kernel_directory(const std::string& directory, cuda::KernelManifest* 
     *why = where + ": " + reason + " (a build without LUMINA_TRITON_AOT, moved kernels or another Triton's)";
     return false;
   }
-  if (m.platform != "cuda" || !check_clm_kernel_set(m, &reason) || !check_tdclm_kernel_set(m, &reason)) {
+  if (m.platform != "cuda" || !check_clm_kernel_set(m, &reason) || !check_tdclm_kernel_set(m, &reason) ||
+      !check_batch_kernel_set(m, &reason)) {
     *why = where + ": " + (m.platform != "cuda" ? "platform " + m.platform + ", not cuda" : reason);
     return false;
   }

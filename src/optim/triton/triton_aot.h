@@ -19,7 +19,7 @@ std::string kernel_directory();
 
 // DIR/cuda's manifest parsed and checked (Triton version and scratch
 // pointers, the kernel sets and the signatures this library packs:
-// check_clm_kernel_set, check_tdclm_kernel_set); false with `why` naming the directory and the
+// check_clm_kernel_set, check_tdclm_kernel_set, check_batch_kernel_set); false with `why` naming the directory and the
 // problem. Reads no artifact, needs no GPU.
 bool check_kernel_directory(const std::string& directory, cuda::KernelManifest* manifest, std::string* why);
 

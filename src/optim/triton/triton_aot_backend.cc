@@ -14,6 +14,7 @@
 #include "optim/core/reduction_rounds.h"
 #include "optim/core/second_moment_layout.h"
 #include "optim/dispatch/backend_error.h"
+#include "optim/triton/triton_aot_batches.h"
 #include "optim/triton/triton_aot_clm_step.h"
 #include "optim/triton/triton_aot_tdclm_step.h"
 
@@ -64,6 +65,21 @@ constexpr int32_t kNoBad = 0x7FFFFFFF;  // triton_kernels.NO_BAD
 // would replay one t forever). A capture records a memset of every host word, and from then on every
 // eager step of that scratch sets every word too: a replay writes the captured values, so what an
 // eager step last set may no longer be in the block.
+//
+// Note [triton-aot batches]: the asynchronous step launches the multi-tensor kernels (Note [AOT
+// tensor tables] in build_triton_aot.py) for the tensors of one group that share a class (CLM of one
+// dtype pair; factored TD-CLM of one dtype pair and sums tile): the Llama 98M step went from ~450
+// launches to ~15. Their tables (sizes, the addresses of parameters, state and each member's own
+// factor scratch) and program maps stay in the workspace while the same tensors are stepped (the
+// plan's key, batch_key); the gradients have a table of their own, copied from the host only when
+// an address changed (zero_grad(set_to_none=True) may move them). Copies from pageable memory are
+// staged by the driver before the call returns, so nothing waits for the device. A capture cannot
+// copy from pageable memory: it copies the gradient table from a pinned slot that keeps those
+// addresses for as long as the graph may replay (kCapturedGradientSets of them per workspace). A
+// replay writes that table, so an eager step of a captured workspace copies its gradients again;
+// and since a graph reads the workspace's tables, those are never rewritten once captured: a step
+// whose tensors differ from the plan's then launches each tensor on its own, as does a capture
+// before any eager step, or one that finds every pinned slot taken by other gradients.
 struct GroupBlock {
   float k[8];        // prepare_kernel's constants
   int64_t step;      // t
@@ -100,7 +116,21 @@ struct StreamWork {
   DeviceBuffer row_partials, col_partials, regions;
   int32_t* host_words = nullptr;  // pinned
   std::vector<double> host_partials;
+  // The asynchronous step's batches (Note [triton-aot batches]).
+  DeviceBuffer batch_tables, batch_scratch, gradient_table;
+  struct Batches {
+    std::vector<uint64_t> key;  // batch_key of the tensors `plan` was made for
+    BatchPlan plan;
+    bool empty = true;                                  // no plan yet
+    std::array<uint64_t, 3> written{};                  // the regions, scratch and tables the device tables were written for
+    std::vector<uint64_t> gradients;                    // what the gradient table holds after the last eager step
+    std::vector<std::vector<uint64_t>> captured;        // the gradient sets of the captured steps, one per pinned slot
+    uint64_t* pinned = nullptr;                         // kCapturedGradientSets slots of plan.gradients
+  } batches;
 };
+// Gradient sets a workspace's captured steps may hold (Note [triton-aot batches]); a capture of
+// another set steps its tensors one at a time.
+constexpr size_t kCapturedGradientSets = 4;
 
 // Note [triton-aot workspaces]: the kernels of one device are loaded once; each
 // stream gets its own device block and partials, so that steps on different
@@ -256,7 +286,7 @@ class TritonAotBackend final : public Backend {
     }
     ExecContext whole = ctx;
     whole.whole_step = true;
-    std::vector<TensorPlan> plans;
+    std::vector<StepTensor> plans;
     for (size_t gi = 0; gi < groups.size(); ++gi) {
       const AsyncGroup& g = groups[gi];
       if (int code = check_supported(g.k, g.tensors, whole); code != LUMINAV_STATUS_OK) return code;
@@ -298,16 +328,35 @@ class TritonAotBackend final : public Backend {
       if (int code = set_host_words(call, gi, groups[gi], block); code != LUMINAV_STATUS_OK) return code;
       if (!launch_prepare(kernels, b, call.stream, &why)) return fail(LUMINAV_STATUS_DRIVER_ERROR, why);
     }
+    const BatchPlan* batches = nullptr;  // Note [triton-aot batches]
+    if (int code = call.point_batches(&batches); code != LUMINAV_STATUS_OK) return code;
+    const BatchBuffers batch_buffers{call.work->batch_tables.address, call.work->gradient_table.address};
+    const std::span<const StepTensor> planned = call.plans;
+    const auto alone = [batches](size_t j) { return batches == nullptr || !batches->in_batch[j]; };
     // Pass 1 of every tensor before any pass 2: the finite check covers the call.
-    for (const TensorPlan& p : call.plans) {
+    for (size_t j = 0; j < planned.size(); ++j) {
+      const StepTensor& p = planned[j];
+      if (!alone(j)) continue;
       const bool ok = p.tdclm ? launch_tdclm_round0(kernels, buffers[p.group], call.scratch, p.t, p.s, call.stream, &why)
                               : launch_finite_check(kernels, buffers[p.group], p.t.t, p.s, call.stream, &why);
       if (!ok) return fail(LUMINAV_STATUS_DRIVER_ERROR, why);
     }
-    for (const TensorPlan& p : call.plans) {
+    for (const TensorBatch& batch : batches ? batches->batches : std::vector<TensorBatch>{}) {
+      if (!launch_batch_round0(kernels, buffers[batch.group], batch_buffers, batch, planned, call.stream, &why)) {
+        return fail(LUMINAV_STATUS_DRIVER_ERROR, why);
+      }
+    }
+    for (size_t j = 0; j < planned.size(); ++j) {
+      const StepTensor& p = planned[j];
+      if (!alone(j)) continue;
       const bool ok = p.tdclm ? launch_tdclm_apply(kernels, buffers[p.group], p.t, p.s, call.stream, &why)
                               : launch_apply(kernels, buffers[p.group], p.t.t, p.s, call.stream, &why);
       if (!ok) return fail(LUMINAV_STATUS_DRIVER_ERROR, why);
+    }
+    for (const TensorBatch& batch : batches ? batches->batches : std::vector<TensorBatch>{}) {
+      if (!launch_batch_apply(kernels, buffers[batch.group], batch_buffers, batch, planned, call.stream, &why)) {
+        return fail(LUMINAV_STATUS_DRIVER_ERROR, why);
+      }
     }
     if (!launch_commit(kernels, buffers.front(), call.stream, &why)) return fail(LUMINAV_STATUS_DRIVER_ERROR, why);
     for (const ClmStepBuffers& b : buffers) {
@@ -454,16 +503,10 @@ class TritonAotBackend final : public Backend {
     return c;
   }
 
-  // A tensor's launches: CLM's, or TD-CLM's form with its device region (`region`; a TD-CLM
-  // tensor with C = 1 steps as CLM, core/second_moment_layout.h).
-  struct TensorPlan {
-    bool tdclm = false;
-    TdclmTensor t;
-    ClmScalars s;
-    size_t group = 0;  // its group in an asynchronous step
-  };
-  static TensorPlan plan_of(const core::StepConstants& k, const luminav_tensor& t, size_t position) {
-    TensorPlan p;
+  // A tensor's launches (its region, TdclmTensor::gl, is set by Call; a TD-CLM tensor with C = 1
+  // steps as CLM, core/second_moment_layout.h).
+  static StepTensor plan_of(const core::StepConstants& k, const luminav_tensor& t, size_t position) {
+    StepTensor p;
     p.t.t = clm_tensor(t, position);
     const core::MomentLayout l = core::moment_layout(k.tdclm != 0, t);
     p.tdclm = l.kind != core::SecondMoment::kElementwise;
@@ -473,8 +516,8 @@ class TritonAotBackend final : public Backend {
     p.s = scalars(k);
     return p;
   }
-  static std::vector<TensorPlan> plans_of(const core::StepConstants& k, std::span<const luminav_tensor> tensors) {
-    std::vector<TensorPlan> plans(tensors.size());
+  static std::vector<StepTensor> plans_of(const core::StepConstants& k, std::span<const luminav_tensor> tensors) {
+    std::vector<StepTensor> plans(tensors.size());
     for (size_t j = 0; j < tensors.size(); ++j) plans[j] = plan_of(k, tensors[j], j);
     return plans;
   }
@@ -494,7 +537,8 @@ class TritonAotBackend final : public Backend {
     bool capturing = false;  // the stream is being captured in a CUDA graph
     ClmStepBuffers buffers;
     TdclmScratch scratch;
-    std::vector<TensorPlan> plans;
+    std::vector<StepTensor> plans;
+    const BatchPlan* batch_plan = nullptr;  // the asynchronous step's (Note [triton-aot batches])
     std::unique_lock<std::mutex> lock;
     std::unique_ptr<Scope> scope;
 
@@ -503,7 +547,7 @@ class TritonAotBackend final : public Backend {
         : Call(backend, ctx, plans_of(k, tensors), 0) {}
 
     // `plan_list`: every tensor of the call; `groups`: the asynchronous step's group blocks.
-    Call(TritonAotBackend& backend, const ExecContext& ctx, std::vector<TensorPlan> plan_list, size_t groups)
+    Call(TritonAotBackend& backend, const ExecContext& ctx, std::vector<StepTensor> plan_list, size_t groups)
         : plans(std::move(plan_list)) {
       std::string why;
       if (!backend.device_state(ctx.device_index, &state, &why)) {
@@ -516,7 +560,7 @@ class TritonAotBackend final : public Backend {
         code = fail(LUMINAV_STATUS_DRIVER_ERROR, "triton-aot: cuCtxPushCurrent failed");
         return;
       }
-      for (const TensorPlan& p : plans) {
+      for (const StepTensor& p : plans) {
         if (!is_device_memory(reinterpret_cast<const void*>(p.t.t.param)) ||
             !is_device_memory(reinterpret_cast<const void*>(p.t.t.grad))) {
           code = fail(LUMINAV_STATUS_INVALID_ARGUMENT, "tensors[" + std::to_string(p.t.t.position) +
@@ -542,11 +586,17 @@ class TritonAotBackend final : public Backend {
         region_offset[j] = regions;
         regions += tdclm_region_bytes(plans[j].t);
       }
+      if (groups > 0) plan_batches_of_step();
+      const BatchPlan none;
+      const BatchPlan& batch = batch_plan != nullptr ? *batch_plan : none;
       const std::pair<DeviceBuffer*, size_t> needs[] = {{&work->partials, partials},
                                                          {&work->row_partials, row_partials},
                                                          {&work->col_partials, col_partials},
                                                          {&work->regions, regions},
-                                                         {&work->group_blocks, groups * sizeof(GroupBlock)}};
+                                                         {&work->group_blocks, groups * sizeof(GroupBlock)},
+                                                         {&work->batch_tables, batch.table_bytes},
+                                                         {&work->batch_scratch, batch.scratch_bytes},
+                                                         {&work->gradient_table, batch.gradients * sizeof(uint64_t)}};
       bool grows = work->block == 0;
       for (const auto& [buffer, bytes] : needs) grows = grows || buffer->bytes < bytes;
       if (grows && capturing) {
@@ -582,6 +632,83 @@ class TritonAotBackend final : public Backend {
       buffers.gl = work->block + offsetof(DeviceBlock, gl);
       buffers.unused = work->block + offsetof(DeviceBlock, unused);
       buffers.partials = work->partials.address;
+    }
+
+    // Note [triton-aot batches]: the plan of the step's batches (batch_plan), kept in the workspace
+    // while its tensors are the same; made anew only where no graph holds the old one's tables (not
+    // while capturing, nor once the workspace was captured): else batch_plan stays null and every
+    // tensor steps on its own.
+    void plan_batches_of_step() {
+      StreamWork::Batches& wb = work->batches;
+      std::vector<uint64_t> key = batch_key(plans);
+      if (!wb.empty && key == wb.key) {
+        batch_plan = &wb.plan;
+      } else if (!capturing && !work->captured) {
+        wb.plan = plan_batches(plans);
+        wb.key = std::move(key);
+        wb.empty = false;
+        wb.written = {};
+        batch_plan = &wb.plan;
+      }
+    }
+
+    // The batches' device tables written where they do not hold this step's yet, and the gradient
+    // table pointed at this step's gradients (Note [triton-aot batches]); *out: the batches to
+    // launch, null (every tensor on its own) where a capture or a captured workspace may not write
+    // the tables, or a capture finds every pinned gradient set taken.
+    int point_batches(const BatchPlan** out) {
+      *out = nullptr;
+      if (batch_plan == nullptr || batch_plan->batches.empty()) return LUMINAV_STATUS_OK;
+      StreamWork::Batches& wb = work->batches;
+      const cuda::drv::Api& a = driver().api();
+      const std::array<uint64_t, 3> where = {work->regions.address, work->batch_scratch.address,
+                                             work->batch_tables.address};
+      const size_t count = batch_plan->gradients;
+      if (wb.written != where) {
+        if (capturing || work->captured) return LUMINAV_STATUS_OK;  // a graph's tables stay as they are
+        // (pageable sources: the driver stages them before returning, as upload's)
+        const std::vector<uint8_t> image = batch_tables(*batch_plan, plans, work->batch_scratch.address);
+        if (CUresult r = a.cuMemcpyHtoDAsync(work->batch_tables.address, image.data(), image.size(), stream);
+            r != cuda::drv::CUDA_SUCCESS) {
+          return fail(LUMINAV_STATUS_DRIVER_ERROR, driver().error("cuMemcpyHtoDAsync", r));
+        }
+        if (wb.pinned != nullptr) a.cuMemFreeHost(wb.pinned);  // (no graph reads it: none was captured)
+        wb.pinned = nullptr;
+        void* pinned = nullptr;
+        if (CUresult r = a.cuMemAllocHost(&pinned, kCapturedGradientSets * count * sizeof(uint64_t));
+            r != cuda::drv::CUDA_SUCCESS) {
+          return fail(LUMINAV_STATUS_OUT_OF_MEMORY, driver().error("cuMemAllocHost", r));
+        }
+        wb.pinned = static_cast<uint64_t*>(pinned);
+        wb.captured.clear();
+        wb.gradients.clear();
+        wb.written = where;
+      }
+      std::vector<uint64_t> gradients = batch_gradients(*batch_plan, plans);
+      const void* source = gradients.data();
+      if (capturing) {
+        // The graph copies the table from a pinned slot that keeps these addresses for as long as it
+        // may replay (a pageable copy cannot be captured).
+        size_t slot = 0;
+        while (slot < wb.captured.size() && wb.captured[slot] != gradients) ++slot;
+        if (slot == wb.captured.size()) {
+          if (slot == kCapturedGradientSets) return LUMINAV_STATUS_OK;
+          std::copy(gradients.begin(), gradients.end(), wb.pinned + slot * count);
+          wb.captured.push_back(gradients);
+        }
+        source = wb.pinned + slot * count;
+      } else if (!work->captured && gradients == wb.gradients) {
+        source = nullptr;  // the table holds them (a replay may have written it in a captured workspace)
+      }
+      if (source != nullptr) {
+        if (CUresult r = a.cuMemcpyHtoDAsync(work->gradient_table.address, source, count * sizeof(uint64_t), stream);
+            r != cuda::drv::CUDA_SUCCESS) {
+          return fail(LUMINAV_STATUS_DRIVER_ERROR, driver().error("cuMemcpyHtoDAsync", r));
+        }
+      }
+      if (!capturing) wb.gradients = std::move(gradients);
+      *out = batch_plan;
+      return LUMINAV_STATUS_OK;
     }
 
     // The host's constants for this step (pageable source: the driver stages
@@ -620,11 +747,13 @@ class TritonAotBackend final : public Backend {
     static void release(StreamWork& w) {
       const cuda::drv::Api& a = driver().api();
       if (w.last_stream != nullptr) a.cuStreamSynchronize(w.last_stream);
-      for (DeviceBuffer* b : {&w.partials, &w.group_blocks, &w.row_partials, &w.col_partials, &w.regions}) {
+      for (DeviceBuffer* b : {&w.partials, &w.group_blocks, &w.row_partials, &w.col_partials, &w.regions,
+                              &w.batch_tables, &w.batch_scratch, &w.gradient_table}) {
         if (b->address != 0) a.cuMemFree(b->address);
       }
       if (w.block != 0) a.cuMemFree(w.block);
       if (w.host_words != nullptr) a.cuMemFreeHost(w.host_words);
+      if (w.batches.pinned != nullptr) a.cuMemFreeHost(w.batches.pinned);
     }
 
     static bool allocate(StreamWork* w, std::string* why) {

@@ -13,12 +13,6 @@ constexpr int64_t kRowBlock = 256, kColBlock = 256;
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-int64_t tile_cols(const TdclmTensor& t) {
-  return t.cols < kWideFrom ? kNarrowCols : t.t.bf16 ? kWideCols2B : kWideCols;
-}
-int64_t strips(const TdclmTensor& t) { return ceil_div(t.cols, tile_cols(t)); }
-int64_t chunks(const TdclmTensor& t) { return ceil_div(t.rows, kChunkRows); }
-int64_t row_blocks(const TdclmTensor& t) { return ceil_div(t.rows, kRowBlock); }
 
 // Note [aligned variants]: the sums index the gradient as r * C + c, so their hints need the
 // gradient's address, R and C to be multiples of 16; pass 2's also hold R (`rows`) to it.
@@ -32,6 +26,15 @@ const char* form_name(TdclmForm f) {
 std::string tile_name(int64_t cols) { return std::to_string(kChunkRows) + "x" + std::to_string(cols); }
 
 }  // namespace
+
+int64_t tile_cols(const TdclmTensor& t) {
+  return t.cols < kWideFrom ? kNarrowCols : t.t.bf16 ? kWideCols2B : kWideCols;
+}
+int64_t strips(const TdclmTensor& t) { return ceil_div(t.cols, tile_cols(t)); }
+int64_t chunks(const TdclmTensor& t) { return ceil_div(t.rows, kChunkRows); }
+int64_t row_blocks(const TdclmTensor& t) { return ceil_div(t.rows, kRowBlock); }
+int64_t col_blocks(const TdclmTensor& t) { return ceil_div(t.cols, kColBlock); }
+std::string sums_tile_name(const TdclmTensor& t) { return tile_name(tile_cols(t)); }
 
 #define LUMINAV_SUMS_SIG(g)                                                                                  \
   "(g_ptr:" g ", row_part_ptr:*fp64, col_part_ptr:*fp64, k_ptr:*fp32, words_ptr:*i32, rows:i64, cols:i64, " \
@@ -77,11 +80,24 @@ const AotKernelAbi kTdclmKernelSet[kTdclmKernelCount] = {
 #undef LUMINAV_APPLY_F32
 #undef LUMINAV_APPLY_BF16
 
-bool check_tdclm_kernel_set(const cuda::KernelManifest& manifest, std::string* why) {
-  if (!check_kernel_set(manifest, kTdclmKernelSet, why)) return false;
+bool check_elements_per_program(const cuda::KernelManifest& manifest, std::string_view name, uint64_t want,
+                                std::string* why) {
+  const cuda::KernelEntry* k = manifest.find_kernel(name);
+  if (k != nullptr && k->elements_per_program == want) return true;
+  *why = "manifest: kernel " + std::string(name) + " covers " +
+         (k ? std::to_string(k->elements_per_program) : std::string("no")) +
+         " elements per program, this library launches it for " + std::to_string(want) +
+         " (kernels from another build?)";
+  return false;
+}
+
+bool check_factor_tiles(const cuda::KernelManifest& manifest, std::span<const AotKernelAbi> set, std::string* why) {
   // The build records a kernel's tile as its elements_per_program (a sums kernel: the product of the
-  // shape its name gives; the factor kernels: rows or columns a program), which the grids below assume.
-  for (const AotKernelAbi& abi : kTdclmKernelSet) {
+  // shape its name gives; the factor kernels: rows or columns a program), which the grids assume.
+  const auto ends_with = [](std::string_view name, std::string_view end) {
+    return name.size() >= end.size() && name.substr(name.size() - end.size()) == end;
+  };
+  for (const AotKernelAbi& abi : set) {
     uint64_t want = 0;
     if (abi.name.find("_sums_") != std::string_view::npos) {
       for (const int64_t cols : {kWideCols, kWideCols2B, kNarrowCols}) {
@@ -91,22 +107,20 @@ bool check_tdclm_kernel_set(const cuda::KernelManifest& manifest, std::string* w
           want = static_cast<uint64_t>(kChunkRows * cols);
         }
       }
-    } else if (abi.name == "luminav_triton_factor_rows") {
+    } else if (ends_with(abi.name, "_rows")) {
       want = kRowBlock;
-    } else if (abi.name == "luminav_triton_factor_cols") {
+    } else if (ends_with(abi.name, "_cols")) {
       want = kColBlock;
     } else {
       continue;
     }
-    const cuda::KernelEntry* k = manifest.find_kernel(abi.name);
-    if (k->elements_per_program != want) {
-      *why = "manifest: kernel " + k->name + " covers " + std::to_string(k->elements_per_program) +
-             " elements per program, this library launches it for " + std::to_string(want) +
-             " (kernels from another build?)";
-      return false;
-    }
+    if (!check_elements_per_program(manifest, abi.name, want, why)) return false;
   }
   return true;
+}
+
+bool check_tdclm_kernel_set(const cuda::KernelManifest& manifest, std::string* why) {
+  return check_kernel_set(manifest, kTdclmKernelSet, why) && check_factor_tiles(manifest, kTdclmKernelSet, why);
 }
 
 size_t tdclm_partials_bytes(const CudaKernels& kernels, const TdclmTensor& t) {
@@ -174,7 +188,7 @@ bool launch_tdclm_round0(const CudaKernels& kernels, const ClmStepBuffers& b, co
   }
   void* cols_args[] = {&col_part_arg, &v.partials, &x.t.exp_avg_sq, &x.factors, &x.gl, &v.words, &x.rows, &x.cols,
                        &form_cols, &n_chunks, &n_row_blocks, &c.beta2, &c.one_minus_beta2};
-  const unsigned col_programs = factored ? static_cast<unsigned>(ceil_div(x.cols, kColBlock)) : 1u;
+  const unsigned col_programs = factored ? static_cast<unsigned>(col_blocks(x)) : 1u;
   return kernels.launch("luminav_triton_factor_cols", col_programs, cols_args, stream, why);
 }
 

@@ -6,7 +6,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string>
+#include <string_view>
 
 #include "optim/triton/triton_aot_clm_step.h"
 
@@ -40,6 +42,13 @@ extern const AotKernelAbi kTdclmKernelSet[kTdclmKernelCount];
 // equal to the tile its name and this launcher's grids assume.
 bool check_tdclm_kernel_set(const cuda::KernelManifest& manifest, std::string* why);
 
+// `name` in `manifest` covers `want` elements per program (the grids this library computes assume it);
+// false with `why` otherwise.
+bool check_elements_per_program(const cuda::KernelManifest& manifest, std::string_view name, uint64_t want,
+                                std::string* why);
+// Every sums, rows and cols kernel of `set` covers the tile its name and the grids assume.
+bool check_factor_tiles(const cuda::KernelManifest& manifest, std::span<const AotKernelAbi> set, std::string* why);
+
 // Bytes of b.partials (the tensor form: 5 fp64 per reduce program; row/factored: one fp64 per
 // factor_rows program), of the scratch's row and column partials, and of the tensor's region
 // (globals and new factors, a multiple of 16 bytes).
@@ -58,6 +67,16 @@ bool launch_tdclm_round0(const CudaKernels& kernels, const ClmStepBuffers& b, co
 // exp_avg_sq. Writes nothing when the words hold a failure.
 bool launch_tdclm_apply(const CudaKernels& kernels, const ClmStepBuffers& b, const TdclmTensor& t,
                         const ClmScalars& s, cuda::drv::CUstream stream, std::string* why);
+
+// The tiles of t's factor kernels (Note [Triton factor tiles]): the sums' columns per program and
+// its name ("128x128"), the column strips and row chunks the sums cover, and the programs of
+// factor_rows and factor_cols (factored).
+int64_t tile_cols(const TdclmTensor& t);
+std::string sums_tile_name(const TdclmTensor& t);
+int64_t strips(const TdclmTensor& t);
+int64_t chunks(const TdclmTensor& t);
+int64_t row_blocks(const TdclmTensor& t);
+int64_t col_blocks(const TdclmTensor& t);
 
 // The names the launches above take for `t` (tests and error messages).
 std::string tdclm_sums_kernel(const TdclmTensor& t);

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "optim/cuda/triton_abi.h"
+#include "optim/triton/triton_aot_batches.h"
 #include "optim/triton/triton_aot_clm_step.h"
 #include "optim/triton/triton_aot_tdclm_step.h"
 #include "test_support/scratch_dir.h"
@@ -132,17 +133,19 @@ std::string clm_manifest(const std::string& version, int trailing,
   std::string artifacts, kernels;
   std::vector<AotKernelAbi> both(std::begin(kClmKernelSet), std::end(kClmKernelSet));
   both.insert(both.end(), std::begin(kTdclmKernelSet), std::end(kTdclmKernelSet));
+  both.insert(both.end(), std::begin(kBatchKernelSet), std::end(kBatchKernelSet));
   for (const AotKernelAbi& abi : both) {
     std::string name(abi.name), signature(abi.signature);
     // The tiles of build_triton_aot.py: the sums kernels 128 rows by their name's columns, the
     // factor kernels 256 rows or columns a program.
-    int per = name.find("reduce") != std::string::npos               ? 4096
-              : name.find("_sums_") != std::string::npos             ? (name.find("x256") != std::string::npos   ? 32768
-                                                                         : name.find("x128") != std::string::npos ? 16384
-                                                                                                                  : 2048)
-              : name.find("factor_") != std::string::npos            ? 256
-              : name.find("apply") != std::string::npos              ? 1024
-                                                                     : 0;
+    const bool factors = name.ends_with("_rows") || name.ends_with("_cols");
+    int per = name.find("reduce") != std::string::npos || name.find("finite_check") != std::string::npos ? 4096
+              : name.find("_sums_") != std::string::npos ? (name.find("x256") != std::string::npos   ? 32768
+                                                            : name.find("x128") != std::string::npos ? 16384
+                                                                                                     : 2048)
+              : factors                                   ? 256
+              : name.find("apply") != std::string::npos   ? 1024
+                                                          : 0;
     edit(name, signature, per);
     if (name.empty()) continue;  // dropped
     artifacts += std::string(artifacts.empty() ? "" : ",") + R"({"arch": "sm_90", "kind": "cubin", "file": ")" +
@@ -183,11 +186,12 @@ TEST(TritonAotDirectory, TheKernelSetAsBuiltIsAccepted) {
   EXPECT_TRUE(check_kernel_directory(base, &m, &why)) << why;
   for (const AotKernelAbi& abi : kClmKernelSet) EXPECT_NE(m.find_kernel(abi.name), nullptr) << abi.name;
   for (const AotKernelAbi& abi : kTdclmKernelSet) EXPECT_NE(m.find_kernel(abi.name), nullptr) << abi.name;
+  for (const AotKernelAbi& abi : kBatchKernelSet) EXPECT_NE(m.find_kernel(abi.name), nullptr) << abi.name;
 }
 
-// Every TD-CLM kernel of the build is there for every target the CLM kernels were built for
+// Every TD-CLM and multi-tensor kernel of the build is there for every target the CLM kernels were built for
 // (cubins, PTX and hsaco alike), with the signature this library packs.
-TEST(TritonAotDirectory, TheTdclmKernelsAreBuiltForEveryTargetOfTheClmOnes) {
+TEST(TritonAotDirectory, TheTdclmAndBatchKernelsAreBuiltForEveryTargetOfTheClmOnes) {
   int platforms = 0;
   for (const char* platform : {"cuda", "rocm"}) {
     cuda::KernelManifest m;
@@ -205,7 +209,10 @@ TEST(TritonAotDirectory, TheTdclmKernelsAreBuiltForEveryTargetOfTheClmOnes) {
     const std::vector<std::string> clm_archs = archs_of("luminav_triton_apply_pf32_gf32");
     ASSERT_FALSE(clm_archs.empty()) << platform;
     EXPECT_TRUE(check_tdclm_kernel_set(m, &why)) << platform << ": " << why;
-    for (const AotKernelAbi& abi : kTdclmKernelSet) {
+    EXPECT_TRUE(check_batch_kernel_set(m, &why)) << platform << ": " << why;
+    std::vector<AotKernelAbi> sets(std::begin(kTdclmKernelSet), std::end(kTdclmKernelSet));
+    sets.insert(sets.end(), std::begin(kBatchKernelSet), std::end(kBatchKernelSet));
+    for (const AotKernelAbi& abi : sets) {
       const cuda::KernelEntry* k = m.find_kernel(abi.name);
       ASSERT_NE(k, nullptr) << platform << " " << abi.name;
       EXPECT_EQ(k->signature, abi.signature) << abi.name;
@@ -292,6 +299,174 @@ TEST(TritonAotTdclm, LaunchesNameKernelsOfTheSetAndSizeTheirScratch) {
       }
     }
   }
+}
+
+// ---- many tensors per launch (Note [triton-aot batches]) ---------------------------------
+
+StepTensor step_tensor(uint64_t base, int64_t rows, int64_t cols, bool tdclm, TdclmForm form, bool bf16,
+                       size_t group, int64_t position) {
+  StepTensor s;
+  s.tdclm = tdclm;
+  s.group = group;
+  s.t.form = form;
+  s.t.rows = rows, s.t.cols = cols;
+  ClmTensor& t = s.t.t;
+  t.n = rows * cols, t.bf16 = bf16, t.position = position, t.seed = 7 + position, t.index_offset = 3 * position;
+  t.param = base, t.grad = base + 0x100000, t.exp_avg = base + 0x200000, t.exp_avg_sq = base + 0x300000;
+  t.master = bf16 ? base + 0x400000 : 0;
+  s.t.gl = base + 0x500000, s.t.factors = base + 0x500010;
+  return s;
+}
+
+int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// Which tensors share launches, and what the tables tell each program (the layouts of
+// triton_kernels.py's Note [tensor tables] and Note [factored tables], the program counts of the
+// one-tensor launches: ceil(N / 4096) finite-check and ceil(N / 1024) apply programs, and for a
+// factored tensor ceil(R / 128) x ceil(C / tile) sums, ceil(R / 256) row and ceil(C / 256) column programs).
+TEST(TritonAotBatches, TensorsOfOneClassShareLaunchesAndTheTablesLocateEveryProgram) {
+  using F = TdclmForm;
+  const uint64_t M = 0x10000000;
+  std::vector<StepTensor> ts = {
+      step_tensor(1 * M, 5000, 1, false, F::kTensor, false, 0, 0),    // CLM, group 0
+      step_tensor(2 * M, 3, 1, false, F::kTensor, false, 0, 1),       // CLM, N not a multiple of 16
+      step_tensor(3 * M, 512, 384, true, F::kFactored, false, 0, 2),  // factored, wide tile
+      step_tensor(4 * M, 300, 256, true, F::kFactored, false, 0, 3),  // factored, wide tile
+      step_tensor(5 * M, 1000, 7, true, F::kFactored, false, 0, 4),   // narrow tile: alone in its class
+      step_tensor(6 * M, 64, 64, true, F::kRow, false, 0, 5),         // row form: its own launches
+      step_tensor(7 * M, 4096, 1, false, F::kTensor, true, 0, 6),     // the only bf16 CLM tensor
+      step_tensor(8 * M, 0, 1, false, F::kTensor, false, 0, 7),       // empty: nothing to launch
+      step_tensor(9 * M, 2048, 1, false, F::kTensor, false, 1, 8),    // CLM, group 1
+      step_tensor(10 * M, 112, 1, false, F::kTensor, false, 1, 9),    // CLM, group 1
+      step_tensor(11 * M, 64, 1024, true, F::kFactored, true, 1, 10), // alone
+  };
+  const BatchPlan plan = plan_batches(ts);
+  ASSERT_EQ(plan.batches.size(), 3u);
+  EXPECT_EQ(plan.batches[0].members, (std::vector<size_t>{0, 1}));
+  EXPECT_EQ(plan.batches[1].members, (std::vector<size_t>{2, 3}));
+  EXPECT_EQ(plan.batches[2].members, (std::vector<size_t>{8, 9}));
+  EXPECT_EQ(plan.batches[2].group, 1u);
+  EXPECT_EQ(plan.in_batch, (std::vector<char>{1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 0}));
+  EXPECT_FALSE(plan.batches[0].fixed_aligned);  // N = 3
+  EXPECT_TRUE(plan.batches[1].fixed_aligned);
+  EXPECT_TRUE(plan.batches[2].fixed_aligned);
+
+  // Each stage's programs: the tensors' own launches' programs, in member order.
+  const std::vector<std::vector<int64_t>> counts = {
+      {cdiv(5000, 4096), cdiv(3, 4096)}, {cdiv(5000, 1024), cdiv(3, 1024)},  // batch 0: check, apply
+      {4 * 3, 3 * 2}, {2, 2}, {2, 1}, {cdiv(512 * 384, 1024), cdiv(300 * 256, 1024)}};  // batch 1's stages
+  const uint64_t scratch = 0x7000000000;
+  const std::vector<uint8_t> image = batch_tables(plan, ts, scratch);
+  ASSERT_EQ(image.size(), plan.table_bytes);
+  auto i64 = [&](size_t at) { int64_t v; std::memcpy(&v, image.data() + at, 8); return v; };
+  auto i32 = [&](size_t at) { int32_t v; std::memcpy(&v, image.data() + at, 4); return v; };
+  auto check_map = [&](const TensorBatch& b, size_t stage, const std::vector<int64_t>& per_member) {
+    int64_t p = 0;
+    for (size_t i = 0; i < per_member.size(); ++i) {
+      for (int64_t k = 0; k < per_member[i]; ++k, ++p) ASSERT_EQ(i32(b.maps[stage] + p * 4), int32_t(i)) << stage;
+    }
+    EXPECT_EQ(int64_t(b.programs[stage]), p) << stage;
+  };
+  const TensorBatch& clm = plan.batches[0];
+  for (size_t table = 0; table < 2; ++table) {
+    check_map(clm, table, counts[table]);
+    int64_t first = 0;
+    for (size_t i = 0; i < 2; ++i) {  // TABLE_FIELDS = 9: first program, N, 4 addresses, seed, offset, position
+      const size_t row = clm.tables[table] + i * 9 * 8;
+      const ClmTensor& t = ts[clm.members[i]].t.t;
+      EXPECT_EQ(i64(row), first);
+      EXPECT_EQ(i64(row + 8), t.n);
+      EXPECT_EQ(uint64_t(i64(row + 16)), t.param);
+      EXPECT_EQ(uint64_t(i64(row + 24)), t.exp_avg);
+      EXPECT_EQ(uint64_t(i64(row + 32)), t.exp_avg_sq);
+      EXPECT_EQ(uint64_t(i64(row + 40)), t.param);  // no master: the parameter stands in
+      EXPECT_EQ(i64(row + 48), t.seed);
+      EXPECT_EQ(i64(row + 56), t.index_offset);
+      EXPECT_EQ(i64(row + 64), t.position);
+      first += counts[table][i];
+    }
+  }
+  const TensorBatch& fac = plan.batches[1];
+  std::vector<std::pair<uint64_t, uint64_t>> regions;  // every member's scratch: inside the buffer, none shared
+  std::array<int64_t, 4> first{};
+  for (size_t stage = 0; stage < 4; ++stage) check_map(fac, stage, counts[2 + stage]);
+  for (size_t i = 0; i < 2; ++i) {  // FACTORED_FIELDS = 22 (FT_ indices of triton_kernels.py)
+    const size_t row = fac.tables[0] + i * 22 * 8;
+    const StepTensor& s = ts[fac.members[i]];
+    const int64_t R = s.t.rows, C = s.t.cols, strips = cdiv(C, 128), chunks = cdiv(R, 128);
+    for (size_t stage = 0; stage < 4; ++stage) EXPECT_EQ(i64(row + stage * 8), first[stage]);
+    EXPECT_EQ(i64(row + 4 * 8), R);
+    EXPECT_EQ(i64(row + 5 * 8), C);
+    EXPECT_EQ(i64(row + 6 * 8), s.t.t.position);
+    const uint64_t row_part = i64(row + 7 * 8), col_part = i64(row + 8 * 8), block_sums = i64(row + 9 * 8);
+    regions.push_back({row_part, row_part + strips * R * 8});
+    regions.push_back({col_part, col_part + chunks * C * 8});
+    regions.push_back({block_sums, block_sums + cdiv(R, 256) * 8});
+    EXPECT_EQ(uint64_t(i64(row + 10 * 8)), s.t.factors);
+    EXPECT_EQ(uint64_t(i64(row + 11 * 8)), s.t.gl);
+    EXPECT_EQ(uint64_t(i64(row + 12 * 8)), s.t.t.param);
+    EXPECT_EQ(uint64_t(i64(row + 13 * 8)), s.t.t.exp_avg);
+    EXPECT_EQ(uint64_t(i64(row + 14 * 8)), s.t.t.exp_avg_sq);
+    EXPECT_EQ(uint64_t(i64(row + 15 * 8)), s.t.t.param);
+    EXPECT_EQ(i64(row + 16 * 8), s.t.t.seed);
+    EXPECT_EQ(i64(row + 17 * 8), s.t.t.index_offset);
+    EXPECT_EQ(i64(row + 18 * 8), strips);
+    EXPECT_EQ(i64(row + 19 * 8), chunks);
+    EXPECT_EQ(i64(row + 20 * 8), cdiv(R, 256));
+    EXPECT_EQ(i64(row + 21 * 8), counts[5][i]);
+    for (size_t stage = 0; stage < 4; ++stage) first[stage] += counts[2 + stage][i];
+  }
+  std::sort(regions.begin(), regions.end());
+  for (size_t k = 0; k < regions.size(); ++k) {
+    EXPECT_GE(regions[k].first, scratch);
+    EXPECT_LE(regions[k].second, scratch + plan.scratch_bytes);
+    if (k > 0) EXPECT_LE(regions[k - 1].second, regions[k].first) << "scratch shared by two members";
+  }
+
+  // The gradient table: each batch's members' gradients from its first entry.
+  const std::vector<uint64_t> grads = batch_gradients(plan, ts);
+  ASSERT_EQ(grads.size(), 6u);
+  for (const TensorBatch& b : plan.batches) {
+    for (size_t i = 0; i < b.members.size(); ++i) EXPECT_EQ(grads[b.first_gradient + i], ts[b.members[i]].t.t.grad);
+  }
+  // The kernels: in the set, aligned where every address and N (C) and this step's gradients allow it.
+  auto in_set = [](const std::string& name) {
+    return std::any_of(std::begin(kBatchKernelSet), std::end(kBatchKernelSet),
+                       [&](const AotKernelAbi& abi) { return abi.name == name; });
+  };
+  EXPECT_EQ(batch_round0_kernel(clm, ts), "luminav_triton_multi_finite_check_gf32");
+  EXPECT_EQ(batch_apply_kernel(clm, ts), "luminav_triton_multi_apply_pf32_gf32");
+  EXPECT_EQ(batch_round0_kernel(fac, ts), "luminav_triton_multi_factored_sums_gf32_128x128_a16");
+  EXPECT_EQ(batch_apply_kernel(fac, ts), "luminav_triton_multi_factored_apply_pf32_gf32_a16");
+  ts[3].t.t.grad += 4;  // a gradient off 16 bytes this step
+  EXPECT_EQ(batch_apply_kernel(fac, ts), "luminav_triton_multi_factored_apply_pf32_gf32");
+  for (const TensorBatch& b : plan.batches) {
+    EXPECT_TRUE(in_set(batch_round0_kernel(b, ts))) << batch_round0_kernel(b, ts);
+    EXPECT_TRUE(in_set(batch_apply_kernel(b, ts))) << batch_apply_kernel(b, ts);
+  }
+  // A new gradient keeps the key (and the tables); a moved parameter does not.
+  const std::vector<uint64_t> key = batch_key(ts);
+  ts[0].t.t.grad += 64;
+  EXPECT_EQ(batch_key(ts), key);
+  ts[0].t.t.exp_avg += 64;
+  EXPECT_NE(batch_key(ts), key);
+}
+
+TEST(TritonAotDirectory, BatchKernelsMissingOrOfAnotherBlockAreRefused) {
+  cuda::KernelManifest m;
+  std::string why;
+  auto no_cols = [](std::string& name, std::string&, int&) {
+    if (name == "luminav_triton_multi_factored_cols") name.clear();
+  };
+  EXPECT_FALSE(check_kernel_directory(directory_with(clm_manifest("3.6.0", 2, no_cols), "nomulti"), &m, &why));
+  EXPECT_NE(why.find("luminav_triton_multi_factored_cols is missing"), std::string::npos) << why;
+  // The program maps assume 4096 elements a finite-check program and 1024 an apply program.
+  auto other_block = [](std::string& name, std::string&, int& per) {
+    if (name == "luminav_triton_multi_finite_check_gbf16_a16") per = 1024;
+  };
+  EXPECT_FALSE(check_kernel_directory(directory_with(clm_manifest("3.6.0", 2, other_block), "mblock"), &m, &why));
+  EXPECT_NE(why.find("luminav_triton_multi_finite_check_gbf16_a16 covers 1024 elements per program"),
+            std::string::npos) << why;
 }
 
 TEST(TritonAotDirectory, MissingOrMismatchedKernelsAreRefusedWithTheReason) {
