@@ -502,3 +502,56 @@ def test_a_batched_step_takes_a_launch_per_stage_not_one_per_tensor(lib):
     # one at a time
     assert len(multi) == 10, kernels
     assert len(kernels) == 15, kernels
+
+
+def test_two_captures_over_their_own_gradients_each_replay_their_own(lib):
+    """Note [triton-aot batches]: two graphs of one optimizer, each captured over gradient tensors of its
+    own (each copies its gradient table from a pinned slot of its own), replayed alternately: each
+    replay reads its own gradients, within 1e-6 of eager steps given the same gradient sequence."""
+    runs = {}
+    for how in ("graph", "eager"):
+        ps = batch_params(torch.float32, seed=4)
+        opt = LuminaV(batch_groups(ps), lr=1e-3, mode="tdclm", backend="triton-aot")
+        sets = [[torch.zeros_like(p) for p in ps] for _ in range(2)]
+        def use(k, step):
+            for p, buf, g in zip(ps, sets[k], batch_grads(step, torch.float32)):
+                buf.copy_(g)
+                p.grad = buf
+        use(0, 0)
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):  # the warm-up step
+            opt.step()
+        torch.cuda.current_stream().wait_stream(side)
+        graphs = []
+        if how == "graph":
+            for k in range(2):
+                use(k, 0)
+                graphs.append(torch.cuda.CUDAGraph())
+                with torch.cuda.graph(graphs[-1]):
+                    opt.step()
+        for step in range(1, 7):
+            use(step % 2, step)
+            if how == "graph":
+                graphs[step % 2].replay()
+            else:
+                opt.step()
+        torch.cuda.synchronize()
+        runs[how] = (ps, opt)
+    assert_close_weights(runs, lambda run: [p.detach() for p in run[0]], "two captures")
+
+
+def test_a_capture_before_any_eager_step_is_refused_and_writes_nothing(lib):
+    """Note [triton-aot capture]: a workspace's first step allocates its scratch, which a capture
+    forbids: refused with the reason (run a warm-up step), the parameters untouched."""
+    ps = batch_params(torch.float32, seed=6)
+    opt = LuminaV(batch_groups(ps), lr=1e-3, mode="tdclm", backend="triton-aot")
+    for p, g in zip(ps, batch_grads(0, torch.float32)):
+        p.grad = g
+    before = [p.detach().clone() for p in ps]
+    graph = torch.cuda.CUDAGraph()
+    with pytest.raises(Exception, match="warm-up"):
+        with torch.cuda.graph(graph):
+            opt.step()
+    torch.cuda.synchronize()
+    assert all(torch.equal(p.detach(), b) for p, b in zip(ps, before))
