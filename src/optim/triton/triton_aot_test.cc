@@ -223,33 +223,34 @@ TEST(TritonAotDirectory, TheTdclmAndBatchKernelsAreBuiltForEveryTargetOfTheClmOn
   if (platforms == 0) GTEST_SKIP() << "built without LUMINA_TRITON_AOT (no triton at build time)";
 }
 
-TEST(TritonAotDirectory, TdclmKernelsMissingOrOfAnotherTileAreRefused) {
+// check_kernel_directory refuses the manifest `edit` makes of the built set, with `needle` in its reason.
+using ManifestEdit = std::function<void(std::string& name, std::string& signature, int& per)>;
+void expect_refused(const ManifestEdit& edit, const std::string& tag, const std::string& needle) {
   cuda::KernelManifest m;
   std::string why;
-  auto no_factors = [](std::string& name, std::string&, int&) {
-    if (name == "luminav_triton_factor_cols") name.clear();
-  };
-  EXPECT_FALSE(check_kernel_directory(directory_with(clm_manifest("3.6.0", 2, no_factors), "tdset"), &m, &why));
-  EXPECT_NE(why.find("luminav_triton_factor_cols is missing"), std::string::npos) << why;
+  EXPECT_FALSE(check_kernel_directory(directory_with(clm_manifest("3.6.0", 2, edit), tag), &m, &why)) << tag;
+  EXPECT_NE(why.find(needle), std::string::npos) << tag << ": " << why;
+}
+ManifestEdit drop(std::string kernel) {
+  return [kernel](std::string& name, std::string&, int&) { if (name == kernel) name.clear(); };
+}
+ManifestEdit per_program(std::string kernel, int elements) {
+  return [kernel, elements](std::string& name, std::string&, int& per) { if (name == kernel) per = elements; };
+}
+
+TEST(TritonAotDirectory, TdclmKernelsMissingOrOfAnotherTileAreRefused) {
+  expect_refused(drop("luminav_triton_factor_cols"), "tdset", "luminav_triton_factor_cols is missing");
   // A sums kernel of another tile than its name (and this launcher's grid) says.
-  auto other_tile = [](std::string& name, std::string&, int& per) {
-    if (name == "luminav_triton_factor_sums_gf32_128x128") per = 32768;
-  };
-  EXPECT_FALSE(check_kernel_directory(directory_with(clm_manifest("3.6.0", 2, other_tile), "tile"), &m, &why));
-  EXPECT_NE(why.find("luminav_triton_factor_sums_gf32_128x128 covers 32768 elements per program"), std::string::npos)
-      << why;
+  expect_refused(per_program("luminav_triton_factor_sums_gf32_128x128", 32768), "tile",
+                 "luminav_triton_factor_sums_gf32_128x128 covers 32768 elements per program");
   // A factor kernel of another block.
-  auto other_block = [](std::string& name, std::string&, int& per) {
-    if (name == "luminav_triton_factor_rows") per = 1024;
-  };
-  EXPECT_FALSE(check_kernel_directory(directory_with(clm_manifest("3.6.0", 2, other_block), "block"), &m, &why));
-  EXPECT_NE(why.find("luminav_triton_factor_rows covers 1024 elements per program"), std::string::npos) << why;
+  expect_refused(per_program("luminav_triton_factor_rows", 1024), "block",
+                 "luminav_triton_factor_rows covers 1024 elements per program");
   // A sums kernel packed with other arguments.
   auto sums_sig = [](std::string& name, std::string& sig, int&) {
     if (name == "luminav_triton_factor_sums_gbf16_128x16") sig = "(g_ptr:*fp32, col_sums_ptr:*fp64)";
   };
-  EXPECT_FALSE(check_kernel_directory(directory_with(clm_manifest("3.6.0", 2, sums_sig), "sumsig"), &m, &why));
-  EXPECT_NE(why.find("kernel luminav_triton_factor_sums_gbf16_128x16 has signature"), std::string::npos) << why;
+  expect_refused(sums_sig, "sumsig", "kernel luminav_triton_factor_sums_gbf16_128x16 has signature");
 }
 
 // The launcher's choices: every kernel it names for a TD-CLM tensor is in the set (so in any
@@ -453,20 +454,13 @@ TEST(TritonAotBatches, TensorsOfOneClassShareLaunchesAndTheTablesLocateEveryProg
 }
 
 TEST(TritonAotDirectory, BatchKernelsMissingOrOfAnotherBlockAreRefused) {
-  cuda::KernelManifest m;
-  std::string why;
-  auto no_cols = [](std::string& name, std::string&, int&) {
-    if (name == "luminav_triton_multi_factored_cols") name.clear();
-  };
-  EXPECT_FALSE(check_kernel_directory(directory_with(clm_manifest("3.6.0", 2, no_cols), "nomulti"), &m, &why));
-  EXPECT_NE(why.find("luminav_triton_multi_factored_cols is missing"), std::string::npos) << why;
+  expect_refused(drop("luminav_triton_multi_factored_cols"), "nomulti",
+                 "luminav_triton_multi_factored_cols is missing");
   // The program maps assume 4096 elements a finite-check program and 1024 an apply program.
-  auto other_block = [](std::string& name, std::string&, int& per) {
-    if (name == "luminav_triton_multi_finite_check_gbf16_a16") per = 1024;
-  };
-  EXPECT_FALSE(check_kernel_directory(directory_with(clm_manifest("3.6.0", 2, other_block), "mblock"), &m, &why));
-  EXPECT_NE(why.find("luminav_triton_multi_finite_check_gbf16_a16 covers 1024 elements per program"),
-            std::string::npos) << why;
+  expect_refused(per_program("luminav_triton_multi_finite_check_gbf16_a16", 1024), "mblock",
+                 "luminav_triton_multi_finite_check_gbf16_a16 covers 1024 elements per program");
+  expect_refused(per_program("luminav_triton_multi_apply_pf32_gf32", 4096), "mapply",
+                 "luminav_triton_multi_apply_pf32_gf32 covers 4096 elements per program");
 }
 
 TEST(TritonAotDirectory, MissingOrMismatchedKernelsAreRefusedWithTheReason) {
