@@ -69,7 +69,7 @@ constexpr int32_t kNoBad = 0x7FFFFFFF;  // triton_kernels.NO_BAD
 // Note [triton-aot batches]: the asynchronous step launches the multi-tensor kernels (Note [AOT
 // tensor tables] in build_triton_aot.py) for the tensors of one group that share a class (CLM of one
 // dtype pair; factored TD-CLM of one dtype pair and sums tile): the Llama 98M step went from ~450
-// launches to ~15. Their tables (sizes, the addresses of parameters, state and each member's own
+// launches to 10. Their tables (sizes, the addresses of parameters, state and each member's own
 // factor scratch) and program maps stay in the workspace while the same tensors are stepped (the
 // plan's key, batch_key); the gradients have a table of their own, copied from the host only when
 // an address changed (zero_grad(set_to_none=True) may move them). Copies from pageable memory are
