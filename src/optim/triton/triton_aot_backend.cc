@@ -121,11 +121,11 @@ struct StreamWork {
   struct Batches {
     std::vector<uint64_t> key;  // batch_key of the tensors `plan` was made for
     BatchPlan plan;
-    bool empty = true;                                  // no plan yet
-    std::array<uint64_t, 3> written{};                  // the regions, scratch and tables the device tables were written for
-    std::vector<uint64_t> gradients;                    // what the gradient table holds after the last eager step
-    std::vector<std::vector<uint64_t>> captured;        // the gradient sets of the captured steps, one per pinned slot
-    uint64_t* pinned = nullptr;                         // kCapturedGradientSets slots of plan.gradients
+    bool empty = true;                  // no plan yet
+    std::array<uint64_t, 3> written{};  // the regions, scratch and tables buffers the device tables were written for
+    std::vector<uint64_t> gradients;    // what the gradient table holds after the last eager step
+    std::vector<std::vector<uint64_t>> captured;  // the gradient sets of the captured steps, one per pinned slot
+    uint64_t* pinned = nullptr;                   // kCapturedGradientSets slots of plan.gradients
   } batches;
 };
 // Gradient sets a workspace's captured steps may hold (Note [triton-aot batches]); a capture of

@@ -46,9 +46,17 @@ std::array<int64_t, 4> programs(const TensorBatch& b, const StepTensor& s) {
   return {chunks(s.t) * strips(s.t), row_blocks(s.t), col_blocks(s.t), ceil_div(s.t.t.n, kApplyBlock)};
 }
 
-size_t factor_scratch_bytes(const TdclmTensor& t) {  // row partials, column partials, block sums (fp64)
-  return round16(static_cast<size_t>(strips(t) * t.rows) * 8) + round16(static_cast<size_t>(chunks(t) * t.cols) * 8) +
-         round16(static_cast<size_t>(row_blocks(t)) * 8);
+// A factored member's own scratch (fp64): its row partials, column partials and block sums, each at a
+// multiple of 16 bytes from the start (the row partials at 0).
+struct FactorScratch {
+  size_t col_part = 0, block_sums = 0, bytes = 0;
+};
+FactorScratch factor_scratch(const TdclmTensor& t) {
+  FactorScratch f;
+  f.col_part = round16(static_cast<size_t>(strips(t) * t.rows) * sizeof(double));
+  f.block_sums = f.col_part + round16(static_cast<size_t>(chunks(t) * t.cols) * sizeof(double));
+  f.bytes = f.block_sums + round16(static_cast<size_t>(row_blocks(t)) * sizeof(double));
+  return f;
 }
 
 bool gradients_aligned(const TensorBatch& b, std::span<const StepTensor> tensors) {
@@ -102,7 +110,7 @@ BatchPlan plan_batches(std::span<const StepTensor> tensors) {
       for (size_t stage = 0; stage < 4; ++stage) b.programs[stage] += static_cast<unsigned>(p[stage]);
       if (b.factored) {
         plan.scratch_offset[m] = plan.scratch_bytes;
-        plan.scratch_bytes += factor_scratch_bytes(s.t);
+        plan.scratch_bytes += factor_scratch(s.t).bytes;
       }
     }
     const size_t rows = b.members.size() * (b.factored ? kFactoredFields : kTableFields) * sizeof(int64_t);
@@ -121,13 +129,13 @@ BatchPlan plan_batches(std::span<const StepTensor> tensors) {
 
 std::vector<uint64_t> batch_key(std::span<const StepTensor> tensors) {
   std::vector<uint64_t> key;
-  key.reserve(tensors.size() * 14);
+  key.reserve(tensors.size() * 12);
   for (const StepTensor& s : tensors) {
     const ClmTensor& t = s.t.t;
     const uint64_t kind = (s.tdclm ? 1u + static_cast<unsigned>(s.t.form) : 0u) | (t.bf16 ? 16u : 0u);
-    for (uint64_t v : {kind, static_cast<uint64_t>(s.group), static_cast<uint64_t>(t.n), static_cast<uint64_t>(s.t.rows),
-                       static_cast<uint64_t>(s.t.cols), t.param, t.exp_avg, t.exp_avg_sq, t.master,
-                       static_cast<uint64_t>(t.seed), static_cast<uint64_t>(t.index_offset),
+    for (uint64_t v : {kind, static_cast<uint64_t>(s.group), static_cast<uint64_t>(t.n),
+                       static_cast<uint64_t>(s.t.rows), static_cast<uint64_t>(s.t.cols), t.param, t.exp_avg,
+                       t.exp_avg_sq, t.master, static_cast<uint64_t>(t.seed), static_cast<uint64_t>(t.index_offset),
                        static_cast<uint64_t>(t.position)}) {
       key.push_back(v);
     }
@@ -157,13 +165,13 @@ std::vector<uint8_t> batch_tables(const BatchPlan& plan, std::span<const StepTen
         }
       } else {
         const uint64_t row_part = scratch + plan.scratch_offset[b.members[i]];
-        const uint64_t col_part = row_part + round16(static_cast<size_t>(strips(s.t) * s.t.rows) * 8);
-        const uint64_t block_sums = col_part + round16(static_cast<size_t>(chunks(s.t) * s.t.cols) * 8);
+        const FactorScratch own = factor_scratch(s.t);
         int64_t row[kFactoredFields] = {};
         for (size_t stage = 0; stage < 4; ++stage) row[kSumsFirst + stage] = first[stage];
         row[kRows] = s.t.rows, row[kCols] = s.t.cols, row[kPosition] = t.position;
-        row[kRowPart] = static_cast<int64_t>(row_part), row[kColPart] = static_cast<int64_t>(col_part);
-        row[kBlockSums] = static_cast<int64_t>(block_sums);
+        row[kRowPart] = static_cast<int64_t>(row_part);
+        row[kColPart] = static_cast<int64_t>(row_part + own.col_part);
+        row[kBlockSums] = static_cast<int64_t>(row_part + own.block_sums);
         row[kNew] = static_cast<int64_t>(s.t.factors), row[kGl] = static_cast<int64_t>(s.t.gl);
         for (size_t a = 0; a < 4; ++a) row[kParam + a] = static_cast<int64_t>(fixed[a]);
         row[kSeed] = t.seed, row[kIndexOffset] = t.index_offset;

@@ -103,7 +103,8 @@ bool check_factor_tiles(const cuda::KernelManifest& manifest, std::span<const Ao
       for (const int64_t cols : {kWideCols, kWideCols2B, kNarrowCols}) {
         const std::string tile = "_" + tile_name(cols);
         const size_t at = abi.name.find(tile);
-        if (at != std::string_view::npos && (at + tile.size() == abi.name.size() || abi.name[at + tile.size()] == '_')) {
+        const size_t end = at + tile.size();
+        if (at != std::string_view::npos && (end == abi.name.size() || abi.name[end] == '_')) {
           want = static_cast<uint64_t>(kChunkRows * cols);
         }
       }
