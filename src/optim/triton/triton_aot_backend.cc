@@ -121,11 +121,11 @@ struct StreamWork {
   struct Batches {
     std::vector<uint64_t> key;  // batch_key of the tensors `plan` was made for
     BatchPlan plan;
-    bool empty = true;                  // no plan yet
     std::array<uint64_t, 3> written{};  // the regions, scratch and tables buffers the device tables were written for
     std::vector<uint64_t> gradients;    // what the gradient table holds after the last eager step
     std::vector<std::vector<uint64_t>> captured;  // the gradient sets of the captured steps, one per pinned slot
-    uint64_t* pinned = nullptr;                   // kCapturedGradientSets slots of plan.gradients
+    uint64_t* pinned = nullptr;                   // kCapturedGradientSets slots of pinned_count addresses
+    size_t pinned_count = 0;
   } batches;
 };
 // Gradient sets a workspace's captured steps may hold (Note [triton-aot batches]); a capture of
@@ -641,12 +641,11 @@ class TritonAotBackend final : public Backend {
     void plan_batches_of_step() {
       StreamWork::Batches& wb = work->batches;
       std::vector<uint64_t> key = batch_key(plans);
-      if (!wb.empty && key == wb.key) {
+      if (key == wb.key) {  // (the empty plan of no tensors too)
         batch_plan = &wb.plan;
       } else if (!capturing && !work->captured) {
         wb.plan = plan_batches(plans);
         wb.key = std::move(key);
-        wb.empty = false;
         wb.written = {};
         batch_plan = &wb.plan;
       }
@@ -672,14 +671,18 @@ class TritonAotBackend final : public Backend {
             r != cuda::drv::CUDA_SUCCESS) {
           return fail(LUMINAV_STATUS_DRIVER_ERROR, driver().error("cuMemcpyHtoDAsync", r));
         }
-        if (wb.pinned != nullptr) a.cuMemFreeHost(wb.pinned);  // (no graph reads it: none was captured)
-        wb.pinned = nullptr;
-        void* pinned = nullptr;
-        if (CUresult r = a.cuMemAllocHost(&pinned, kCapturedGradientSets * count * sizeof(uint64_t));
-            r != cuda::drv::CUDA_SUCCESS) {
-          return fail(LUMINAV_STATUS_OUT_OF_MEMORY, driver().error("cuMemAllocHost", r));
+        if (wb.pinned_count < count) {  // (no graph reads the old slots: none was captured)
+          if (wb.pinned != nullptr) a.cuMemFreeHost(wb.pinned);
+          wb.pinned = nullptr;
+          wb.pinned_count = 0;
+          void* pinned = nullptr;
+          if (CUresult r = a.cuMemAllocHost(&pinned, kCapturedGradientSets * count * sizeof(uint64_t));
+              r != cuda::drv::CUDA_SUCCESS) {
+            return fail(LUMINAV_STATUS_OUT_OF_MEMORY, driver().error("cuMemAllocHost", r));
+          }
+          wb.pinned = static_cast<uint64_t*>(pinned);
+          wb.pinned_count = count;
         }
-        wb.pinned = static_cast<uint64_t*>(pinned);
         wb.captured.clear();
         wb.gradients.clear();
         wb.written = where;

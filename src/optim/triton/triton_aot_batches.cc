@@ -21,7 +21,6 @@ enum Factored : size_t {
 };
 static_assert(kFactoredFields == 22);
 
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 size_t round16(size_t bytes) { return (bytes + 15) / 16 * 16; }
 
 bool factored_member(const StepTensor& s) { return s.tdclm && s.t.form == TdclmForm::kFactored; }
@@ -68,11 +67,6 @@ bool gradients_aligned(const TensorBatch& b, std::span<const StepTensor> tensors
 
 const char* pair_name(bool bf16) { return bf16 ? "pbf16_gbf16" : "pf32_gf32"; }
 const char* gradient_name(bool bf16) { return bf16 ? "gbf16" : "gf32"; }
-
-// Values the variants of the set fix (no lam, no soft clip, no bound).
-struct Fixed {
-  float lam = 0.0f, one_minus_lam = 1.0f, tau = 0.0f, bound_ratio = 0.0f;
-};
 
 }  // namespace
 
@@ -230,7 +224,7 @@ bool launch_batch_apply(const CudaKernels& kernels, const ClmStepBuffers& b, con
                         std::string* why) {
   ClmStepBuffers v = b;
   ClmScalars c = tensors[batch.members.front()].s;
-  Fixed f;
+  FixedScalars f;
   const size_t stage = batch.factored ? 3 : 1;
   uint64_t table = buffers.tables + batch.tables[batch.factored ? 0 : 1];
   uint64_t gradients = buffers.gradients + batch.first_gradient * sizeof(uint64_t);

@@ -18,12 +18,6 @@ constexpr std::string_view kCommit = "luminav_triton_commit";
 constexpr std::string_view kAdvance = "luminav_triton_advance";
 constexpr int kPartialFields = 5;  // triton_kernels.PARTIAL_FIELDS
 
-// Values the variants of the set fix (no lam, no soft clip, no bound, CLM element moments).
-struct Fixed {
-  float lam = 0.0f, one_minus_lam = 1.0f, tau = 0.0f, bound_ratio = 0.0f;
-  int64_t one = 1, zero = 0;
-};
-
 }  // namespace
 
 unsigned programs_of(const CudaKernels& kernels, std::string_view name, int64_t n) {
@@ -106,7 +100,7 @@ bool launch_grad_sums(const CudaKernels& kernels, const ClmStepBuffers& b, const
   ClmStepBuffers v = b;
   ClmTensor x = t;
   ClmScalars c = s;
-  Fixed f;
+  FixedScalars f;
   const std::string_view reduce = aligned16(t) ? (t.bf16 ? kReduceBf16A16 : kReduceF32A16)
                                                : (t.bf16 ? kReduceBf16 : kReduceF32);
   const unsigned grid = programs_of(kernels, reduce, t.n);
@@ -123,7 +117,7 @@ bool launch_finite_check(const CudaKernels& kernels, const ClmStepBuffers& b, co
   ClmStepBuffers v = b;
   ClmTensor x = t;
   ClmScalars c = s;
-  Fixed f;
+  FixedScalars f;
   int64_t num_partials = 0;
   void* finalize_args[] = {&v.partials, &num_partials, &v.gl, &v.words, &v.k, &x.exp_avg_sq, &v.unused,
                            &v.unused, &v.unused, &x.n, &x.n, &f.one, &f.one, &x.position, &c.beta2,
@@ -146,7 +140,7 @@ bool launch_apply_kernel(const CudaKernels& kernels, std::string_view name, cons
   ClmTensor x = t;
   ClmScalars c = s;
   ApplyMoments o = moments;
-  Fixed f;
+  FixedScalars f;
   if (x.master == 0) x.master = x.param;  // the fp32 variants read no master
   void* args[] = {&x.param, &x.grad, &x.exp_avg, &x.exp_avg_sq, &x.master, &v.k, &v.step, &v.words, &o.gl,
                   &o.factors, &x.n, &o.rows, &o.cols, &x.seed, &x.index_offset, &c.beta1, &c.one_minus_beta1,

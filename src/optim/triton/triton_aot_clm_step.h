@@ -35,6 +35,16 @@ struct ClmScalars {
   float beta1 = 0.9f, one_minus_beta1 = 0.1f, beta2 = 0.999f, one_minus_beta2 = 0.001f, eps = 1e-8f;
 };
 
+// Values the variants of the AOT set fix (no lam, no soft clip, no bound, CLM element moments): the
+// addresses of these are packed for the kernels' arguments of those names.
+struct FixedScalars {
+  float lam = 0.0f, one_minus_lam = 1.0f, tau = 0.0f, bound_ratio = 0.0f;
+  int64_t one = 1, zero = 0;
+};
+
+// ceil(a / b) for a >= 0, b > 0 (program counts).
+inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
 // The kernels the launches below use and the signature each is packed for
 // (the pass kernels also as NAME_a16: Note [aligned variants] in build_triton_aot.py).
 struct AotKernelAbi {

@@ -11,7 +11,6 @@ namespace {
 constexpr int64_t kChunkRows = 128, kWideCols = 128, kWideCols2B = 256, kNarrowCols = 16, kWideFrom = 128;
 constexpr int64_t kRowBlock = 256, kColBlock = 256;
 
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 
 // Note [aligned variants]: the sums index the gradient as r * C + c, so their hints need the
@@ -94,9 +93,6 @@ bool check_elements_per_program(const cuda::KernelManifest& manifest, std::strin
 bool check_factor_tiles(const cuda::KernelManifest& manifest, std::span<const AotKernelAbi> set, std::string* why) {
   // The build records a kernel's tile as its elements_per_program (a sums kernel: the product of the
   // shape its name gives; the factor kernels: rows or columns a program), which the grids assume.
-  const auto ends_with = [](std::string_view name, std::string_view end) {
-    return name.size() >= end.size() && name.substr(name.size() - end.size()) == end;
-  };
   for (const AotKernelAbi& abi : set) {
     uint64_t want = 0;
     if (abi.name.find("_sums_") != std::string_view::npos) {
@@ -108,9 +104,9 @@ bool check_factor_tiles(const cuda::KernelManifest& manifest, std::span<const Ao
           want = static_cast<uint64_t>(kChunkRows * cols);
         }
       }
-    } else if (ends_with(abi.name, "_rows")) {
+    } else if (abi.name.ends_with("_rows")) {
       want = kRowBlock;
-    } else if (ends_with(abi.name, "_cols")) {
+    } else if (abi.name.ends_with("_cols")) {
       want = kColBlock;
     } else {
       continue;
