@@ -66,20 +66,21 @@ constexpr int32_t kNoBad = 0x7FFFFFFF;  // triton_kernels.NO_BAD
 // eager step of that scratch sets every word too: a replay writes the captured values, so what an
 // eager step last set may no longer be in the block.
 //
-// Note [triton-aot batches]: the asynchronous step launches the multi-tensor kernels (Note [AOT
-// tensor tables] in build_triton_aot.py) for the tensors of one group that share a class (CLM of one
-// dtype pair; factored TD-CLM of one dtype pair and sums tile): the Llama 98M step went from ~450
-// launches to 10. Their tables (sizes, the addresses of parameters, state and each member's own
-// factor scratch) and program maps stay in the workspace while the same tensors are stepped (the
-// plan's key, batch_key); the gradients have a table of their own, copied from the host only when
-// an address changed (zero_grad(set_to_none=True) may move them). Copies from pageable memory are
-// staged by the driver before the call returns, so nothing waits for the device. A capture cannot
-// copy from pageable memory: it copies the gradient table from a pinned slot that keeps those
-// addresses for as long as the graph may replay (kCapturedGradientSets of them per workspace). A
-// replay writes that table, so an eager step of a captured workspace copies its gradients again;
-// and since a graph reads the workspace's tables, those are never rewritten once captured: a step
-// whose tensors differ from the plan's then launches each tensor on its own, as does a capture
-// before any eager step, or one that finds every pinned slot taken by other gradients.
+// Note [triton-aot batches]: a step (the asynchronous one, and luminav_step's passes) launches the
+// multi-tensor kernels (Note [AOT tensor tables] in build_triton_aot.py) for the tensors of one group
+// that share a class (CLM of one dtype pair; factored TD-CLM of one dtype pair and sums tile): the
+// Llama 98M step went from ~450 launches to 10. Their tables (sizes, the addresses of parameters,
+// state and each member's own factor scratch) and program maps stay in the workspace (luminav_step:
+// the stream's buffers) while the same tensors are stepped (the plan's key, batch_key); the
+// gradients have a table of their own, copied from the host only when an address changed
+// (zero_grad(set_to_none=True) may move them). Copies from pageable memory are staged by the driver
+// before the call returns, so nothing waits for the device. A capture cannot copy from pageable
+// memory: it copies the gradient table from a pinned slot that keeps those addresses for as long as
+// the graph may replay (kCapturedGradientSets of them per workspace). A replay writes that table, so
+// an eager step of a captured workspace copies its gradients again; and since a graph reads the
+// workspace's tables, those are never rewritten once captured: a step whose tensors differ from the
+// plan's then launches each tensor on its own, as does a capture before any eager step, or one that
+// finds every pinned slot taken by other gradients.
 struct GroupBlock {
   float k[8];        // prepare_kernel's constants
   int64_t step;      // t
@@ -116,7 +117,7 @@ struct StreamWork {
   DeviceBuffer row_partials, col_partials, regions;
   int32_t* host_words = nullptr;  // pinned
   std::vector<double> host_partials;
-  // The asynchronous step's batches (Note [triton-aot batches]).
+  // The batches of the steps on these buffers (Note [triton-aot batches]).
   DeviceBuffer batch_tables, batch_scratch, gradient_table;
   struct Batches {
     std::vector<uint64_t> key;  // batch_key of the tensors `plan` was made for
@@ -220,15 +221,7 @@ class TritonAotBackend final : public Backend {
     if (call.code != LUMINAV_STATUS_OK) return call.code;
     if (int code = call.upload(k); code != LUMINAV_STATUS_OK) return code;
     const cuda::drv::Api& a = driver().api();
-    std::string why;
-    for (size_t j = 0; j < tensors.size(); ++j) {
-      const bool ok = call.plans[j].tdclm
-                          ? launch_tdclm_round0(call.state->kernels, call.buffers, call.scratch, call.plans[j].t,
-                                                scalars(k), call.stream, &why)
-                          : launch_finite_check(call.state->kernels, call.buffers, call.plans[j].t.t, scalars(k),
-                                                call.stream, &why);
-      if (!ok) return fail(LUMINAV_STATUS_DRIVER_ERROR, why);
-    }
+    if (int code = call.launch_pass(1, {&call.buffers, 1}); code != LUMINAV_STATUS_OK) return code;
     CUresult r = a.cuMemcpyDtoHAsync(call.work->host_words, call.buffers.words, 2 * sizeof(int32_t), call.stream);
     if (r == cuda::drv::CUDA_SUCCESS) r = a.cuStreamSynchronize(call.stream);
     if (r != cuda::drv::CUDA_SUCCESS) return fail(LUMINAV_STATUS_DRIVER_ERROR, driver().error("cuMemcpyDtoHAsync", r));
@@ -249,16 +242,7 @@ class TritonAotBackend final : public Backend {
     Call call(*this, ctx, k, tensors);
     if (call.code != LUMINAV_STATUS_OK) return call.code;
     if (int code = call.upload(k); code != LUMINAV_STATUS_OK) return code;
-    std::string why;
-    for (size_t j = 0; j < tensors.size(); ++j) {
-      const bool ok = call.plans[j].tdclm
-                          ? launch_tdclm_apply(call.state->kernels, call.buffers, call.plans[j].t, scalars(k),
-                                               call.stream, &why)
-                          : launch_apply(call.state->kernels, call.buffers, call.plans[j].t.t, scalars(k),
-                                         call.stream, &why);
-      if (!ok) return fail(LUMINAV_STATUS_DRIVER_ERROR, why);
-    }
-    return LUMINAV_STATUS_OK;
+    return call.launch_pass(2, {&call.buffers, 1});
   }
 
   bool supports_async() const override { return true; }
@@ -328,36 +312,9 @@ class TritonAotBackend final : public Backend {
       if (int code = set_host_words(call, gi, groups[gi], block); code != LUMINAV_STATUS_OK) return code;
       if (!launch_prepare(kernels, b, call.stream, &why)) return fail(LUMINAV_STATUS_DRIVER_ERROR, why);
     }
-    const BatchPlan* batches = nullptr;  // Note [triton-aot batches]
-    if (int code = call.point_batches(&batches); code != LUMINAV_STATUS_OK) return code;
-    const BatchBuffers batch_buffers{call.work->batch_tables.address, call.work->gradient_table.address};
-    const std::span<const StepTensor> planned = call.plans;
-    const auto alone = [batches](size_t j) { return batches == nullptr || !batches->in_batch[j]; };
     // Pass 1 of every tensor before any pass 2: the finite check covers the call.
-    for (size_t j = 0; j < planned.size(); ++j) {
-      const StepTensor& p = planned[j];
-      if (!alone(j)) continue;
-      const bool ok = p.tdclm ? launch_tdclm_round0(kernels, buffers[p.group], call.scratch, p.t, p.s, call.stream, &why)
-                              : launch_finite_check(kernels, buffers[p.group], p.t.t, p.s, call.stream, &why);
-      if (!ok) return fail(LUMINAV_STATUS_DRIVER_ERROR, why);
-    }
-    for (const TensorBatch& batch : batches ? batches->batches : std::vector<TensorBatch>{}) {
-      if (!launch_batch_round0(kernels, buffers[batch.group], batch_buffers, batch, planned, call.stream, &why)) {
-        return fail(LUMINAV_STATUS_DRIVER_ERROR, why);
-      }
-    }
-    for (size_t j = 0; j < planned.size(); ++j) {
-      const StepTensor& p = planned[j];
-      if (!alone(j)) continue;
-      const bool ok = p.tdclm ? launch_tdclm_apply(kernels, buffers[p.group], p.t, p.s, call.stream, &why)
-                              : launch_apply(kernels, buffers[p.group], p.t.t, p.s, call.stream, &why);
-      if (!ok) return fail(LUMINAV_STATUS_DRIVER_ERROR, why);
-    }
-    for (const TensorBatch& batch : batches ? batches->batches : std::vector<TensorBatch>{}) {
-      if (!launch_batch_apply(kernels, buffers[batch.group], batch_buffers, batch, planned, call.stream, &why)) {
-        return fail(LUMINAV_STATUS_DRIVER_ERROR, why);
-      }
-    }
+    if (int code = call.launch_pass(1, buffers); code != LUMINAV_STATUS_OK) return code;
+    if (int code = call.launch_pass(2, buffers); code != LUMINAV_STATUS_OK) return code;
     if (!launch_commit(kernels, buffers.front(), call.stream, &why)) return fail(LUMINAV_STATUS_DRIVER_ERROR, why);
     for (const ClmStepBuffers& b : buffers) {
       if (!launch_advance(kernels, b, call.stream, &why)) return fail(LUMINAV_STATUS_DRIVER_ERROR, why);
@@ -538,7 +495,9 @@ class TritonAotBackend final : public Backend {
     ClmStepBuffers buffers;
     TdclmScratch scratch;
     std::vector<StepTensor> plans;
-    const BatchPlan* batch_plan = nullptr;  // the asynchronous step's (Note [triton-aot batches])
+    const BatchPlan* batch_plan = nullptr;  // the call's plan of batches (Note [triton-aot batches])
+    const BatchPlan* batches = nullptr;     // the batches launch_pass launches (point_batches)
+    bool batches_pointed = false;
     std::unique_lock<std::mutex> lock;
     std::unique_ptr<Scope> scope;
 
@@ -586,7 +545,7 @@ class TritonAotBackend final : public Backend {
         region_offset[j] = regions;
         regions += tdclm_region_bytes(plans[j].t);
       }
-      if (groups > 0) plan_batches_of_step();
+      plan_batches_of_step();
       const BatchPlan none;
       const BatchPlan& batch = batch_plan != nullptr ? *batch_plan : none;
       const std::pair<DeviceBuffer*, size_t> needs[] = {{&work->partials, partials},
@@ -634,7 +593,7 @@ class TritonAotBackend final : public Backend {
       buffers.partials = work->partials.address;
     }
 
-    // Note [triton-aot batches]: the plan of the step's batches (batch_plan), kept in the workspace
+    // Note [triton-aot batches]: the plan of the call's batches (batch_plan), kept in its StreamWork
     // while its tensors are the same; made anew only where no graph holds the old one's tables (not
     // while capturing, nor once the workspace was captured): else batch_plan stays null and every
     // tensor steps on its own.
@@ -711,6 +670,37 @@ class TritonAotBackend final : public Backend {
       }
       if (!capturing) wb.gradients = std::move(gradients);
       *out = batch_plan;
+      return LUMINAV_STATUS_OK;
+    }
+
+    // Pass 1 (the finite check; TD-CLM's sums and factors) or pass 2 of every tensor of the call: the
+    // batches' launches (Note [triton-aot batches]) and each other tensor's own; per_group: each
+    // group's buffers (luminav_step's one).
+    int launch_pass(int pass, std::span<const ClmStepBuffers> per_group) {
+      if (!batches_pointed) {
+        if (int code = point_batches(&batches); code != LUMINAV_STATUS_OK) return code;
+        batches_pointed = true;
+      }
+      const CudaKernels& kernels = state->kernels;
+      std::string why;
+      for (size_t j = 0; j < plans.size(); ++j) {
+        const StepTensor& p = plans[j];
+        if (batches != nullptr && batches->in_batch[j]) continue;
+        const ClmStepBuffers& b = per_group[p.group];
+        const bool ok = pass == 1 ? (p.tdclm ? launch_tdclm_round0(kernels, b, scratch, p.t, p.s, stream, &why)
+                                             : launch_finite_check(kernels, b, p.t.t, p.s, stream, &why))
+                                  : (p.tdclm ? launch_tdclm_apply(kernels, b, p.t, p.s, stream, &why)
+                                             : launch_apply(kernels, b, p.t.t, p.s, stream, &why));
+        if (!ok) return fail(LUMINAV_STATUS_DRIVER_ERROR, why);
+      }
+      if (batches == nullptr) return LUMINAV_STATUS_OK;
+      const BatchBuffers tables{work->batch_tables.address, work->gradient_table.address};
+      for (const TensorBatch& batch : batches->batches) {
+        const ClmStepBuffers& b = per_group[batch.group];
+        const bool ok = pass == 1 ? launch_batch_round0(kernels, b, tables, batch, plans, stream, &why)
+                                  : launch_batch_apply(kernels, b, tables, batch, plans, stream, &why);
+        if (!ok) return fail(LUMINAV_STATUS_DRIVER_ERROR, why);
+      }
       return LUMINAV_STATUS_OK;
     }
 

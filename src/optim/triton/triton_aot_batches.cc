@@ -1,4 +1,4 @@
-// The batches of triton-aot's asynchronous step and their launches (Note [AOT tensor tables] in
+// The batches of triton-aot's steps and their launches (Note [AOT tensor tables] in
 // build_triton_aot.py; the table layouts are triton_kernels.py's).
 #include "optim/triton/triton_aot_batches.h"
 

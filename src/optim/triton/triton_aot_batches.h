@@ -1,4 +1,4 @@
-// Many tensors per launch in triton-aot's asynchronous step (Note [AOT tensor tables] in
+// Many tensors per launch in triton-aot's steps (Note [AOT tensor tables] in
 // build_triton_aot.py): which tensors of a step go together, the tables and program maps their
 // multi-tensor kernels read (Note [tensor tables] and Note [factored tables] in triton_kernels.py),
 // and the launches, packed in the order of each kernel's manifest signature.
