@@ -99,6 +99,12 @@ NUM_WARPS = 4
 # H100 alike. The fp32 tile keeps 8: at 2 warps its sums reached 3.75 TB/s and the 2^28 step 7% faster,
 # but the loop's step (111 smaller tensors) 11% slower, and the AOT step 10% slower
 # (docs/benchmarks.md, issue 18 session 17). The narrow tile keeps 8 (not measured).
+# FACTOR_WARPS_ONE_ALIGNED: the JIT's one-tensor sums launch over an aligned gradient (address, R and C
+# multiples of 16, which the JIT specializes on) takes the fp32 tile at 2 warps. That launch is the one
+# the 3.75 TB/s and the 7% faster 2^28 step above came from; the cubins (offline, sm_90, cuobjdump
+# -res-usage) show why the others keep 8: the one-tensor kernel so specialized holds its 128 x 128
+# tile in 255 registers with 128 bytes of spill stack, the AOT _a16 build of it spills 896 bytes (the
+# AOT step was 10% slower), and the loop's batches go through factored_sums_multi_kernel.
 FACTOR_CHUNK_ROWS = 128
 FACTOR_WIDE_COLS = 128
 FACTOR_WIDE_COLS_2B = 256
@@ -109,6 +115,7 @@ FACTOR_ROW_BLOCK = 256
 FACTOR_COL_BLOCK = 256
 FACTOR_MERGE = 16
 FACTOR_WARPS = {128: 8, 256: 4, 16: 8}  # by tile columns, as FACTOR_LOAD_ROWS
+FACTOR_WARPS_ONE_ALIGNED = {**FACTOR_WARPS, 128: 2}
 # Parameter/gradient dtype codes of the kernels' DTYPE arguments.
 F32, BF16, F16 = 0, 1, 2
 # TD-CLM second-moment kinds (core::SecondMoment); CLM and per-element TD-CLM are ELEMENT.

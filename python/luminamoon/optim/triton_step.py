@@ -46,6 +46,8 @@ MULTI_TENSOR = os.environ.get("LUMINAV_TRITON_MULTI_TENSOR", "1") != "0"
 REPLAY = os.environ.get("LUMINAV_TRITON_REPLAY", "1") != "0"
 FACTOR_WARPS = {c: int(os.environ.get("LUMINAV_TRITON_FACTOR_WARPS", w))  # TD-CLM's sums, by tile columns
                 for c, w in tk.FACTOR_WARPS.items()}
+FACTOR_WARPS_ONE_ALIGNED = {c: int(os.environ.get("LUMINAV_TRITON_FACTOR_WARPS", w))
+                            for c, w in tk.FACTOR_WARPS_ONE_ALIGNED.items()}
 # Note [no contraction]: the nvcc kernels are built with -fmad=false and the host code with
 # -ffp-contract=off, so a*b+c rounds twice everywhere; Triton would fuse it into an FMA and the
 # fp32 values (hence the stochastic rounding bits) would differ from the other backends'.
@@ -580,11 +582,12 @@ class TritonStepPlan:
         exp_avg_sq = t.state["exp_avg_sq"]
         load_rows, block_c = s["tile"]
         factored = t.kind == tk.FACTORED
+        aligned = gk.data_ptr() % 16 == 0 and t.rows % 16 == 0 and t.cols % 16 == 0
+        warps = (FACTOR_WARPS_ONE_ALIGNED if aligned else FACTOR_WARPS)[block_c]
         self._run(tk.factor_sums_kernel, (s["chunks"] * s["strips"],),
             gk, s["row_part"], s["col_part"], g.k, self.words, t.rows, t.cols,
             t.position if o.check_finite else tk.NO_BAD, int(factored), GDTYPE=gdtype, SCALED=scaled,
-            CHUNK_ROWS=tk.FACTOR_CHUNK_ROWS, LOAD_ROWS=load_rows, BLOCK_C=block_c, num_warps=FACTOR_WARPS[block_c],
-            **FP_OPTIONS)
+            CHUNK_ROWS=tk.FACTOR_CHUNK_ROWS, LOAD_ROWS=load_rows, BLOCK_C=block_c, num_warps=warps, **FP_OPTIONS)
         self._run(tk.factor_rows_kernel, (s["row_blocks"],),
             s["row_part"], exp_avg_sq, s["new"], s["block_sums"], self.words, t.rows, t.cols, s["strips"], o.beta2,
             1.0 - o.beta2, BLOCK=tk.FACTOR_ROW_BLOCK, MERGE=tk.FACTOR_MERGE, num_warps=NUM_WARPS, **FP_OPTIONS)

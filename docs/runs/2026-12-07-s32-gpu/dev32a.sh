@@ -1,0 +1,37 @@
+#!/bin/bash
+# Session 32, call 1, on branch triton-aot-sync-batches rebased onto main (luminav_step launches the batches too):
+# the AOT and asynchronous-step GPU tests (main's two-captures and capture-refusal tests are new); on an H200 only,
+# then the Llama loop (TD-CLM) and issue 18's
+# kernel benchmark in one run: nvcc, Triton JIT, Triton AOT and torch's fused AdamW at 2^28 (CLM fp32, TD-CLM
+# factored fp32 and bf16 + masters; eager and replayed). The JIT's one-tensor fp32 factor sums now take 2 warps
+# (FACTOR_WARPS_ONE_ALIGNED): the same bench with LUMINAV_TRITON_FACTOR_WARPS=8 (the old setting) beside it.
+set -u
+export OUT=${OUT:-$PWD/gpu_out}
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv > "$OUT/gpu.txt" 2>&1
+cat "$OUT/gpu.txt"
+t0=$(date +%s)
+bash bench/gpu_suite.sh build 2>&1 | tail -3
+export LD_LIBRARY_PATH=$PWD/.gpu_bundle/prefix/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
+export LUMINAV_TRITON_AOT_DIR=$PWD/build/aot_s31 PYTHONPATH=/tmp/lm_site
+LUMINAV_LIBRARY=$(find /tmp/lm_site -name 'libluminav.so*' | head -1) timeout 200 python3 -m pytest -q \
+  -p no:cacheprovider -o addopts= tests/optim/test_gpu_triton_aot.py tests/optim/test_gpu_async_step.py -rs 2>&1 \
+  | tee "$OUT/pytest_aot.log" | tail -15
+echo "tests done at $(( $(date +%s) - t0 )) s"
+for w in 8 default 8 default; do
+  [ $w = default ] && unset LUMINAV_TRITON_FACTOR_WARPS || export LUMINAV_TRITON_FACTOR_WARPS=$w
+  timeout 60 python3 bench/triton_step_bench.py --reps 30 --replay --skip-compile --cases tdclm_factored_f32 \
+    --kinds luminav_triton --out "$OUT/warps_$w.json" 2>&1 | sed "s/^/warps $w: /" | tee -a "$OUT/warps_ab.log" \
+    | grep -E "copy|Error"
+done
+unset LUMINAV_TRITON_FACTOR_WARPS
+echo "warps A/B done at $(( $(date +%s) - t0 )) s"
+grep -q H200 "$OUT/gpu.txt" || exit 0
+timeout 120 python3 bench/optim_training_loop.py --kinds torch_fused luminav_tdclm luminav_tdclm_triton \
+  luminav_tdclm_triton_aot --rounds 2 --reps 20 --json "$OUT/loop.json" 2>&1 | tee "$OUT/loop.log" \
+  | grep -E "^(torch_fused|luminav)|Error|floor"
+echo "loop done at $(( $(date +%s) - t0 )) s"
+timeout 150 python3 bench/triton_step_bench.py --reps 30 --replay --skip-compile \
+  --cases clm_f32 tdclm_factored_f32 tdclm_factored_bf16_master \
+  --kinds luminav_nvcc luminav_triton luminav_triton_aot torch_fused_adamw --out "$OUT/kernel_bench.json" 2>&1 \
+  | tee "$OUT/kernel_bench.log" | grep -E "copy|Error|captured"
+echo "all done at $(( $(date +%s) - t0 )) s"
