@@ -17,7 +17,7 @@ LUMINAV_LIBRARY=$(find /tmp/lm_site -name 'libluminav.so*' | head -1) timeout 20
   -p no:cacheprovider -o addopts= tests/optim/test_gpu_triton_aot.py tests/optim/test_gpu_async_step.py -rs 2>&1 \
   | tee "$OUT/pytest_aot.log" | tail -15
 echo "tests done at $(( $(date +%s) - t0 )) s"
-for w in 8 default 8 default; do
+for w in 8 default; do
   [ $w = default ] && unset LUMINAV_TRITON_FACTOR_WARPS || export LUMINAV_TRITON_FACTOR_WARPS=$w
   timeout 60 python3 bench/triton_step_bench.py --reps 30 --replay --skip-compile --cases tdclm_factored_f32 \
     --kinds luminav_triton --out "$OUT/warps_$w.json" 2>&1 | sed "s/^/warps $w: /" | tee -a "$OUT/warps_ab.log" \
@@ -26,12 +26,22 @@ done
 unset LUMINAV_TRITON_FACTOR_WARPS
 echo "warps A/B done at $(( $(date +%s) - t0 )) s"
 grep -q H200 "$OUT/gpu.txt" || exit 0
-timeout 120 python3 bench/optim_training_loop.py --kinds torch_fused luminav_tdclm luminav_tdclm_triton \
-  luminav_tdclm_triton_aot --rounds 2 --reps 20 --json "$OUT/loop.json" 2>&1 | tee "$OUT/loop.log" \
-  | grep -E "^(torch_fused|luminav)|Error|floor"
-echo "loop done at $(( $(date +%s) - t0 )) s"
 timeout 150 python3 bench/triton_step_bench.py --reps 30 --replay --skip-compile \
   --cases clm_f32 tdclm_factored_f32 tdclm_factored_bf16_master \
   --kinds luminav_nvcc luminav_triton luminav_triton_aot torch_fused_adamw --out "$OUT/kernel_bench.json" 2>&1 \
   | tee "$OUT/kernel_bench.log" | grep -E "copy|Error|captured"
+echo "kernel bench done at $(( $(date +%s) - t0 )) s"
+timeout 120 python3 bench/optim_training_loop.py --kinds torch_fused luminav_tdclm luminav_tdclm_triton \
+  luminav_tdclm_triton_aot --rounds 2 --reps 20 --json "$OUT/loop.json" 2>&1 | tee "$OUT/loop.log" \
+  | grep -E "^(torch_fused|luminav)|Error|floor"
+echo "loop done at $(( $(date +%s) - t0 )) s"
+# Issue 18's factored pass 2 in segments (branch triton-factored-segments, applied to this tree's kernels file and
+# carried as build/new_optim_s32/triton_kernels.py) against this tree's, the JIT at 2^28, order old, new, new, old.
+rm -rf /tmp/lm_site_new && cp -r /tmp/lm_site /tmp/lm_site_new && cp build/new_optim_s32/triton_kernels.py /tmp/lm_site_new/luminamoon/optim/
+for run in old:1 new:1 new:2 old:2; do
+  which=${run%%:*}; site=/tmp/lm_site; [ $which = new ] && site=/tmp/lm_site_new
+  PYTHONPATH=$site timeout 70 python3 bench/triton_step_bench.py --reps 30 --replay --skip-compile \
+    --cases tdclm_factored_f32 tdclm_factored_bf16_master --kinds luminav_triton --out "$OUT/seg_${run/:/_}.json" 2>&1 \
+    | sed "s/^/$run /" | tee -a "$OUT/seg.log" | grep -E "copy|Error|captured"
+done
 echo "all done at $(( $(date +%s) - t0 )) s"
