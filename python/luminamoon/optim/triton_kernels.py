@@ -114,6 +114,13 @@ FACTOR_LOAD_ROWS = {128: 128, 256: 128, 16: 128}  # rows per load of each tile (
 FACTOR_ROW_BLOCK = 256
 FACTOR_COL_BLOCK = 256
 FACTOR_MERGE = 16
+# Warps of the factor kernels (factor_rows/cols_kernel and their multi-tensor forms). At 4 warps each
+# thread holds 32 values of a [MERGE, BLOCK] load of fp64 partials, and the sm_90 SASS of
+# factored_cols_multi_kernel (offline: nvdisasm of the AOT cubin) loads them one at a time, one register
+# reused, each add waiting for its load: in the Llama 98M loop the column factors took 25 us of the
+# step on the H100 against the nvcc kernel's 5 (docs/benchmarks.md, row X3k). At 8 warps a thread holds
+# 16 and the loop issues 8 loads before its first add (64 registers).
+FACTOR_FORM_WARPS = 8
 FACTOR_WARPS = {128: 8, 256: 4, 16: 8}  # by tile columns, as FACTOR_LOAD_ROWS
 FACTOR_WARPS_ONE_ALIGNED = {**FACTOR_WARPS, 128: 2}
 # Parameter/gradient dtype codes of the kernels' DTYPE arguments.

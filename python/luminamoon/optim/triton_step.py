@@ -46,6 +46,7 @@ MULTI_TENSOR = os.environ.get("LUMINAV_TRITON_MULTI_TENSOR", "1") != "0"
 REPLAY = os.environ.get("LUMINAV_TRITON_REPLAY", "1") != "0"
 FACTOR_WARPS = {c: int(os.environ.get("LUMINAV_TRITON_FACTOR_WARPS", w))  # TD-CLM's sums, by tile columns
                 for c, w in tk.FACTOR_WARPS.items()}
+FACTOR_FORM_WARPS = int(os.environ.get("LUMINAV_TRITON_FACTOR_FORM_WARPS", tk.FACTOR_FORM_WARPS))  # rows, cols
 FACTOR_WARPS_ONE_ALIGNED = {c: int(os.environ.get("LUMINAV_TRITON_FACTOR_WARPS", w))
                             for c, w in tk.FACTOR_WARPS_ONE_ALIGNED.items()}
 # Note [no contraction]: the nvcc kernels are built with -fmad=false and the host code with
@@ -590,11 +591,11 @@ class TritonStepPlan:
             CHUNK_ROWS=tk.FACTOR_CHUNK_ROWS, LOAD_ROWS=load_rows, BLOCK_C=block_c, num_warps=warps, **FP_OPTIONS)
         self._run(tk.factor_rows_kernel, (s["row_blocks"],),
             s["row_part"], exp_avg_sq, s["new"], s["block_sums"], self.words, t.rows, t.cols, s["strips"], o.beta2,
-            1.0 - o.beta2, BLOCK=tk.FACTOR_ROW_BLOCK, MERGE=tk.FACTOR_MERGE, num_warps=NUM_WARPS, **FP_OPTIONS)
+            1.0 - o.beta2, BLOCK=tk.FACTOR_ROW_BLOCK, MERGE=tk.FACTOR_MERGE, num_warps=FACTOR_FORM_WARPS, **FP_OPTIONS)
         self._run(tk.factor_cols_kernel, (triton_cdiv(t.cols, tk.FACTOR_COL_BLOCK) if factored else 1,),
             s["col_part"], s["block_sums"], exp_avg_sq, s["new"], s["gl"], self.words, t.rows, t.cols,
             t.cols if factored else 0, s["chunks"] if factored else 0, s["row_blocks"], o.beta2, 1.0 - o.beta2,
-            BLOCK=tk.FACTOR_COL_BLOCK, MERGE=tk.FACTOR_MERGE, num_warps=NUM_WARPS, **FP_OPTIONS)
+            BLOCK=tk.FACTOR_COL_BLOCK, MERGE=tk.FACTOR_MERGE, num_warps=FACTOR_FORM_WARPS, **FP_OPTIONS)
 
     def _apply(self, g: GroupStep, t: TensorStep, grad: torch.Tensor, scaled: bool) -> None:
         o = g.options
@@ -626,10 +627,10 @@ class TritonStepPlan:
             num_warps=FACTOR_WARPS[block_c], **FP_OPTIONS)
         self._run(tk.factored_rows_multi_kernel, (maps[tk.FT_ROWS_FIRST.value].numel(),),
             table, maps[tk.FT_ROWS_FIRST.value], self.words, o.beta2, 1.0 - o.beta2, BLOCK=tk.FACTOR_ROW_BLOCK,
-            MERGE=tk.FACTOR_MERGE, num_warps=NUM_WARPS, **FP_OPTIONS)
+            MERGE=tk.FACTOR_MERGE, num_warps=FACTOR_FORM_WARPS, **FP_OPTIONS)
         self._run(tk.factored_cols_multi_kernel, (maps[tk.FT_COLS_FIRST.value].numel(),),
             table, maps[tk.FT_COLS_FIRST.value], self.words, o.beta2, 1.0 - o.beta2, BLOCK=tk.FACTOR_COL_BLOCK,
-            MERGE=tk.FACTOR_MERGE, num_warps=NUM_WARPS, **FP_OPTIONS)
+            MERGE=tk.FACTOR_MERGE, num_warps=FACTOR_FORM_WARPS, **FP_OPTIONS)
 
     def _factored_apply_batch(self, g: GroupStep, b: TensorBatch, scaled: bool) -> None:
         o = g.options

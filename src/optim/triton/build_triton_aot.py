@@ -41,7 +41,7 @@ def _geometry() -> dict:
     """triton_kernels.py's block sizes and warps (Note [Triton block sizes]), read without importing triton."""
     names = {"APPLY_BLOCK", "REDUCE_BLOCK", "FINALIZE_BLOCK", "NUM_WARPS", "FACTOR_CHUNK_ROWS", "FACTOR_WIDE_COLS",
              "FACTOR_WIDE_COLS_2B", "FACTOR_NARROW_COLS", "FACTOR_LOAD_ROWS", "FACTOR_ROW_BLOCK", "FACTOR_COL_BLOCK", "FACTOR_MERGE",
-             "FACTOR_WARPS"}
+             "FACTOR_WARPS", "FACTOR_FORM_WARPS"}
     found = {}
     for node in ast.parse(KERNELS_PY.read_text()).body:
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and getattr(node.targets[0], "id", None) in names:
@@ -57,6 +57,7 @@ APPLY_BLOCK, REDUCE_BLOCK, FINALIZE_BLOCK, NUM_WARPS = (_G[k] for k in ("APPLY_B
                                                                          "FINALIZE_BLOCK", "NUM_WARPS"))
 FACTOR_CHUNK_ROWS, FACTOR_LOAD_ROWS, FACTOR_WARPS = _G["FACTOR_CHUNK_ROWS"], _G["FACTOR_LOAD_ROWS"], _G["FACTOR_WARPS"]
 FACTOR_ROW_BLOCK, FACTOR_COL_BLOCK, FACTOR_MERGE = _G["FACTOR_ROW_BLOCK"], _G["FACTOR_COL_BLOCK"], _G["FACTOR_MERGE"]
+FACTOR_FORM_WARPS = _G["FACTOR_FORM_WARPS"]
 
 
 def _apply(pdtype: int, gdtype: int, master: bool, kind: int = 0) -> dict:
@@ -104,9 +105,9 @@ SUMS_TILES = {"gf32": (_G["FACTOR_WIDE_COLS"], _G["FACTOR_NARROW_COLS"]),  # (wi
               "gbf16": (_G["FACTOR_WIDE_COLS_2B"], _G["FACTOR_NARROW_COLS"])}
 VARIANTS["luminav_triton_finalize_tensor"] = ("finalize_kernel", _finalize(1), 0)
 VARIANTS["luminav_triton_factor_rows"] = ("factor_rows_kernel", dict(BLOCK=FACTOR_ROW_BLOCK, MERGE=FACTOR_MERGE),
-                                          FACTOR_ROW_BLOCK)
+                                          FACTOR_ROW_BLOCK, FACTOR_FORM_WARPS)
 VARIANTS["luminav_triton_factor_cols"] = ("factor_cols_kernel", dict(BLOCK=FACTOR_COL_BLOCK, MERGE=FACTOR_MERGE),
-                                          FACTOR_COL_BLOCK)
+                                          FACTOR_COL_BLOCK, FACTOR_FORM_WARPS)
 for _form, _kind in TDCLM_KINDS.items():
     VARIANTS[f"luminav_triton_apply_pf32_gf32_{_form}"] = ("apply_kernel", _apply(0, 0, False, _kind), APPLY_BLOCK)
     VARIANTS[f"luminav_triton_apply_pbf16_gbf16_{_form}"] = ("apply_kernel", _apply(1, 1, True, _kind), APPLY_BLOCK)
@@ -160,9 +161,11 @@ for _sfx, _aligned in (("", False), ("_a16", True)):
         VARIANTS[f"luminav_triton_multi_factored_apply_{_pair}{_sfx}"] = ("factored_apply_multi_kernel",
                                                                           _multi_apply, APPLY_BLOCK)
 VARIANTS["luminav_triton_multi_factored_rows"] = ("factored_rows_multi_kernel",
-                                                  dict(BLOCK=FACTOR_ROW_BLOCK, MERGE=FACTOR_MERGE), FACTOR_ROW_BLOCK)
+                                                  dict(BLOCK=FACTOR_ROW_BLOCK, MERGE=FACTOR_MERGE), FACTOR_ROW_BLOCK,
+                                                  FACTOR_FORM_WARPS)
 VARIANTS["luminav_triton_multi_factored_cols"] = ("factored_cols_multi_kernel",
-                                                  dict(BLOCK=FACTOR_COL_BLOCK, MERGE=FACTOR_MERGE), FACTOR_COL_BLOCK)
+                                                  dict(BLOCK=FACTOR_COL_BLOCK, MERGE=FACTOR_MERGE), FACTOR_COL_BLOCK,
+                                                  FACTOR_FORM_WARPS)
 KERNEL_SETS = {"all": tuple(VARIANTS), "clm_f32": tuple(v for v in VARIANTS if "bf16" not in v)}
 
 # Argument types of the kernels' non-constexpr parameters (Triton signature strings).
