@@ -96,15 +96,19 @@ NUM_WARPS = 4
 # Warps per sums program by tile width (FACTOR_WARPS): the 2-byte tile at 4 warps, not 8, read a bf16
 # 16384 x 16384 gradient at 2.42 TB/s on the H200 (8 warps: 1.76; the copy 4.27), and the factored
 # bf16 + masters step ran 4-5% faster by replay at 2^28 and in the Llama 98M loop, on the H200 and the
-# H100 alike. The fp32 tile keeps 8: at 2 warps its sums reached 3.75 TB/s and the 2^28 step 7% faster,
+# H100 alike. The fp32 tile kept 8: at 2 warps its sums reached 3.75 TB/s and the 2^28 step 7% faster,
 # but the loop's step (111 smaller tensors) 11% slower, and the AOT step 10% slower
-# (docs/benchmarks.md, issue 18 session 17). The narrow tile keeps 8 (not measured).
+# (docs/benchmarks.md, issue 18 session 17). At 4 warps (session 32, H100, the Llama 98M loop with
+# LUMINAV_TRITON_FACTOR_WARPS=2/4/8 alternating, two rounds) the JIT's step as a graph took 0.855/0.850
+# ms against 0.898/0.893 at 8 and 0.972/0.963 at 2 (nvcc 0.882-0.884): the fp32 tile now takes 4. The
+# narrow tile keeps 8 (not measured).
 # FACTOR_WARPS_ONE_ALIGNED: the JIT's one-tensor sums launch over an aligned gradient (address, R and C
 # multiples of 16, which the JIT specializes on) takes the fp32 tile at 2 warps. That launch is the one
-# the 3.75 TB/s and the 7% faster 2^28 step above came from; the cubins (offline, sm_90, cuobjdump
-# -res-usage) show why the others keep 8: the one-tensor kernel so specialized holds its 128 x 128
-# tile in 255 registers with 128 bytes of spill stack, the AOT _a16 build of it spills 896 bytes (the
-# AOT step was 10% slower), and the loop's batches go through factored_sums_multi_kernel.
+# the 3.75 TB/s and the 7% faster 2^28 step above came from (session 32, H100: 2.192 against 2.265 ms
+# by replay, 98% of copy). The cubins (offline, sm_90, cuobjdump -res-usage) show why the others do not
+# take 2: the one-tensor kernel so specialized holds its 128 x 128 tile in 255 registers with 128 bytes
+# of spill stack, its AOT _a16 build spills 896 bytes (the AOT step was 10% slower); the multi-tensor
+# kernel does not spill at 2 warps (222 registers), but the loop above was slower.
 FACTOR_CHUNK_ROWS = 128
 FACTOR_WIDE_COLS = 128
 FACTOR_WIDE_COLS_2B = 256
@@ -119,9 +123,10 @@ FACTOR_MERGE = 16
 # factored_cols_multi_kernel (offline: nvdisasm of the AOT cubin) loads them one at a time, one register
 # reused, each add waiting for its load: in the Llama 98M loop the column factors took 25 us of the
 # step on the H100 against the nvcc kernel's 5 (docs/benchmarks.md, row X3k). At 8 warps a thread holds
-# 16 and the loop issues 8 loads before its first add (64 registers).
+# 16 and the loop issues 8 loads before its first add (64 registers): the column factors 5.7 us and the
+# row factors 4.6-5.0 us (were 8.2-8.5), against nvcc's 5.3 and 4.1 (session 32, H100, torch.profiler).
 FACTOR_FORM_WARPS = 8
-FACTOR_WARPS = {128: 8, 256: 4, 16: 8}  # by tile columns, as FACTOR_LOAD_ROWS
+FACTOR_WARPS = {128: 4, 256: 4, 16: 8}  # by tile columns, as FACTOR_LOAD_ROWS
 FACTOR_WARPS_ONE_ALIGNED = {**FACTOR_WARPS, 128: 2}
 # Parameter/gradient dtype codes of the kernels' DTYPE arguments.
 F32, BF16, F16 = 0, 1, 2
