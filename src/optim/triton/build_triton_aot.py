@@ -130,12 +130,6 @@ ALIGNED_ARGS = {"g_ptr", "m_ptr", "v_ptr", "x_ptr", "p_ptr", "master_ptr", "part
 # The sums kernels index the gradient as r * cols + c: their _a16 kernels also take C as a
 # multiple of 16 (the launcher checks R, C and the gradient's address).
 FACTOR_ALIGNED_ARGS = ALIGNED_ARGS | {"cols"}
-# Pass 2 of a row or factored tensor reads its factors at new[r] and new[R + C + c]: with C and the
-# factors' address (new_ptr) also multiples of 16, the column factors of a program load as 16-byte
-# vectors, as in the JIT's specialization. The sm_90 SASS of the factored bf16 + masters apply went from
-# 1,880 to 1,720 instructions (the JIT's), fp32 from 1,344 to 1,280; at 2^28 on the H100 the AOT step of
-# that case ran at 89% of copy against the JIT's 94% (session 32).
-FACTORS_APPLY_ALIGNED_ARGS = ALIGNED_ARGS | {"cols", "new_ptr"}
 # bf16 too: their first build faulted on the H200 (session 2) because the manifest gave every kernel
 # the shared memory of the last target compiled (gfx942: 0 bytes) while the sm_90 bf16 apply needs
 # 4096 (its 16-bit loads and fp32 math use different layouts, converted through shared memory); see
@@ -264,10 +258,7 @@ def build(out: Path, targets: list[str], kernel_names: list[str]) -> dict:
         sig, c_args = signature_of(fn, constexprs)
         attrs = {}
         if variant.endswith("_a16"):  # Note [aligned variants]
-            base = variant.removesuffix("_a16")
-            hinted = (FACTOR_ALIGNED_ARGS if base in FACTOR_VARIANTS else
-                      FACTORS_APPLY_ALIGNED_ARGS if "_apply_" in base and base.endswith(("_row", "_factored")) else
-                      ALIGNED_ARGS)
+            hinted = FACTOR_ALIGNED_ARGS if variant.removesuffix("_a16") in FACTOR_VARIANTS else ALIGNED_ARGS
             attrs = {(fn.arg_names.index(a),): [["tt.divisibility", 16]] for a in hinted if a in sig}
         for arch in targets:
             t0 = time.perf_counter()

@@ -14,13 +14,9 @@ constexpr int64_t kRowBlock = 256, kColBlock = 256;
 
 
 // Note [aligned variants]: the sums index the gradient as r * C + c, so their hints need the
-// gradient's address, R and C to be multiples of 16; pass 2's also hold R (`rows`) to it, and the row and
-// factored forms' C and factors' address too (FACTORS_APPLY_ALIGNED_ARGS in build_triton_aot.py).
+// gradient's address, R and C to be multiples of 16; pass 2's also hold R (`rows`) to it.
 bool factor_aligned(const TdclmTensor& t) { return t.t.grad % 16 == 0 && t.rows % 16 == 0 && t.cols % 16 == 0; }
-bool apply_aligned(const TdclmTensor& t) {
-  const bool factors_aligned = t.form == TdclmForm::kTensor || (t.cols % 16 == 0 && t.factors % 16 == 0);
-  return aligned16(t.t) && t.rows % 16 == 0 && factors_aligned;
-}
+bool apply_aligned(const TdclmTensor& t) { return aligned16(t.t) && t.rows % 16 == 0; }
 
 const char* gradient(const TdclmTensor& t) { return t.t.bf16 ? "gbf16" : "gf32"; }
 const char* form_name(TdclmForm f) {
