@@ -102,13 +102,14 @@ NUM_WARPS = 4
 # LUMINAV_TRITON_FACTOR_WARPS=2/4/8 alternating, two rounds) the JIT's step as a graph took 0.855/0.850
 # ms against 0.898/0.893 at 8 and 0.972/0.963 at 2 (nvcc 0.882-0.884): the fp32 tile now takes 4. The
 # narrow tile keeps 8 (not measured).
-# FACTOR_WARPS_ONE_ALIGNED: the JIT's one-tensor sums launch over an aligned gradient (address, R and C
-# multiples of 16, which the JIT specializes on) takes the fp32 tile at 2 warps. That launch is the one
-# the 3.75 TB/s and the 7% faster 2^28 step above came from (session 32, H100: 2.192 against 2.265 ms
-# by replay, 98% of copy). The cubins (offline, sm_90, cuobjdump -res-usage) show why the others do not
-# take 2: the one-tensor kernel so specialized holds its 128 x 128 tile in 255 registers with 128 bytes
-# of spill stack, its AOT _a16 build spills 896 bytes (the AOT step was 10% slower); the multi-tensor
-# kernel does not spill at 2 warps (222 registers), but the loop above was slower.
+# FACTOR_WARPS_ONE_ALIGNED: the one-tensor sums launch over an aligned gradient (address, R and C
+# multiples of 16: what the JIT specializes on, and the AOT _a16 kernel's hints) takes the fp32 tile at
+# 2 warps. That launch is the one the 3.75 TB/s and the 7% faster 2^28 step above came from (session 32,
+# H100, the JIT: 2.192 against 2.265 ms by replay, 98% of copy). The cubins (offline, sm_90,
+# cuobjdump -res-usage): at 2 warps the kernel holds its 128 x 128 tile in 255 registers with 128 bytes
+# of spill stack once the row partials' address is known to be a multiple of 16, 896 bytes without
+# that hint (session 17's AOT _a16 kernel, which ran 10% slower at 2 warps). The multi-tensor kernel does
+# not spill at 2 warps (222 registers), but the loop above was slower.
 FACTOR_CHUNK_ROWS = 128
 FACTOR_WIDE_COLS = 128
 FACTOR_WIDE_COLS_2B = 256
@@ -127,7 +128,7 @@ FACTOR_MERGE = 16
 # row factors 4.6-5.0 us (were 8.2-8.5), against nvcc's 5.3 and 4.1 (session 32, H100, torch.profiler).
 FACTOR_FORM_WARPS = 8
 FACTOR_WARPS = {128: 4, 256: 4, 16: 8}  # by tile columns, as FACTOR_LOAD_ROWS
-FACTOR_WARPS_ONE_ALIGNED = {**FACTOR_WARPS, 128: 2}
+FACTOR_WARPS_ONE_ALIGNED = {128: 2, 256: 4, 16: 8}  # the one-tensor sums over aligned gradients (JIT, AOT _a16)
 # Parameter/gradient dtype codes of the kernels' DTYPE arguments.
 F32, BF16, F16 = 0, 1, 2
 # TD-CLM second-moment kinds (core::SecondMoment); CLM and per-element TD-CLM are ELEMENT.

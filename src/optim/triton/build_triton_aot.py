@@ -41,7 +41,7 @@ def _geometry() -> dict:
     """triton_kernels.py's block sizes and warps (Note [Triton block sizes]), read without importing triton."""
     names = {"APPLY_BLOCK", "REDUCE_BLOCK", "FINALIZE_BLOCK", "NUM_WARPS", "FACTOR_CHUNK_ROWS", "FACTOR_WIDE_COLS",
              "FACTOR_WIDE_COLS_2B", "FACTOR_NARROW_COLS", "FACTOR_LOAD_ROWS", "FACTOR_ROW_BLOCK", "FACTOR_COL_BLOCK", "FACTOR_MERGE",
-             "FACTOR_WARPS", "FACTOR_FORM_WARPS"}
+             "FACTOR_WARPS", "FACTOR_WARPS_ONE_ALIGNED", "FACTOR_FORM_WARPS"}
     found = {}
     for node in ast.parse(KERNELS_PY.read_text()).body:
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and getattr(node.targets[0], "id", None) in names:
@@ -57,7 +57,7 @@ APPLY_BLOCK, REDUCE_BLOCK, FINALIZE_BLOCK, NUM_WARPS = (_G[k] for k in ("APPLY_B
                                                                          "FINALIZE_BLOCK", "NUM_WARPS"))
 FACTOR_CHUNK_ROWS, FACTOR_LOAD_ROWS, FACTOR_WARPS = _G["FACTOR_CHUNK_ROWS"], _G["FACTOR_LOAD_ROWS"], _G["FACTOR_WARPS"]
 FACTOR_ROW_BLOCK, FACTOR_COL_BLOCK, FACTOR_MERGE = _G["FACTOR_ROW_BLOCK"], _G["FACTOR_COL_BLOCK"], _G["FACTOR_MERGE"]
-FACTOR_FORM_WARPS = _G["FACTOR_FORM_WARPS"]
+FACTOR_FORM_WARPS, FACTOR_WARPS_ONE_ALIGNED = _G["FACTOR_FORM_WARPS"], _G["FACTOR_WARPS_ONE_ALIGNED"]
 
 
 def _apply(pdtype: int, gdtype: int, master: bool, kind: int = 0) -> dict:
@@ -128,8 +128,10 @@ for _g, _gdtype in (("gf32", 0), ("gbf16", 1)):
 # (triton_aot_clm_step.cc), the generic kernel otherwise.
 ALIGNED_ARGS = {"g_ptr", "m_ptr", "v_ptr", "x_ptr", "p_ptr", "master_ptr", "partials_ptr", "n", "rows"}
 # The sums kernels index the gradient as r * cols + c: their _a16 kernels also take C as a
-# multiple of 16 (the launcher checks R, C and the gradient's address).
-FACTOR_ALIGNED_ARGS = ALIGNED_ARGS | {"cols"}
+# multiple of 16 (the launcher checks R, C and the gradient's address), and the partials' addresses
+# (the bases of the workspace's row and column partial buffers, cuMemAlloc's: 256-byte aligned);
+# they take FACTOR_WARPS_ONE_ALIGNED, as the JIT's one-tensor launch does.
+FACTOR_ALIGNED_ARGS = ALIGNED_ARGS | {"cols", "row_part_ptr", "col_part_ptr"}
 # bf16 too: their first build faulted on the H200 (session 2) because the manifest gave every kernel
 # the shared memory of the last target compiled (gfx942: 0 bytes) while the sm_90 bf16 apply needs
 # 4096 (its 16-bit loads and fp32 math use different layouts, converted through shared memory); see
@@ -137,7 +139,8 @@ FACTOR_ALIGNED_ARGS = ALIGNED_ARGS | {"cols"}
 for _name in [v for v in VARIANTS if "_reduce_" in v or "_apply_" in v]:
     VARIANTS[_name + "_a16"] = VARIANTS[_name]
 for _name in FACTOR_VARIANTS:
-    VARIANTS[_name + "_a16"] = VARIANTS[_name]
+    _fn, _constexprs, _per, _ = VARIANTS[_name]
+    VARIANTS[_name + "_a16"] = (_fn, _constexprs, _per, FACTOR_WARPS_ONE_ALIGNED[_constexprs["BLOCK_C"]])
 # Note [AOT tensor tables]: the multi-tensor kernels of the asynchronous step (Note [tensor tables] and
 # Note [factored tables] in triton_kernels.py) for the same dtype pairs: one launch per stage steps every
 # CLM tensor, or every factored TD-CLM tensor of one sums tile, of a group. Their alignment is a
