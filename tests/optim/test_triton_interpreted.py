@@ -97,8 +97,8 @@ def test_factor_tiles_over_chunks_strips_and_row_blocks(td_factor, shape):
 @pytest.mark.parametrize("td_factor", ["factored", "row"])
 def test_16bit_gradients_take_the_256_column_tile(td_factor, monkeypatch):
     """Note [Triton factor tiles]: a bf16 gradient's wide tile is 256 columns at 4 warps (an fp32 one's
-    128 at 8); two chunks of rows by two strips of columns (the last partial), with masters, against the
-    float64 reference."""
+    128 at 4, and at 2 where the gradient's address, R and C are multiples of 16); two chunks of rows by
+    two strips of columns (the last partial), with masters, against the float64 reference."""
     tiles = []
     launch = TritonStepPlan._run
 
@@ -115,7 +115,12 @@ def test_16bit_gradients_take_the_256_column_tile(td_factor, monkeypatch):
     check_against_reference(hp, p, state, ref, master=True)
     tiles.clear()
     one_step(hp, (130, 300), master=False, seed=7)  # fp32
-    assert tiles == [(128, 128, 8)]
+    assert tiles == [(128, 128, 4)]
+    tiles.clear()
+    p, state, ref, status, _ = one_step(hp, (144, 160), master=False, seed=7)  # fp32, aligned
+    assert tiles == [(128, 128, 2)]
+    assert status.tolist() == [0, 0, 0, 0]
+    check_against_reference(hp, p, state, ref, master=False)
 
 
 @pytest.mark.parametrize("pdtype,gdtype", [("bf16", "bf16"), ("f16", "f16"), ("bf16", "f32"), ("f32", "bf16"),

@@ -1,7 +1,7 @@
 #!/bin/bash
 # Session 32, call 4, on an H200 only (an H100 exits at once; with ANY_CARD=1 it runs 1 and 2): issue 18's figures for main after calls 1-3 (the
 # factor kernels at 8 warps, the multi-tensor fp32 sums at 4, the JIT's one-tensor fp32 sums at 2; AOT set
-# build/aot_s32b). 1. the kernel benchmark at 2^28: nvcc, JIT, AOT, torch fused AdamW (CLM fp32, TD-CLM factored
+# build/aot_s32d). 1. the kernel benchmark at 2^28: nvcc, JIT, AOT, torch fused AdamW (CLM fp32, TD-CLM factored
 # fp32 and bf16 + masters; eager and replayed); 2. the Llama 98M loop (torch fused, nvcc, JIT, AOT TD-CLM);
 # 3. the factored pass 2 in segments (build/new_optim_s32/triton_kernels.py: branch triton-factored-segments on
 # call 1's kernels file; its one-tensor sums at 2^28 take the same warps as main's, 2 for fp32 and 4 for bf16)
@@ -14,7 +14,7 @@ cat "$OUT/gpu.txt"
 t0=$(date +%s)
 bash bench/gpu_suite.sh build 2>&1 | tail -1
 export LD_LIBRARY_PATH=$PWD/.gpu_bundle/prefix/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
-export LUMINAV_TRITON_AOT_DIR=$PWD/build/aot_s32b PYTHONPATH=/tmp/lm_site
+export LUMINAV_TRITON_AOT_DIR=$PWD/build/aot_s32d PYTHONPATH=/tmp/lm_site
 timeout 150 python3 bench/triton_step_bench.py --reps 30 --replay --skip-compile \
   --cases clm_f32 tdclm_factored_f32 tdclm_factored_bf16_master \
   --kinds luminav_nvcc luminav_triton luminav_triton_aot torch_fused_adamw --out "$OUT/kernel_bench.json" 2>&1 \
