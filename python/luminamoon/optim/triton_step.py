@@ -33,7 +33,8 @@ APPLY_BLOCK = int(os.environ.get("LUMINAV_TRITON_APPLY_BLOCK", tk.APPLY_BLOCK))
 REDUCE_BLOCK = tk.REDUCE_BLOCK
 FINALIZE_BLOCK = tk.FINALIZE_BLOCK
 # Note [Triton factor tiles]: the row/factored sums' tile (LUMINAV_TRITON_FACTOR_LOAD_ROWS overrides the
-# fp32 wide tile's rows per load, LUMINAV_TRITON_FACTOR_WARPS every tile's warps: tuning runs).
+# fp32 wide tile's rows per load, LUMINAV_TRITON_FACTOR_WARPS every tile's warps, and
+# LUMINAV_TRITON_FACTOR_FORM_WARPS the factor kernels' warps: tuning runs).
 FACTOR_LOAD_ROWS = {**tk.FACTOR_LOAD_ROWS, tk.FACTOR_WIDE_COLS: int(os.environ.get(
     "LUMINAV_TRITON_FACTOR_LOAD_ROWS", tk.FACTOR_LOAD_ROWS[tk.FACTOR_WIDE_COLS]))}
 NUM_WARPS = int(os.environ.get("LUMINAV_TRITON_NUM_WARPS", tk.NUM_WARPS))  # apply and reduce (tuned together)
@@ -46,7 +47,7 @@ MULTI_TENSOR = os.environ.get("LUMINAV_TRITON_MULTI_TENSOR", "1") != "0"
 REPLAY = os.environ.get("LUMINAV_TRITON_REPLAY", "1") != "0"
 FACTOR_WARPS = {c: int(os.environ.get("LUMINAV_TRITON_FACTOR_WARPS", w))  # TD-CLM's sums, by tile columns
                 for c, w in tk.FACTOR_WARPS.items()}
-FACTOR_FORM_WARPS = int(os.environ.get("LUMINAV_TRITON_FACTOR_FORM_WARPS", tk.FACTOR_FORM_WARPS))  # rows, cols
+FACTOR_FORM_WARPS = int(os.environ.get("LUMINAV_TRITON_FACTOR_FORM_WARPS", tk.FACTOR_FORM_WARPS))
 FACTOR_WARPS_ONE_ALIGNED = {c: int(os.environ.get("LUMINAV_TRITON_FACTOR_WARPS", w))
                             for c, w in tk.FACTOR_WARPS_ONE_ALIGNED.items()}
 # Note [no contraction]: the nvcc kernels are built with -fmad=false and the host code with
