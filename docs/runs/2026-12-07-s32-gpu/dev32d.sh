@@ -3,9 +3,9 @@
 # factor kernels at 8 warps, the multi-tensor fp32 sums at 4, the JIT's one-tensor fp32 sums at 2; AOT set
 # build/aot_s32d). 1. the kernel benchmark at 2^28: nvcc, JIT, AOT, torch fused AdamW (CLM fp32, TD-CLM factored
 # fp32 and bf16 + masters; eager and replayed); 2. the Llama 98M loop (torch fused, nvcc, JIT, AOT TD-CLM);
-# 3. the factored pass 2 in segments (build/new_optim_s32/triton_kernels.py: branch triton-factored-segments on
-# call 1's kernels file; its one-tensor sums at 2^28 take the same warps as main's, 2 for fp32 and 4 for bf16)
-# against main's file, the JIT at 2^28.
+# 3. the factored pass 2 in segments against main's kernels file, the JIT at 2^28. Carried as
+# build/new_optim_s32/triton_kernels.py: `git show triton-factored-segments:python/luminamoon/optim/triton_kernels.py`
+# (the branch is main's file plus the segments).
 set -u
 export OUT=${OUT:-$PWD/gpu_out}
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv > "$OUT/gpu.txt" 2>&1
