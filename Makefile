@@ -23,7 +23,7 @@ test-cpp: build
 	ctest --test-dir $(BUILD_DIR) --output-on-failure -j $(JOBS)
 
 test-py: build wheel free-threaded-if-cached
-	$(PY) -m pytest -q tests
+	./scripts/run_python_tests.sh $(PY)
 
 test: test-cpp test-py test-sanitize test-tsan
 
