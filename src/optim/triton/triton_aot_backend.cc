@@ -495,9 +495,8 @@ class TritonAotBackend final : public Backend {
     ClmStepBuffers buffers;
     TdclmScratch scratch;
     std::vector<StepTensor> plans;
-    const BatchPlan* batch_plan = nullptr;  // the call's plan of batches (Note [triton-aot batches])
-    const BatchPlan* batches = nullptr;     // the batches launch_pass launches (point_batches)
-    bool batches_pointed = false;
+    // The call's plan of batches (Note [triton-aot batches]); null where its tensors step on their own.
+    const BatchPlan* batch_plan = nullptr;
     std::unique_lock<std::mutex> lock;
     std::unique_ptr<Scope> scope;
 
@@ -591,6 +590,7 @@ class TritonAotBackend final : public Backend {
       buffers.gl = work->block + offsetof(DeviceBlock, gl);
       buffers.unused = work->block + offsetof(DeviceBlock, unused);
       buffers.partials = work->partials.address;
+      code = point_batches();
     }
 
     // Note [triton-aot batches]: the plan of the call's batches (batch_plan), kept in its StreamWork
@@ -611,11 +611,10 @@ class TritonAotBackend final : public Backend {
     }
 
     // The batches' device tables written where they do not hold this step's yet, and the gradient
-    // table pointed at this step's gradients (Note [triton-aot batches]); *out: the batches to
-    // launch, null (every tensor on its own) where a capture or a captured workspace may not write
-    // the tables, or a capture finds every pinned gradient set taken.
-    int point_batches(const BatchPlan** out) {
-      *out = nullptr;
+    // table pointed at this step's gradients (Note [triton-aot batches]); batch_plan becomes null
+    // (every tensor on its own) where a capture or a captured workspace may not write the tables, or
+    // a capture finds every pinned gradient set taken. Once per call, at its end of setup.
+    int point_batches() {
       if (batch_plan == nullptr || batch_plan->batches.empty()) return LUMINAV_STATUS_OK;
       StreamWork::Batches& wb = work->batches;
       const cuda::drv::Api& a = driver().api();
@@ -623,7 +622,10 @@ class TritonAotBackend final : public Backend {
                                              work->batch_tables.address};
       const size_t count = batch_plan->gradients;
       if (wb.written != where) {
-        if (capturing || work->captured) return LUMINAV_STATUS_OK;  // a graph's tables stay as they are
+        if (capturing || work->captured) {  // a graph's tables stay as they are
+          batch_plan = nullptr;
+          return LUMINAV_STATUS_OK;
+        }
         // (pageable sources: the driver stages them before returning, as upload's)
         const std::vector<uint8_t> image = batch_tables(*batch_plan, plans, work->batch_scratch.address);
         if (CUresult r = a.cuMemcpyHtoDAsync(work->batch_tables.address, image.data(), image.size(), stream);
@@ -654,7 +656,10 @@ class TritonAotBackend final : public Backend {
         size_t slot = 0;
         while (slot < wb.captured.size() && wb.captured[slot] != gradients) ++slot;
         if (slot == wb.captured.size()) {
-          if (slot == kCapturedGradientSets) return LUMINAV_STATUS_OK;
+          if (slot == kCapturedGradientSets) {
+            batch_plan = nullptr;
+            return LUMINAV_STATUS_OK;
+          }
           std::copy(gradients.begin(), gradients.end(), wb.pinned + slot * count);
           wb.captured.push_back(gradients);
         }
@@ -669,7 +674,6 @@ class TritonAotBackend final : public Backend {
         }
       }
       if (!capturing) wb.gradients = std::move(gradients);
-      *out = batch_plan;
       return LUMINAV_STATUS_OK;
     }
 
@@ -677,15 +681,11 @@ class TritonAotBackend final : public Backend {
     // batches' launches (Note [triton-aot batches]) and each other tensor's own; per_group: each
     // group's buffers (luminav_step's one).
     int launch_pass(int pass, std::span<const ClmStepBuffers> per_group) {
-      if (!batches_pointed) {
-        if (int code = point_batches(&batches); code != LUMINAV_STATUS_OK) return code;
-        batches_pointed = true;
-      }
       const CudaKernels& kernels = state->kernels;
       std::string why;
       for (size_t j = 0; j < plans.size(); ++j) {
         const StepTensor& p = plans[j];
-        if (batches != nullptr && batches->in_batch[j]) continue;
+        if (batch_plan != nullptr && batch_plan->in_batch[j]) continue;
         const ClmStepBuffers& b = per_group[p.group];
         const bool ok = pass == 1 ? (p.tdclm ? launch_tdclm_round0(kernels, b, scratch, p.t, p.s, stream, &why)
                                              : launch_finite_check(kernels, b, p.t.t, p.s, stream, &why))
@@ -693,9 +693,9 @@ class TritonAotBackend final : public Backend {
                                              : launch_apply(kernels, b, p.t.t, p.s, stream, &why));
         if (!ok) return fail(LUMINAV_STATUS_DRIVER_ERROR, why);
       }
-      if (batches == nullptr) return LUMINAV_STATUS_OK;
+      if (batch_plan == nullptr) return LUMINAV_STATUS_OK;
       const BatchBuffers tables{work->batch_tables.address, work->gradient_table.address};
-      for (const TensorBatch& batch : batches->batches) {
+      for (const TensorBatch& batch : batch_plan->batches) {
         const ClmStepBuffers& b = per_group[batch.group];
         const bool ok = pass == 1 ? launch_batch_round0(kernels, b, tables, batch, plans, stream, &why)
                                   : launch_batch_apply(kernels, b, tables, batch, plans, stream, &why);
