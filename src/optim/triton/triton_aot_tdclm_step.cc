@@ -14,8 +14,13 @@ constexpr int64_t kRowBlock = 256, kColBlock = 256;
 
 
 // Note [aligned variants]: the sums index the gradient as r * C + c, so their hints need the
-// gradient's address, R and C to be multiples of 16; pass 2's also hold R (`rows`) to it.
-bool factor_aligned(const TdclmTensor& t) { return t.t.grad % 16 == 0 && t.rows % 16 == 0 && t.cols % 16 == 0; }
+// gradient's address, R and C to be multiples of 16, and the partials' addresses too (the hint that keeps
+// the fp32 tile's registers at 2 warps: FACTOR_ALIGNED_ARGS in build_triton_aot.py); pass 2's also hold R
+// (`rows`) to it.
+bool factor_aligned(const TdclmTensor& t, const TdclmScratch& sc) {
+  const bool partials = sc.row_partials % 16 == 0 && (t.form != TdclmForm::kFactored || sc.col_partials % 16 == 0);
+  return t.t.grad % 16 == 0 && t.rows % 16 == 0 && t.cols % 16 == 0 && partials;
+}
 bool apply_aligned(const TdclmTensor& t) { return aligned16(t.t) && t.rows % 16 == 0; }
 
 const char* gradient(const TdclmTensor& t) { return t.t.bf16 ? "gbf16" : "gf32"; }
@@ -141,9 +146,9 @@ size_t tdclm_region_bytes(const TdclmTensor& t) {
   return static_cast<size_t>(4 + ceil_div(factors, 4) * 4) * sizeof(float);
 }
 
-std::string tdclm_sums_kernel(const TdclmTensor& t) {
+std::string tdclm_sums_kernel(const TdclmTensor& t, const TdclmScratch& scratch) {
   return std::string("luminav_triton_factor_sums_") + gradient(t) + "_" + tile_name(tile_cols(t)) +
-         (factor_aligned(t) ? "_a16" : "");
+         (factor_aligned(t, scratch) ? "_a16" : "");
 }
 
 std::string tdclm_apply_kernel(const TdclmTensor& t) {
@@ -175,7 +180,7 @@ bool launch_tdclm_round0(const CudaKernels& kernels, const ClmStepBuffers& b, co
   uint64_t col_part_arg = factored ? sc.col_partials : sc.row_partials;  // (not written for the row form)
   void* sums_args[] = {&x.t.grad, &sc.row_partials, &col_part_arg, &v.k, &v.words, &x.rows, &x.cols, &x.t.position,
                        &with_cols};
-  if (!kernels.launch(tdclm_sums_kernel(x), static_cast<unsigned>(chunks(x) * n_strips), sums_args, stream, why)) {
+  if (!kernels.launch(tdclm_sums_kernel(x, sc), static_cast<unsigned>(chunks(x) * n_strips), sums_args, stream, why)) {
     return false;
   }
   void* rows_args[] = {&sc.row_partials, &x.t.exp_avg_sq, &x.factors, &v.partials, &v.words, &x.rows, &x.cols,

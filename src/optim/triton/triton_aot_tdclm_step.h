@@ -78,8 +78,8 @@ int64_t chunks(const TdclmTensor& t);
 int64_t row_blocks(const TdclmTensor& t);
 int64_t col_blocks(const TdclmTensor& t);
 
-// The names the launches above take for `t` (tests and error messages).
-std::string tdclm_sums_kernel(const TdclmTensor& t);
+// The names the launches above take for `t` (and its scratch: the sums' _a16 kernels hint the partials too).
+std::string tdclm_sums_kernel(const TdclmTensor& t, const TdclmScratch& scratch);
 std::string tdclm_apply_kernel(const TdclmTensor& t);
 
 }  // namespace luminav::triton_aot

@@ -284,13 +284,20 @@ TEST(TritonAotTdclm, LaunchesNameKernelsOfTheSetAndSizeTheirScratch) {
             EXPECT_EQ(tdclm_col_partials_bytes(t), 0u);
             continue;
           }
-          const std::string sums = tdclm_sums_kernel(t);
+          const TdclmScratch scratch{uint64_t{6} << 24, uint64_t{7} << 24};
+          const std::string sums = tdclm_sums_kernel(t, scratch);
           EXPECT_TRUE(in_set(sums)) << sums;
           // A bf16 gradient's wide tile is 256 columns (8 values a lane, one 16-byte load).
           const int64_t tile_cols = cols < 128 ? 16 : bf16 ? 256 : 128;
           EXPECT_NE(sums.find("_128x" + std::to_string(tile_cols)), std::string::npos) << sums;
           const bool factor_hints = base % 16 == 0 && rows % 16 == 0 && cols % 16 == 0;
           EXPECT_EQ(sums.ends_with("_a16"), factor_hints) << sums;
+          // The _a16 sums also take the partials' addresses as multiples of 16: any other takes the generic one
+          // (the column partials only where the factored form writes them).
+          const TdclmScratch off_rows{scratch.row_partials + 8, scratch.col_partials};
+          const TdclmScratch off_cols{scratch.row_partials, scratch.col_partials + 8};
+          EXPECT_FALSE(tdclm_sums_kernel(t, off_rows).ends_with("_a16"));
+          EXPECT_EQ(tdclm_sums_kernel(t, off_cols).ends_with("_a16"), factor_hints && form == TdclmForm::kRow);
           // One row partial per strip of columns, one column partial per chunk of 128 rows.
           EXPECT_EQ(tdclm_row_partials_bytes(t), static_cast<size_t>((cols + tile_cols - 1) / tile_cols * rows) * 8);
           EXPECT_EQ(tdclm_col_partials_bytes(t),
