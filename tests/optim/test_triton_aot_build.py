@@ -75,3 +75,25 @@ def test_the_largest_need_of_a_platform_wins():
                  {"kernel": "other", "shared_mem_bytes": 8192}]
     assert b.shared_mem_bytes(artifacts, "k") == 4096
     assert b.shared_mem_bytes(artifacts, "missing") == 0
+
+
+def test_the_factor_kernels_take_the_jits_warps():
+    """Note [Triton factor tiles]: every AOT factor kernel launches with the warps the JIT gives the same
+    launch (the sums by tile and alignment, the factor kernels at FACTOR_FORM_WARPS), so that the AOT
+    step measures what the JIT's did (session 32: at 2 warps the AOT sums only matched the JIT's once
+    their hints did)."""
+    from luminamoon.optim import triton_kernels as tk
+    from luminamoon.optim import triton_step as ts
+    b = _build_module()
+    warps = {name: (v[3] if len(v) > 3 else b.NUM_WARPS) for name, v in b.VARIANTS.items()}
+    sums = [n for n in warps if "factor_sums_" in n or "factored_sums_" in n]
+    assert len(sums) == 16  # 2 gradient dtypes x 2 tiles, one-tensor and multi-tensor, each with and without _a16
+    for name in sums:
+        tile = b.VARIANTS[name][1]["BLOCK_C"]
+        one_tensor_aligned = name.startswith("luminav_triton_factor_sums_") and name.endswith("_a16")
+        expected = (ts.FACTOR_WARPS_ONE_ALIGNED if one_tensor_aligned else ts.FACTOR_WARPS)[tile]
+        assert warps[name] == expected, name
+    assert tk.FACTOR_WARPS_ONE_ALIGNED[tk.FACTOR_WIDE_COLS] == 2 and tk.FACTOR_WARPS[tk.FACTOR_WIDE_COLS] == 4
+    forms = [n for n in warps if n.endswith(("factor_rows", "factor_cols", "factored_rows", "factored_cols"))]
+    assert len(forms) == 4
+    assert all(warps[n] == ts.FACTOR_FORM_WARPS == 8 for n in forms), {n: warps[n] for n in forms}
