@@ -508,3 +508,36 @@ def test_the_cautious_mask_ends_on_the_triton_backend_as_on_the_reference_backen
             opt[b].step()
         torch.testing.assert_close(params["triton"], params["scalar"], rtol=1e-5, atol=1e-6)
         assert opt["triton"].param_groups[0]["cautious"] is (step < 1)  # off after the second call
+
+
+@pytest.mark.parametrize("bad_at", [None, 0, 4 * tk.FINALIZE_BLOCK + 5, 9 * tk.FINALIZE_BLOCK + 36])
+def test_finalize_adds_partials_of_many_chunks_and_finds_a_bad_one_anywhere(bad_at):
+    """finalize_kernel over 9,253 partials (Note [finalize loads in flight]: three loop trips of four
+    chunks, the last chunk partly and three chunks wholly past the end) against math.fsum of each field:
+    TD-CLM tensor's s, the cautious scale and the tensor bound's scale, and the verdict of a non-finite
+    count wherever it lies (the first, a middle and the last partial)."""
+    import math
+    programs, n, position = 9 * tk.FINALIZE_BLOCK + 37, 1 << 20, 7
+    rng = np.random.default_rng(11)
+    fields = np.zeros((tk.PARTIAL_FIELDS, programs))
+    fields[1] = rng.integers(0, 60, programs)  # elements whose update agrees with the gradient
+    fields[2:] = rng.random((3, programs)) * 1e-3  # sum g^2, sum (lr u phi)^2, sum x^2 per program
+    if bad_at is not None:
+        fields[0, bad_at] = 1.0
+    partials = torch.from_numpy(fields.reshape(-1).copy())
+    words = torch.tensor([0, tk.NO_BAD, 0, 0], dtype=torch.int32)
+    gl = torch.zeros(4)
+    s_old = torch.tensor([0.25])
+    beta2, ratio = np.float32(0.95), np.float32(0.05)
+    unused = torch.zeros(1)
+    tk.finalize_kernel[(1,)](partials, programs, gl, words, torch.ones(4), s_old, unused, unused, unused, n, 1, n, 1,
+                             position, float(beta2), float(np.float32(1) - beta2), float(ratio), ROUND_GRAD=True,
+                             ROUND_UPDATE=True, CHECK_FINITE=True, KIND=tk.TENSOR, CAUTIOUS=True, BOUND_TENSOR=True,
+                             BLOCK=tk.FINALIZE_BLOCK)
+    assert words[1].item() == (tk.NO_BAD if bad_at is None else position)
+    s = beta2 * np.float32(0.25) + (np.float32(1) - beta2) * np.float32(math.fsum(fields[2]) / n)
+    agree = math.fsum(fields[1])
+    c = n / max(agree, 0.001 * n)
+    a, b = c * math.sqrt(math.fsum(fields[3])), math.sqrt(math.fsum(fields[4]))
+    assert a > b * float(ratio), "the bound must bind for the test to exercise it"
+    np.testing.assert_allclose(gl.numpy(), [s, c, b * float(ratio) / a, 0.0], rtol=1e-6, atol=0)

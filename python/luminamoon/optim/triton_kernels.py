@@ -578,6 +578,21 @@ def factor_cols_program(pid, col_part_ptr, block_sums_ptr, exp_avg_sq_ptr, new_p
     tl.store(new_ptr + rows + cols + c, over, mask=c_ok)
 
 
+# Note [finalize loads in flight]: the finalize is one program, and a 2^28-element tensor has 65,536
+# partials (64 chunks of BLOCK per field). One chunk a loop iteration, the sm_90 SASS reused one register
+# for the loads and each add waited for its load: a serial chain of L2 round trips. Four chunks' loads
+# are written before their adds, which stay in chunk order, so each lane's sum has the same bits as one
+# chunk at a time (a chunk past the end adds +0.0 to a sum of non-negative terms: no bit changes).
+@triton.jit
+def add_four_chunks(acc, field_ptr, p, num_partials, BLOCK: tl.constexpr):
+    """acc + the partials at p, p + BLOCK, p + 2 BLOCK, p + 3 BLOCK (0 past num_partials), added in that order."""
+    x0 = tl.load(field_ptr + p.to(tl.int64), mask=p < num_partials, other=0.0)
+    x1 = tl.load(field_ptr + (p + BLOCK).to(tl.int64), mask=p + BLOCK < num_partials, other=0.0)
+    x2 = tl.load(field_ptr + (p + 2 * BLOCK).to(tl.int64), mask=p + 2 * BLOCK < num_partials, other=0.0)
+    x3 = tl.load(field_ptr + (p + 3 * BLOCK).to(tl.int64), mask=p + 3 * BLOCK < num_partials, other=0.0)
+    return (((acc + x0) + x1) + x2) + x3
+
+
 @triton.jit(do_not_specialize=["num_partials", "n", "rows", "cols", "position", "chunks"])
 def finalize_kernel(partials_ptr, num_partials, gl_ptr, words_ptr, k_ptr, exp_avg_sq_ptr, row_sums_ptr,
                     col_sums_ptr, new_ptr, n, rows, cols, chunks, position, beta2, one_minus_beta2, bound_ratio,
@@ -598,16 +613,14 @@ def finalize_kernel(partials_ptr, num_partials, gl_ptr, words_ptr, k_ptr, exp_av
         acc_g = tl.zeros([BLOCK], dtype=tl.float64)
         acc_u = tl.zeros([BLOCK], dtype=tl.float64)
         acc_x = tl.zeros([BLOCK], dtype=tl.float64)
-        for p0 in range(0, num_partials, BLOCK):
+        stride = num_partials.to(tl.int64)
+        for p0 in range(0, num_partials, 4 * BLOCK):  # Note [finalize loads in flight]
             p = p0 + lanes
-            mask = p < num_partials
-            base = partials_ptr + p.to(tl.int64)
-            stride = num_partials.to(tl.int64)
-            acc_bad += tl.load(base, mask=mask, other=0.0)
-            acc_agree += tl.load(base + stride, mask=mask, other=0.0)
-            acc_g += tl.load(base + 2 * stride, mask=mask, other=0.0)
-            acc_u += tl.load(base + 3 * stride, mask=mask, other=0.0)
-            acc_x += tl.load(base + 4 * stride, mask=mask, other=0.0)
+            acc_bad = add_four_chunks(acc_bad, partials_ptr, p, num_partials, BLOCK)
+            acc_agree = add_four_chunks(acc_agree, partials_ptr + stride, p, num_partials, BLOCK)
+            acc_g = add_four_chunks(acc_g, partials_ptr + 2 * stride, p, num_partials, BLOCK)
+            acc_u = add_four_chunks(acc_u, partials_ptr + 3 * stride, p, num_partials, BLOCK)
+            acc_x = add_four_chunks(acc_x, partials_ptr + 4 * stride, p, num_partials, BLOCK)
         n64 = n.to(tl.float64)
         if ROUND_GRAD:
             if CHECK_FINITE:
