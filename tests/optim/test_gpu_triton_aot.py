@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ctypes as C
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -18,7 +19,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from test_gpu_cuda import (F32, BF16, OK, NONFINITE, State, backend_reason, check_against_scalar,  # noqa: E402
-                           hyperparams, load_library, scalar_options, step)
+                           f32, hyperparams, load_library, scalar_options, step)
 from luminav_ctypes import Options, Tensor, as_hyper  # noqa: E402
 from luminav_reference import accuracy_factor, assert_within_forward_error, reference_step  # noqa: E402
 
@@ -555,3 +556,111 @@ def test_a_capture_before_any_eager_step_is_refused_and_writes_nothing(lib):
             opt.step()
     torch.cuda.synchronize()
     assert all(torch.equal(p.detach(), b) for p, b in zip(ps, before))
+
+
+# ---- a C program on the AOT kernels (issue 18: "the C API driving the AOT kernels from a C program") --------
+
+C_AOT_PROGRAM = r"""
+/* C99, no Python in the process: the CUDA driver (dlopen, as a native engine would have it), device memory,
+ * two CLM steps of luminav_triton_step_f32 on device pointers; the backend comes from LUMINAV_FORCE_BACKEND.
+ * argv[1]: n, then x, g as float32; argv[2]: x, m, v after step 1, then after step 2. */
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <luminav/luminav.h>
+#include <luminav_triton_standalone.h>
+
+typedef int (*init_fn)(unsigned);
+typedef int (*device_fn)(int*, int);
+typedef int (*retain_fn)(void**, int);
+typedef int (*set_fn)(void*);
+typedef int (*alloc_fn)(unsigned long long*, size_t);
+typedef int (*htod_fn)(unsigned long long, const void*, size_t);
+typedef int (*dtoh_fn)(void*, unsigned long long, size_t);
+typedef int (*sync_fn)(void);
+
+#define NEED(name, type, var) type var = (type)dlsym(cuda, name); if (!var) { printf("no %s\n", name); return 3; }
+
+int main(int argc, char** argv) {
+  void* cuda = dlopen("libcuda.so.1", RTLD_NOW);
+  FILE* in; FILE* out;
+  unsigned long long n = 0, d[4];
+  float* host[4];
+  void* context = NULL;
+  int device = 0, i, step;
+  LuminaVTritonEngine* engine;
+  if (argc != 3 || !cuda) { printf("usage, or no libcuda\n"); return 3; }
+  {
+    NEED("cuInit", init_fn, cu_init) NEED("cuDeviceGet", device_fn, cu_device)
+    NEED("cuDevicePrimaryCtxRetain", retain_fn, cu_retain) NEED("cuCtxSetCurrent", set_fn, cu_set)
+    NEED("cuMemAlloc_v2", alloc_fn, cu_alloc) NEED("cuMemcpyHtoD_v2", htod_fn, cu_htod)
+    NEED("cuMemcpyDtoH_v2", dtoh_fn, cu_dtoh) NEED("cuCtxSynchronize", sync_fn, cu_sync)
+    if (cu_init(0) || cu_device(&device, 0) || cu_retain(&context, device) || cu_set(context)) return 4;
+    in = fopen(argv[1], "rb");
+    if (!in || fread(&n, sizeof n, 1, in) != 1) return 5;
+    for (i = 0; i < 4; ++i) {  /* x, g, m, v */
+      host[i] = (float*)calloc(n, sizeof(float));
+      if (i < 2 && fread(host[i], sizeof(float), n, in) != n) return 5;
+      if (cu_alloc(&d[i], n * sizeof(float)) || cu_htod(d[i], host[i], n * sizeof(float))) return 6;
+    }
+    fclose(in);
+    engine = luminav_triton_engine_create();
+    if (!engine) { printf("engine: %s\n", luminav_last_error_message()); return 7; }
+    out = fopen(argv[2], "wb");
+    for (step = 1; step <= 2; ++step) {
+      if (luminav_triton_step_f32(engine, (float*)(size_t)d[0], (const float*)(size_t)d[1], (float*)(size_t)d[2],
+                                  (float*)(size_t)d[3], NULL, NULL, (size_t)n, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f,
+                                  0.0f, 0.0f, 2, 0, 0, 0.0f, (uint64_t)step, 0) != 0) {
+        printf("step: %s\n", luminav_last_error_message());
+        return 8;
+      }
+      if (cu_sync()) return 9;
+      for (i = 0; i < 4; ++i) {
+        if (i == 1) continue;
+        if (cu_dtoh(host[i], d[i], n * sizeof(float))) return 9;
+        fwrite(host[i], sizeof(float), n, out);
+      }
+    }
+    fclose(out);
+    printf("%s %s %s\n", luminav_triton_get_platform(engine), luminav_triton_get_arch(engine), luminav_last_backend());
+    luminav_triton_engine_destroy(engine);
+  }
+  return 0;
+}
+"""
+
+
+@pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler")
+def test_a_c_program_steps_on_the_aot_kernels_with_no_python_in_its_process(lib, tmp_path):
+    """The seed's C API from a C99 program (compiled against the installed headers, linked to libluminav, the
+    CUDA driver dlopen'ed): two CLM steps on device memory with LUMINAV_FORCE_BACKEND=triton-aot, each within
+    the spec's bound of the float64 reference from the state the program wrote before it."""
+    import luminamoon
+    from luminav_reference import Hyper
+    source, exe = tmp_path / "aot_step.c", tmp_path / "aot_step"
+    source.write_text(C_AOT_PROGRAM)
+    lib_path = Path(os.environ.get("LUMINAV_LIBRARY") or luminamoon.c_library_path())
+    subprocess.run(["cc", "-std=c99", "-Wall", "-Werror", "-I", luminamoon.include_dir(), str(source), "-o", str(exe),
+                    str(lib_path), f"-Wl,-rpath,{lib_path.parent}", "-ldl"], check=True, capture_output=True,
+                   text=True)
+    n = 300001
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal(n).astype(np.float32)
+    g = (0.01 * rng.standard_normal(n)).astype(np.float32)
+    (tmp_path / "in.bin").write_bytes(np.uint64(n).tobytes() + x.tobytes() + g.tobytes())
+    env = dict(os.environ, LUMINAV_FORCE_BACKEND="triton-aot")
+    out = subprocess.run([str(exe), str(tmp_path / "in.bin"), str(tmp_path / "out.bin")], env=env,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, (out.returncode, out.stdout, out.stderr)
+    platform, arch, backend = out.stdout.split()
+    assert platform == "cuda" and arch.startswith("sm_") and backend.startswith("triton-aot:sm_"), out.stdout
+    states = np.fromfile(tmp_path / "out.bin", dtype=np.float32).reshape(2, 3, n)
+    hyper = Hyper(lr=f32(1e-3), beta1=f32(0.9), beta2=f32(0.999), eps=f32(1e-8), weight_decay=f32(0.01))
+    before = (x, np.zeros(n, np.float32), np.zeros(n, np.float32))
+    for step in (1, 2):
+        ref = reference_step(hyper, *before, g, step)
+        after = states[step - 1]
+        assert_within_forward_error(f"x, step {step}", after[0], ref.x, ref.scale_x)
+        assert_within_forward_error(f"m, step {step}", after[1], ref.m, ref.scale_m)
+        assert_within_forward_error(f"v, step {step}", after[2], ref.v, ref.scale_v)
+        before = tuple(after)
