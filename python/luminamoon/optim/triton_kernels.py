@@ -583,17 +583,24 @@ def factor_cols_program(pid, col_part_ptr, block_sums_ptr, exp_avg_sq_ptr, new_p
 # for the loads and each add waited for its load: a serial chain of L2 round trips. Four chunks' loads
 # are written before their adds, which stay in chunk order, so each lane's sum has the same bits as one
 # chunk at a time (a chunk past the end adds +0.0 to a sum of non-negative terms: no bit changes).
+# Whether ptxas then keeps the loads in flight depends on what the compile is told: the AOT build (64-bit
+# counts, no alignment hints) issued 18 loads before the first add and took 19 us per step at 2^28 on the
+# H100, where the JIT's compile of the same source (32-bit counts, the partials' address hinted 16-aligned)
+# added after every load or two and took 87 us (docs/benchmarks.md, issue 18 session 33). The index math is
+# therefore 64-bit, and the JIT does not specialize on the partials' alignment: offline, the JIT's
+# specialization then gives 17 loads before the first add (sm_90 SASS, 126 registers), as the AOT cubin.
 @triton.jit
 def add_four_chunks(acc, field_ptr, p, num_partials, BLOCK: tl.constexpr):
     """acc + the partials at p, p + BLOCK, p + 2 BLOCK, p + 3 BLOCK (0 past num_partials), added in that order."""
-    x0 = tl.load(field_ptr + p.to(tl.int64), mask=p < num_partials, other=0.0)
-    x1 = tl.load(field_ptr + (p + BLOCK).to(tl.int64), mask=p + BLOCK < num_partials, other=0.0)
-    x2 = tl.load(field_ptr + (p + 2 * BLOCK).to(tl.int64), mask=p + 2 * BLOCK < num_partials, other=0.0)
-    x3 = tl.load(field_ptr + (p + 3 * BLOCK).to(tl.int64), mask=p + 3 * BLOCK < num_partials, other=0.0)
+    x0 = tl.load(field_ptr + p, mask=p < num_partials, other=0.0)
+    x1 = tl.load(field_ptr + p + BLOCK, mask=p + BLOCK < num_partials, other=0.0)
+    x2 = tl.load(field_ptr + p + 2 * BLOCK, mask=p + 2 * BLOCK < num_partials, other=0.0)
+    x3 = tl.load(field_ptr + p + 3 * BLOCK, mask=p + 3 * BLOCK < num_partials, other=0.0)
     return (((acc + x0) + x1) + x2) + x3
 
 
-@triton.jit(do_not_specialize=["num_partials", "n", "rows", "cols", "position", "chunks"])
+@triton.jit(do_not_specialize=["num_partials", "n", "rows", "cols", "position", "chunks"],
+            do_not_specialize_on_alignment=["partials_ptr"])
 def finalize_kernel(partials_ptr, num_partials, gl_ptr, words_ptr, k_ptr, exp_avg_sq_ptr, row_sums_ptr,
                     col_sums_ptr, new_ptr, n, rows, cols, chunks, position, beta2, one_minus_beta2, bound_ratio,
                     ROUND_GRAD: tl.constexpr, ROUND_UPDATE: tl.constexpr, CHECK_FINITE: tl.constexpr,
@@ -613,14 +620,14 @@ def finalize_kernel(partials_ptr, num_partials, gl_ptr, words_ptr, k_ptr, exp_av
         acc_g = tl.zeros([BLOCK], dtype=tl.float64)
         acc_u = tl.zeros([BLOCK], dtype=tl.float64)
         acc_x = tl.zeros([BLOCK], dtype=tl.float64)
-        stride = num_partials.to(tl.int64)
-        for p0 in range(0, num_partials, 4 * BLOCK):  # Note [finalize loads in flight]
-            p = p0 + lanes
-            acc_bad = add_four_chunks(acc_bad, partials_ptr, p, num_partials, BLOCK)
-            acc_agree = add_four_chunks(acc_agree, partials_ptr + stride, p, num_partials, BLOCK)
-            acc_g = add_four_chunks(acc_g, partials_ptr + 2 * stride, p, num_partials, BLOCK)
-            acc_u = add_four_chunks(acc_u, partials_ptr + 3 * stride, p, num_partials, BLOCK)
-            acc_x = add_four_chunks(acc_x, partials_ptr + 4 * stride, p, num_partials, BLOCK)
+        count = num_partials.to(tl.int64)  # Note [finalize loads in flight]
+        for p0 in range(0, count, 4 * BLOCK):
+            p = p0 + lanes.to(tl.int64)
+            acc_bad = add_four_chunks(acc_bad, partials_ptr, p, count, BLOCK)
+            acc_agree = add_four_chunks(acc_agree, partials_ptr + count, p, count, BLOCK)
+            acc_g = add_four_chunks(acc_g, partials_ptr + 2 * count, p, count, BLOCK)
+            acc_u = add_four_chunks(acc_u, partials_ptr + 3 * count, p, count, BLOCK)
+            acc_x = add_four_chunks(acc_x, partials_ptr + 4 * count, p, count, BLOCK)
         n64 = n.to(tl.float64)
         if ROUND_GRAD:
             if CHECK_FINITE:
