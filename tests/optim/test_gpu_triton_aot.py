@@ -652,7 +652,8 @@ def test_a_c_program_steps_on_the_aot_kernels_with_no_python_in_its_process(lib,
     out = subprocess.run([str(exe), str(tmp_path / "in.bin"), str(tmp_path / "out.bin")], env=env,
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, (out.returncode, out.stdout, out.stderr)
-    platform, arch, backend = out.stdout.split()
+    # (the backend's label has spaces: "triton-aot:sm_90 Triton 3.6.0")
+    platform, arch, backend = out.stdout.strip().split(" ", 2)
     assert platform == "cuda" and arch.startswith("sm_") and backend.startswith("triton-aot:sm_"), out.stdout
     states = np.fromfile(tmp_path / "out.bin", dtype=np.float32).reshape(2, 3, n)
     hyper = Hyper(lr=f32(1e-3), beta1=f32(0.9), beta2=f32(0.999), eps=f32(1e-8), weight_decay=f32(0.01))
