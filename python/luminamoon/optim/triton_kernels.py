@@ -108,8 +108,11 @@ NUM_WARPS = 4
 # H100, the JIT: 2.192 against 2.265 ms by replay, 98% of copy). The cubins (offline, sm_90,
 # cuobjdump -res-usage): at 2 warps the kernel holds its 128 x 128 tile in 255 registers with 128 bytes
 # of spill stack once the row partials' address is known to be a multiple of 16, 896 bytes without
-# that hint (session 17's AOT _a16 kernel, which ran 10% slower at 2 warps). The multi-tensor kernel does
-# not spill at 2 warps (222 registers), but the loop above was slower.
+# that hint (session 17's AOT _a16 kernel, which ran 10% slower at 2 warps). Those are the AOT build's
+# cubins, whose counts are 64-bit: the JIT passes R and C as i32, and its own compile (session 33, offline
+# with the JIT's binder) holds the tile in 166 registers with no spill (branch triton-aot-i32-sums builds
+# the AOT sums that way). The multi-tensor kernel does not spill at 2 warps (222 registers), but the loop
+# above was slower.
 FACTOR_CHUNK_ROWS = 128
 FACTOR_WIDE_COLS = 128
 FACTOR_WIDE_COLS_2B = 256
