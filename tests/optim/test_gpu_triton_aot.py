@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from test_gpu_cuda import (F32, BF16, OK, NONFINITE, State, backend_reason, check_against_scalar,  # noqa: E402
                            f32, hyperparams, load_library, scalar_options, step)
 from luminav_ctypes import Options, Tensor, as_hyper  # noqa: E402
-from luminav_reference import accuracy_factor, assert_within_forward_error, reference_step  # noqa: E402
+from luminav_reference import Hyper, accuracy_factor, assert_within_forward_error, reference_step  # noqa: E402
 
 torch = pytest.importorskip("torch")
 from luminamoon import optim  # noqa: E402
@@ -607,6 +607,7 @@ int main(int argc, char** argv) {
     engine = luminav_triton_engine_create();
     if (!engine) { printf("engine: %s\n", luminav_last_error_message()); return 7; }
     out = fopen(argv[2], "wb");
+    if (!out) return 5;
     for (step = 1; step <= 2; ++step) {
       if (luminav_triton_step_f32(engine, (float*)(size_t)d[0], (const float*)(size_t)d[1], (float*)(size_t)d[2],
                                   (float*)(size_t)d[3], NULL, NULL, (size_t)n, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f,
@@ -636,7 +637,6 @@ def test_a_c_program_steps_on_the_aot_kernels_with_no_python_in_its_process(lib,
     CUDA driver dlopen'ed): two CLM steps on device memory with LUMINAV_FORCE_BACKEND=triton-aot, each within
     the spec's bound of the float64 reference from the state the program wrote before it."""
     import luminamoon
-    from luminav_reference import Hyper
     source, exe = tmp_path / "aot_step.c", tmp_path / "aot_step"
     source.write_text(C_AOT_PROGRAM)
     lib_path = Path(os.environ.get("LUMINAV_LIBRARY") or luminamoon.c_library_path())

@@ -513,9 +513,9 @@ def test_the_cautious_mask_ends_on_the_triton_backend_as_on_the_reference_backen
 @pytest.mark.parametrize("bad_at", [None, 0, 4 * tk.FINALIZE_BLOCK + 5, 9 * tk.FINALIZE_BLOCK + 36])
 def test_finalize_adds_partials_of_many_chunks_and_finds_a_bad_one_anywhere(bad_at):
     """finalize_kernel over 9,253 partials (Note [finalize loads in flight]: three loop trips of four
-    chunks, the last chunk partly and three chunks wholly past the end) against math.fsum of each field:
-    TD-CLM tensor's s, the cautious scale and the tensor bound's scale, and the verdict of a non-finite
-    count wherever it lies (the first, a middle and the last partial)."""
+    chunks; in the last, the second chunk partly and the third and fourth wholly past the end) against
+    math.fsum of each field: TD-CLM tensor's s, the cautious scale and the tensor bound's scale, and the
+    verdict of a non-finite count wherever it lies (the first, a middle and the last partial)."""
     import math
     programs, n, position = 9 * tk.FINALIZE_BLOCK + 37, 1 << 20, 7
     rng = np.random.default_rng(11)
