@@ -109,6 +109,22 @@ def check_parameter(dtype, param, master, ref, t, stochastic=True, factor=1e-6):
     assert not bad.any(), f"{int(bad.sum())} 16-bit parameters outside the rounding of the reference"
 
 
+def start_of_step(x32: np.ndarray, dtype: str, use_master: bool):
+    """The parameter in its dtype, the fp32 master copy (or None) and the reference's float64 start: the master's
+    values where there is one, else what the parameter's dtype kept of x32."""
+    param = make_param(x32, dtype)
+    master = x32.copy() if use_master else None
+    x_old = x32.astype(np.float64) if use_master else param_values(param, dtype)
+    return param, master, x_old
+
+
+def check_step(hp: Hyper, dtype, param, master, m, v, ref, t):
+    """Both state buffers and the parameter after one step against the float64 reference's result."""
+    assert_within_forward_error("exp_avg", m, ref.m, ref.scale_m, accuracy_factor(hp))
+    assert_within_forward_error("exp_avg_sq", v, ref.v, ref.scale_v)
+    check_parameter(dtype, param, master, ref, t, factor=accuracy_factor(hp))
+
+
 def random_state(rng, mode, n=N, hp: Hyper | None = None, rows: int | None = None):
     x32 = (rng.standard_normal(n) * 0.5).astype(np.float32)
     m = (rng.standard_normal(n) * 0.01).astype(np.float32)
@@ -136,15 +152,11 @@ def test_one_step_within_forward_error_bound(mode, td, tau, lam, cautious, bound
     hp = hyper(mode, td, tau, lam, cautious, bound)
     rows = rows_for(hp, N)
     x32, m, v, g = random_state(rng, mode, N, hp, rows)
-    param = make_param(x32, dtype)
-    master = x32.copy() if use_master else None
-    x_old = x32.astype(np.float64) if use_master else param_values(param, dtype)
+    param, master, x_old = start_of_step(x32, dtype, use_master)
     t = 7
     ref = reference_step(hp, x_old, m, v, g, t, rows)
     run_backend(param, g, m, v, master, hp, t, rows)
-    assert_within_forward_error("exp_avg", m, ref.m, ref.scale_m, accuracy_factor(hp))
-    assert_within_forward_error("exp_avg_sq", v, ref.v, ref.scale_v)
-    check_parameter(dtype, param, master, ref, t, factor=accuracy_factor(hp))
+    check_step(hp, dtype, param, master, m, v, ref, t)
     # The options are really exercised by this data.
     if bound:
         assert ref.bound_binds
@@ -197,9 +209,7 @@ def test_hundred_steps_within_normwise_error(mode, td, tau, lam, cautious, bound
 def test_round_to_nearest_even_write_back_when_stochastic_rounding_is_off(dtype, use_master, rng):
     hp = BASE
     x32, m, v, g = random_state(rng, 2)
-    param = make_param(x32, dtype)
-    master = x32.copy() if use_master else None
-    x_old = x32.astype(np.float64) if use_master else param_values(param, dtype)
+    param, master, x_old = start_of_step(x32, dtype, use_master)
     ref = reference_step(hp, x_old, m, v, g, 3)
     run_backend(param, g, m, v, master, hp, 3, stochastic_rounding=False)
     check_parameter(dtype, param, master, ref, 3, stochastic=False)
@@ -264,9 +274,7 @@ def test_random_configurations_within_forward_error_bound(n, mode, tau, lam, cau
     v = second_moment_state(rng, hp, n, rows)
     grad = make_param((rng.standard_normal(n) * 0.01 * grad_scale).astype(np.float32), grad_dtype)
     g = param_values(grad, grad_dtype)
-    param = make_param(x32, param_dtype)
-    master = x32.copy() if use_master else None
-    x_old = x32.astype(np.float64) if use_master else param_values(param, param_dtype)
+    param, master, x_old = start_of_step(x32, param_dtype, use_master)
     if n == 0:  # nothing to do: success, nothing written
         before = v.copy()
         optim.step(param, grad, m, v, master, **hp.kwargs(), step=t, seed=SEED, backend="scalar")
@@ -274,6 +282,4 @@ def test_random_configurations_within_forward_error_bound(n, mode, tau, lam, cau
         return
     ref = reference_step(hp, x_old, m, v, g, t, rows)
     run_backend(param, grad, m, v, master, hp, t, rows)
-    assert_within_forward_error("exp_avg", m, ref.m, ref.scale_m, accuracy_factor(hp))
-    assert_within_forward_error("exp_avg_sq", v, ref.v, ref.scale_v)
-    check_parameter(param_dtype, param, master, ref, t, factor=accuracy_factor(hp))
+    check_step(hp, param_dtype, param, master, m, v, ref, t)

@@ -19,9 +19,8 @@ from luminamoon import _native, optim
 from luminav_reference import (accuracy_factor, bf16_rne_bits, bf16_stochastic_bits, f16_stochastic_bits,
                                rounding_bits_array, assert_within_forward_error, reference_step)
 from test_simd_backend import hundred_steps_within_normwise_error
-from test_optim_scalar_reference import (COMBOS, IDS, SEED, check_parameter, hyper,
-                                         make_param, param_bits, param_values, random_state, rows_for,
-                                         run_on as run)
+from test_optim_scalar_reference import (COMBOS, IDS, SEED, check_step, hyper, make_param, param_bits,
+                                         param_values, random_state, rows_for, run_on as run, start_of_step)
 
 N = 1029  # 21 x 49 for TD-CLM's rows; a partial reduction tile and workgroup
 
@@ -42,16 +41,12 @@ def test_one_step_within_forward_error_of_the_spec(mode, td, tau, lam, cautious,
     hp = hyper(mode, td, tau, lam, cautious, bound)
     rows = rows_for(hp, N)
     x32, m, v, g = random_state(rng, mode, N, hp, rows)
-    param = make_param(x32, dtype)
-    master = x32.copy() if use_master else None
-    x_old = x32.astype(np.float64) if use_master else param_values(param, dtype)
+    param, master, x_old = start_of_step(x32, dtype, use_master)
     ref = reference_step(hp, x_old, m, v, g, 7, rows)
     run("vulkan", param, g, m, v, master, hp, 7, rows)
-    assert_within_forward_error("exp_avg", m, ref.m, ref.scale_m, accuracy_factor(hp))
-    assert_within_forward_error("exp_avg_sq", v, ref.v, ref.scale_v)
-    # check_parameter also holds SR to the spec's bits: with a master, the
-    # 16-bit parameter must be exactly the hash's rounding of the fp32 master.
-    check_parameter(dtype, param, master, ref, 7, factor=accuracy_factor(hp))
+    # check_step's parameter check also holds SR to the spec's bits: with a master,
+    # the 16-bit parameter must be exactly the hash's rounding of the fp32 master.
+    check_step(hp, dtype, param, master, m, v, ref, 7)
 
 
 @pytest.mark.parametrize("dtype", ["bf16", "f16"])

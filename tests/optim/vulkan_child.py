@@ -11,8 +11,9 @@ import sys
 import numpy as np
 
 from luminamoon import optim
-from luminav_reference import Hyper, accuracy_factor, assert_within_forward_error, exp_avg_sq_length, reference_step
-from test_optim_scalar_reference import SEED, check_parameter, make_param, param_values  # SEED: expected_rounding keys on it
+from luminav_reference import Hyper, exp_avg_sq_length, reference_step
+# SEED: expected_rounding keys on it
+from test_optim_scalar_reference import SEED, check_step, make_param, param_values, start_of_step
 
 BASE = Hyper(lr=1e-2, beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=0.1)
 # (name, hyperparameters, N, rows, param dtype, master, grad dtype)
@@ -47,9 +48,7 @@ def main() -> int:
         g32 = (rng.standard_normal(n) * 0.01 + 0.003).astype(np.float32)
         grad = g32 if grad_dtype == "f32" else make_param(g32, grad_dtype)
         g = g32 if grad_dtype == "f32" else param_values(grad, grad_dtype).astype(np.float32)
-        param = make_param(x32, dtype)
-        master = x32.copy() if use_master else None
-        x_old = x32.astype(np.float64) if use_master else param_values(param, dtype)
+        param, master, x_old = start_of_step(x32, dtype, use_master)
         ref = reference_step(hp, x_old, m, v, g, 6, rows)
         if hp.bound_mode and not ref.bound_binds:
             print(f"{name}: the bound does not bind on this data", file=sys.stderr)
@@ -57,9 +56,7 @@ def main() -> int:
         optim.step(param, grad, m, v, master, **hp.kwargs(), step=6, seed=SEED, backend="vulkan", rows=rows)
         assert optim.last_backend().startswith("vulkan"), optim.last_backend()
         try:
-            assert_within_forward_error("exp_avg", m, ref.m, ref.scale_m, accuracy_factor(hp))
-            assert_within_forward_error("exp_avg_sq", v, ref.v, ref.scale_v)
-            check_parameter(dtype, param, master, ref, 6, factor=accuracy_factor(hp))
+            check_step(hp, dtype, param, master, m, v, ref, 6)
         except AssertionError as e:
             print(f"{name}: {e}", file=sys.stderr)
             return 1
