@@ -2,8 +2,8 @@
 # Session 34, call 1 (issue 18): session 33's unmeasured work, main then branch triton-aot-i32-sums.
 # Main (f1cfa48; AOT set build/aot_s34m from it): 1. test_gpu_triton_aot.py with the C-program test (a C99 program
 # drives the AOT kernels); 2. the TD-CLM tensor step at 2^28, nvcc / JIT / AOT, twice (does the finalize mend,
-# 517621d, bring the JIT to the AOT's 2.18 ms?); 3. the tensor step per kernel under torch.profiler (the JIT
-# finalize took 86.6 us, the AOT's 18.7, in session 33's call 4).
+# 517621d, bring the JIT to the AOT's 2.18 ms?); 3. with PROFILE=1, the tensor step per kernel under torch.profiler
+# (the JIT finalize took 86.6 us, the AOT's 18.7, in session 33's call 4).
 # Branch (its tree as build/i32_src from `git archive`, AOT set build/aot_s34i): 4. test_gpu_triton_aot.py;
 # 5. the factored cases at 2^28, AOT, branch / main alternating twice.
 # Carry .gpu_bundle, build/aot_s34m, build/aot_s34i, build/i32_src.
@@ -11,7 +11,7 @@ set -u
 export OUT=${OUT:-$PWD/gpu_out}
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv > "$OUT/gpu.txt" 2>&1; cat "$OUT/gpu.txt"
 t0=$(date +%s)
-left() { echo $(( 575 - $(date +%s) + t0 )); }
+left() { echo $(( ${LIMIT:-575} - $(date +%s) + t0 )); }  # LIMIT: the device time this call may use
 export LD_LIBRARY_PATH=$PWD/.gpu_bundle/prefix/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
 OUT=/tmp/build_main bash bench/gpu_suite.sh build 2>&1 | tail -2
 rm -rf /tmp/lm_site_main && cp -r /tmp/lm_site /tmp/lm_site_main
@@ -25,7 +25,7 @@ for run in 1 2; do
     --kinds luminav_nvcc luminav_triton luminav_triton_aot 2>&1 | sed "s/^/$run /" | tee -a "$OUT/tensor_step.log" \
     | grep -E "of copy|Error"
 done
-main_env timeout 90 python3 docs/runs/2026-12-07-s33-gpu/tensor_profile.py 2>&1 | grep -v -i warn \
+[ "${PROFILE:-0}" = 1 ] && main_env timeout 90 python3 docs/runs/2026-12-07-s33-gpu/tensor_profile.py 2>&1 | grep -v -i warn \
   | tee "$OUT/tensor_profile.log"
 echo "main done at $(( $(date +%s) - t0 )) s"
 ln -sfn "$PWD/.gpu_bundle" build/i32_src/.gpu_bundle
