@@ -28,6 +28,7 @@ done
 [ "${PROFILE:-0}" = 1 ] && main_env timeout 90 python3 docs/runs/2026-12-07-s33-gpu/tensor_profile.py 2>&1 | grep -v -i warn \
   | tee "$OUT/tensor_profile.log"
 echo "main done at $(( $(date +%s) - t0 )) s"
+if [ "$(left)" -lt 150 ]; then echo "the branch left out: $(left) s left"; else
 ln -sfn "$PWD/.gpu_bundle" build/i32_src/.gpu_bundle
 (cd build/i32_src && OUT=/tmp/build_i32 bash bench/gpu_suite.sh build 2>&1 | tail -1)
 i32_env() { PYTHONPATH=/tmp/lm_site LUMINAV_TRITON_AOT_DIR=$PWD/build/aot_s34i \
@@ -42,4 +43,5 @@ for run in i32 main i32 main; do
     --cases tdclm_factored_f32 tdclm_factored_bf16_master tdclm_row_f32 --kinds luminav_nvcc luminav_triton_aot 2>&1 \
     | sed "s/^/$run /" | tee -a "$OUT/factored_ab.log" | grep -E "of copy|Error"
 done
+fi
 echo "all done at $(( $(date +%s) - t0 )) s"
