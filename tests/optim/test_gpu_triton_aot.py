@@ -623,7 +623,7 @@ int main(int argc, char** argv) {
       }
     }
     fclose(out);
-    printf("%s %s %s\n", luminav_triton_get_platform(engine), luminav_triton_get_arch(engine), luminav_last_backend());
+    printf("%s\n%s\n%s\n", luminav_triton_get_platform(engine), luminav_triton_get_arch(engine), luminav_last_backend());
     luminav_triton_engine_destroy(engine);
   }
   return 0;
@@ -652,8 +652,8 @@ def test_a_c_program_steps_on_the_aot_kernels_with_no_python_in_its_process(lib,
     out = subprocess.run([str(exe), str(tmp_path / "in.bin"), str(tmp_path / "out.bin")], env=env,
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, (out.returncode, out.stdout, out.stderr)
-    # (the backend's label has spaces: "triton-aot:sm_90 Triton 3.6.0")
-    platform, arch, backend = out.stdout.strip().split(" ", 2)
+    # one line each: the arch and the backend's labels have spaces ("sm_90 Triton 3.6.0")
+    platform, arch, backend = out.stdout.strip().split("\n")
     assert platform == "cuda" and arch.startswith("sm_") and backend.startswith("triton-aot:sm_"), out.stdout
     states = np.fromfile(tmp_path / "out.bin", dtype=np.float32).reshape(2, 3, n)
     hyper = Hyper(lr=f32(1e-3), beta1=f32(0.9), beta2=f32(0.999), eps=f32(1e-8), weight_decay=f32(0.01))
