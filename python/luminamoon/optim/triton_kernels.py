@@ -110,9 +110,10 @@ NUM_WARPS = 4
 # of spill stack once the row partials' address is known to be a multiple of 16, 896 bytes without
 # that hint (session 17's AOT _a16 kernel, which ran 10% slower at 2 warps). Those are the AOT build's
 # cubins, whose counts are 64-bit: the JIT passes R and C as i32, and its own compile (session 33, offline
-# with the JIT's binder) holds the tile in 166 registers with no spill (branch triton-aot-i32-sums builds
-# the AOT sums that way). The multi-tensor kernel does not spill at 2 warps (222 registers), but the loop
-# above was slower.
+# with the JIT's binder) holds the tile in 166 registers with no spill. AOT sums built that way (session 35,
+# docs/runs/2026-12-07-s35-gpu/i32-sums.patch) ran the factored and row steps at 2^28 0-1% faster on the H100,
+# about the drift of the unchanged kernels in the same call: not kept. The multi-tensor kernel does not spill at
+# 2 warps (222 registers), but the loop above was slower.
 FACTOR_CHUNK_ROWS = 128
 FACTOR_WIDE_COLS = 128
 FACTOR_WIDE_COLS_2B = 256
