@@ -9,7 +9,6 @@
 #include <map>
 #include <mutex>
 #include <type_traits>
-#include <unordered_set>
 #include <vector>
 
 #include "optim/core/dtype.h"
@@ -18,6 +17,7 @@
 #include "optim/dispatch/async_workspace.h"
 #include "optim/dispatch/sharded_layout.h"
 #include "optim/cuda/cuda_driver.h"
+#include "optim/cuda/device_pointer_cache.h"
 #include "optim/cuda/embedded_files.h"
 #include "optim/cuda/launch_params.h"
 #include "optim/cuda/launch_script.h"
@@ -160,7 +160,7 @@ class CudaBackend final : public Backend {
       take_backend_error();  // a routing question, not a failed call
       return false;
     }
-    if (!query_device_memory(address)) return false;
+    if (!cuda::query_device_memory(api(), address)) return false;
     if (device_index != nullptr) {
       int ordinal = 0;
       const CUresult r = api().cuPointerGetAttribute(&ordinal, drv::CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
@@ -743,34 +743,8 @@ class CudaBackend final : public Backend {
     return true;
   }
 
-  // Note [device pointer cache]: a driver query costs about a microsecond,
-  // two per tensor on every step of a 150-tensor model was most of the
-  // asynchronous step's host time. Addresses once seen as device memory are
-  // remembered (a caching allocator hands the same ones out again); unified
-  // addressing keeps device and host ranges apart, so a remembered address
-  // is never an ordinary host pointer. The set is bounded and starts over.
-  static bool is_device_memory(const void* p) {
-    static std::mutex mutex;
-    static std::unordered_set<uintptr_t> known;
-    const auto address = reinterpret_cast<uintptr_t>(p);
-    {
-      std::lock_guard lock(mutex);
-      if (known.count(address) != 0) return true;
-    }
-    if (!query_device_memory(p)) return false;
-    std::lock_guard lock(mutex);
-    if (known.size() >= (1u << 16)) known.clear();
-    known.insert(address);
-    return true;
-  }
-
-  static bool query_device_memory(const void* p) {
-    unsigned memory_type = 0;
-    const CUresult r = api().cuPointerGetAttribute(&memory_type, drv::CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
-                                                   reinterpret_cast<CUdeviceptr>(p));
-    return r == drv::CUDA_SUCCESS &&
-           (memory_type == drv::CU_MEMORYTYPE_DEVICE || memory_type == drv::CU_MEMORYTYPE_UNIFIED);
-  }
+  // Note [device pointer cache] (device_pointer_cache.h).
+  static bool is_device_memory(const void* p) { return cuda::is_device_memory(api(), p); }
 
   // A host pointer handed to a kernel is an illegal address that poisons the
   // context, so each tensor's parameter and gradient are checked (one cheap

@@ -13,6 +13,7 @@
 
 #include "optim/core/reduction_rounds.h"
 #include "optim/core/second_moment_layout.h"
+#include "optim/cuda/device_pointer_cache.h"
 #include "optim/dispatch/backend_error.h"
 #include "optim/triton/triton_aot_batches.h"
 #include "optim/triton/triton_aot_clm_step.h"
@@ -188,7 +189,7 @@ class TritonAotBackend final : public Backend {
     std::string why;
     if (!const_cast<TritonAotBackend*>(this)->device_state(0, &state, &why)) return false;
     Scope scope(*state);
-    if (!scope.ok || !is_device_memory(address)) return false;
+    if (!scope.ok || !cuda::query_device_memory(driver().api(), address)) return false;
     if (device_index != nullptr) {
       int ordinal = 0;
       const CUresult r = driver().api().cuPointerGetAttribute(
@@ -406,13 +407,8 @@ class TritonAotBackend final : public Backend {
     Scope& operator=(const Scope&) = delete;
   };
 
-  static bool is_device_memory(const void* p) {
-    unsigned memory_type = 0;
-    const CUresult r = driver().api().cuPointerGetAttribute(&memory_type, cuda::drv::CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
-                                                            reinterpret_cast<CUdeviceptr>(p));
-    return r == cuda::drv::CUDA_SUCCESS &&
-           (memory_type == cuda::drv::CU_MEMORYTYPE_DEVICE || memory_type == cuda::drv::CU_MEMORYTYPE_UNIFIED);
-  }
+  // Note [device pointer cache] (optim/cuda/device_pointer_cache.h)
+  static bool is_device_memory(const void* p) { return cuda::is_device_memory(driver().api(), p); }
 
   // What the kernel set holds (Note [AOT kernel set]); anything else is refused
   // before a launch, naming the option and where it runs.
