@@ -26,7 +26,7 @@ grep -q H200 "$OUT/gpu.txt" || { echo "not an H200: the rest left out"; exit 0; 
 PYTHONPATH=/tmp/lm_site timeout 120 python3 bench/triton_step_bench.py --reps 30 --replay \
   --kinds luminav_nvcc luminav_triton luminav_triton_aot torch_fused_adamw --out "$OUT/kernel_bench.json" 2>&1 \
   | tee "$OUT/kernel_bench.log" | grep -E "copy|first step|Error|captured"
-PYTHONPATH=/tmp/lm_site timeout $(( 560 - $(date +%s) + t0 )) python3 bench/optim_training_loop.py --kinds \
+PYTHONPATH=/tmp/lm_site timeout $(( 430 - $(date +%s) + t0 )) python3 bench/optim_training_loop.py --kinds \
   torch_fused luminav_tdclm luminav_tdclm_triton luminav_tdclm_triton_aot --rounds 3 --reps 20 \
   --json "$OUT/loop.json" 2>&1 | tee "$OUT/loop.log" | grep -E "^(torch_fused|luminav)|Error|floor"
 echo "all done at $(( $(date +%s) - t0 )) s"
