@@ -2,7 +2,7 @@
 # Session 35 (issues 13, 18): the triton-aot device pointer cache (this tree) against main before it (its tree as
 # build/base_src: `git archive HEAD~1 CMakeLists.txt cmake include src python pyproject.toml README.md
 # bench/gpu_suite.sh`), both on AOT set build/aot_s35m: the Llama 98M loop, TD-CLM on triton-aot, the JIT and nvcc,
-# one round per process, base / new alternating twice. On an H200 also, with the new build: issue 18's kernel
+# one round per process, base / new alternating twice. With H200_EXTRA=1 on an H200 also, with the new build: issue 18's kernel
 # benchmark (every case at 2^28) and the loop with torch's fused AdamW, three rounds.
 # Carry .gpu_bundle, build/aot_s35m, build/base_src.
 set -u
@@ -22,7 +22,7 @@ for run in base new base new; do
     | sed "s/^/$run /" | tee -a "$OUT/loop_ab.log" | grep -E "^$run (luminav)|Error"
 done
 echo "A/B done at $(( $(date +%s) - t0 )) s"
-grep -q H200 "$OUT/gpu.txt" || { echo "not an H200: the rest left out"; exit 0; }
+[ "${H200_EXTRA:-0}" = 1 ] && grep -q H200 "$OUT/gpu.txt" || { echo "the rest left out (H200_EXTRA=1 on an H200 runs it)"; exit 0; }
 PYTHONPATH=/tmp/lm_site timeout 120 python3 bench/triton_step_bench.py --reps 30 --replay \
   --kinds luminav_nvcc luminav_triton luminav_triton_aot torch_fused_adamw --out "$OUT/kernel_bench.json" 2>&1 \
   | tee "$OUT/kernel_bench.log" | grep -E "copy|first step|Error|captured"
