@@ -15,10 +15,10 @@ ln -sfn "$PWD/.gpu_bundle" build/base_src/.gpu_bundle
 (cd build/base_src && OUT=/tmp/build_base bash bench/gpu_suite.sh build 2>&1 | tail -1)
 rm -rf /tmp/lm_site_base && cp -r /tmp/lm_site /tmp/lm_site_base
 OUT=/tmp/build_new bash bench/gpu_suite.sh build 2>&1 | tail -1
-for run in base new base new; do
+for run in ${RUNS:-base new base new}; do  # RUNS and KINDS: a shorter A/B where device time is short
   site=/tmp/lm_site; [ $run = base ] && site=/tmp/lm_site_base
-  PYTHONPATH=$site timeout 100 python3 bench/optim_training_loop.py --kinds luminav_tdclm_triton_aot \
-    luminav_tdclm_triton luminav_tdclm --rounds 1 --reps 20 --json "$OUT/loop_$run.json" 2>&1 \
+  PYTHONPATH=$site timeout 100 python3 bench/optim_training_loop.py --kinds ${KINDS:-luminav_tdclm_triton_aot \
+    luminav_tdclm_triton luminav_tdclm} --rounds 1 --reps 20 --json "$OUT/loop_$run.json" 2>&1 \
     | sed "s/^/$run /" | tee -a "$OUT/loop_ab.log" | grep -E "^$run (luminav)|Error"
 done
 echo "A/B done at $(( $(date +%s) - t0 )) s"
