@@ -6,7 +6,7 @@
 namespace luminav::cuda {
 
 // Note [device pointer cache]: a driver query costs about a microsecond; two per tensor on every step of a
-// 150-tensor model were most of the asynchronous step's host time (the cuda backend, session 7), and the
+// 150-tensor model were most of the cuda backend's asynchronous step's host time, and the
 // triton-aot backend's eager step in the Llama 98M loop queried 296 addresses before its first launch
 // (session 35). Addresses once seen as device memory are remembered (a caching allocator hands the same ones
 // out again); unified addressing keeps device and host ranges apart, so a remembered address is never an
