@@ -1,6 +1,6 @@
 #!/bin/bash
 # Session 35 (issues 13, 18): the triton-aot device pointer cache (this tree) against main before it (its tree as
-# build/base_src: `git archive HEAD~1 CMakeLists.txt cmake include src python pyproject.toml README.md
+# build/base_src: `git archive a66a152~1 CMakeLists.txt cmake include src python pyproject.toml README.md
 # bench/gpu_suite.sh`), both on AOT set build/aot_s35m: the Llama 98M loop, TD-CLM on triton-aot, the JIT and nvcc,
 # one round per process, base / new alternating twice. With H200_EXTRA=1 on an H200 also, with the new build: issue 18's kernel
 # benchmark (every case at 2^28) and the loop with torch's fused AdamW, three rounds.
