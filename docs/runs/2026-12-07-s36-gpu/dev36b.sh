@@ -2,7 +2,7 @@
 # Session 36 (issue 18): the factored bf16 + masters step at 2^28 runs at 73% (AOT) / 81% (JIT) of the H200's
 # copy (call 1) against 89-91% on the H100. (1) kernel by kernel, nvcc / JIT / AOT, bf16 and fp32 factored
 # (kernel_profile.py); (2) the JIT's launch geometry swept by its tuning variables on the bf16 case, one
-# process each. Carry .gpu_bundle and build/aot_s35m.
+# process each; (3) with time left, session 35's host trace of the Llama step. Carry .gpu_bundle and build/aot_s35m.
 set -u
 export OUT=${OUT:-$PWD/gpu_out}
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv > "$OUT/gpu.txt" 2>&1; cat "$OUT/gpu.txt"
@@ -29,4 +29,7 @@ for round in 1 2; do
   sweep fw2 LUMINAV_TRITON_FACTOR_WARPS=2
   [ $(( $(date +%s) - t0 )) -gt 380 ] && break
 done
+# (3) with time left: the Llama 98M step's host time, AOT / JIT / nvcc, with the pointer cache (session 35's trace)
+[ $(( $(date +%s) - t0 )) -lt 400 ] && PYTHONPATH=/tmp/lm_site timeout 120 python3 \
+  docs/runs/2026-12-07-s35-gpu/aot_eager_trace.py 2>&1 | grep -v -i warn | tee "$OUT/aot_eager_trace.log" | head -40
 echo "all done at $(( $(date +%s) - t0 )) s"
