@@ -79,6 +79,50 @@ def test_row_and_column_without_division_equal_divmod(cols):
         np.testing.assert_array_equal(c.numpy(), i % cols)
 
 
+@triton.jit
+def _second_kernel(out, row_ptr, col_ptr, n, cols, KIND: tl.constexpr, BLOCK: tl.constexpr):
+    start = tl.program_id(0).to(tl.int64) * BLOCK
+    offs = start + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out + offs, tk.second_of(out, out, row_ptr, col_ptr, offs, start, mask, cols, KIND), mask=mask)
+
+
+@pytest.mark.parametrize("kind", [2, 3])
+@pytest.mark.parametrize("rows,cols", [(3, 2048), (4, 1500), (5, 700)])
+def test_second_moment_of_programs_inside_and_across_rows(kind, rows, cols):
+    """Note [programs inside one row]: pass 2's second moment of element i is row[i // C] (row) or
+    row[i // C] * col_over_rho[i % C] (factored), bit for bit, whether a 1024-element program lies in
+    one row (every one at C = 2048; some at C = 1500) or crosses rows (C = 700)."""
+    block = 1024
+    n = rows * cols
+    gen = torch.Generator().manual_seed(rows * cols)
+    row = torch.rand(rows, generator=gen) + 0.5
+    col = torch.rand(cols, generator=gen) + 0.5
+    out = torch.full((n,), float("nan"))
+    _second_kernel[(-(-n // block),)](out, row, col, n, cols, KIND=kind, BLOCK=block)
+    i = np.arange(n)
+    want = row.numpy()[i // cols]
+    if kind == 3:
+        want = want * col.numpy()[i % cols]  # float32 products, as the kernel rounds them
+    np.testing.assert_array_equal(out.numpy().view(np.uint32), want.astype(np.float32).view(np.uint32))
+
+
+@pytest.mark.parametrize("td_factor", ["factored", "row"])
+@pytest.mark.parametrize("pdtype", ["f32", "bf16"])
+def test_wide_rows_step_as_the_reference(td_factor, pdtype):
+    """A TD-CLM step whose pass-2 programs lie inside one row (C = 1536: two of every three) against the
+    float64 reference, with bf16 parameters' stochastically rounded bits from their masters."""
+    hp = Hyper(buffer_mode=1, td_factor=td_factor, tau=0.1)
+    master = pdtype != "f32"
+    p, state, ref, status, _ = one_step(hp, (3, 1536), DTYPES[pdtype], master=master, seed=5)
+    assert status.tolist() == [0, 0, 0, 0]
+    check_against_reference(hp, p, state, ref, master=master)
+    if master:
+        x32 = state["master"].numpy().reshape(-1)
+        want = bf16_stochastic_bits(x32, rounding_bits_array(5, 3, np.arange(x32.size)))
+        np.testing.assert_array_equal(p.view(torch.int16).numpy().view(np.uint16).reshape(-1), want)
+
+
 @pytest.mark.parametrize("td_factor", ["factored", "row"])
 @pytest.mark.parametrize("shape", [(300, 260), (130, 129)])
 def test_factor_tiles_over_chunks_strips_and_row_blocks(td_factor, shape):

@@ -329,18 +329,38 @@ def row_and_column(offs, start, cols):
 @triton.jit
 def second_of(v_ptr, gl_ptr, row_ptr, col_over_rho_ptr, offs, start, mask, cols, KIND: tl.constexpr):
     """The element's second moment as pass 2 reads it: v_i, s, row_r(i) or row_r * col_c / rho (`start`:
-    the program's first offset)."""
+    the program's first offset).
+
+    Note [programs inside one row]: where the program's elements all lie in one row (every program when
+    BLOCK divides C, and most when C >= BLOCK), that row's factor is one scalar load and the columns run
+    on from start mod C, so no element computes its own row and column (Note [row index without
+    division]) nor gathers its own row factor. In the sm_90 SASS of the factored bf16 + masters pass 2
+    (offline, Triton 3.6) that per-element work was about a third of the kernel's instructions, and on
+    the H200 that step ran at 73-81% of the copy bandwidth against 94-96% for CLM's with the same bytes
+    (docs/benchmarks.md, issue 18 session 36). The products are the same operands in the same order: the
+    same bits either way."""
     if KIND == 0:
         return tl.load(v_ptr + offs, mask=mask, other=0.0, eviction_policy="evict_first")
     elif KIND == 1:
         return tl.load(gl_ptr + 0)
     else:
-        r, c = row_and_column(offs, start, cols)
-        row = tl.load(row_ptr + r, mask=mask, other=0.0)
-        if KIND == 2:
-            return row
+        r0 = start // cols
+        c0 = start - r0 * cols
+        if c0 + offs.shape[0] <= cols:
+            row_factor = tl.load(row_ptr + r0)
+            if KIND == 2:
+                second = tl.broadcast_to(row_factor, offs.shape)
+            else:
+                second = row_factor * tl.load(col_over_rho_ptr + c0 + tl.arange(0, offs.shape[0]), mask=mask,
+                                              other=0.0)
         else:
-            return row * tl.load(col_over_rho_ptr + c, mask=mask, other=0.0)
+            r, c = row_and_column(offs, start, cols)
+            row_factors = tl.load(row_ptr + r, mask=mask, other=0.0)
+            if KIND == 2:
+                second = row_factors
+            else:
+                second = row_factors * tl.load(col_over_rho_ptr + c, mask=mask, other=0.0)
+        return second
 
 
 @triton.jit
