@@ -17,7 +17,7 @@ rm -rf /tmp/lm_site_base && cp -r /tmp/lm_site /tmp/lm_site_base
 cp build/old_kernels/triton_kernels.py /tmp/lm_site_base/luminamoon/optim/triton_kernels.py
 site() { [ "$1" = base ] && echo /tmp/lm_site_base || echo /tmp/lm_site; }
 aot() { [ "$1" = base ] && echo "$PWD/build/aot_s35m" || echo "$PWD/build/aot_s36"; }
-LUMINAV_TRITON_AOT_DIR=$(aot new) PYTHONPATH=$(site new) timeout 110 python3 -m pytest -q -x -p no:cacheprovider \
+LUMINAV_TRITON_AOT_DIR=$(aot new) PYTHONPATH=$(site new) timeout ${TEST_S:-110} python3 -m pytest -q -x -p no:cacheprovider \
   tests/optim/test_gpu_triton.py tests/optim/test_gpu_triton_aot.py 2>&1 | tail -4 | tee "$OUT/tests.log"
 echo "tests done at $(( $(date +%s) - t0 )) s"
 for run in base new base new; do
