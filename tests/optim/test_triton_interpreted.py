@@ -110,7 +110,7 @@ def test_second_moment_of_programs_inside_and_across_rows(kind, rows, cols):
 @pytest.mark.parametrize("td_factor", ["factored", "row"])
 @pytest.mark.parametrize("pdtype", ["f32", "bf16"])
 def test_wide_rows_step_as_the_reference(td_factor, pdtype):
-    """A TD-CLM step whose pass-2 programs lie inside one row (C = 1536: two of every three) against the
+    """A TD-CLM step whose pass-2 programs lie inside one row (3 x 1536: three of its five) against the
     float64 reference, with bf16 parameters' stochastically rounded bits from their masters."""
     hp = Hyper(buffer_mode=1, td_factor=td_factor, tau=0.1)
     master = pdtype != "f32"
