@@ -66,7 +66,7 @@ def main() -> None:
                 name = k["name"]
                 floor = ""
                 low = name.lower()
-                if "sum" in low and "factor" in low or "tile" in low:
+                if ("sum" in low and "factor" in low) or "tile" in low:
                     floor = f"  sums at {100 * sums_bytes * n / (k['us'] * 1e-6) / 1e9 / copy:4.0f}% of copy"
                 elif "apply" in low or "pass2" in low:
                     floor = f"  apply at {100 * apply_bytes * n / (k['us'] * 1e-6) / 1e9 / copy:4.0f}% of copy"
