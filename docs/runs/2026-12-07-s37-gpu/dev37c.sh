@@ -3,7 +3,7 @@
 # [programs inside one row]) in issue 18's whole benchmark in one run: (1) the Triton GPU suites; (2) every case at
 # 2^28, nvcc / JIT / AOT / torch's fused AdamW, eager and by replay, the JIT's first step; (3) the TD-CLM cases
 # base (main before the note, cc3a24a) / new alternating twice; (4) the Llama 98M loop with torch's fused AdamW,
-# three rounds. Carry .gpu_bundle, build/aot_s35m, build/aot_s36, build/old_kernels.
+# three rounds (TEST_S=0 leaves the suites out). Carry .gpu_bundle, build/aot_s35m, build/aot_s36, build/old_kernels.
 set -u
 export OUT=${OUT:-$PWD/gpu_out}
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv > "$OUT/gpu.txt" 2>&1; cat "$OUT/gpu.txt"
@@ -17,7 +17,7 @@ cp build/old_kernels/triton_kernels.py /tmp/lm_site_base/luminamoon/optim/triton
 site() { [ "$1" = base ] && echo /tmp/lm_site_base || echo /tmp/lm_site; }
 aot() { [ "$1" = base ] && echo "$PWD/build/aot_s35m" || echo "$PWD/build/aot_s36"; }
 echo "built at $(( $(date +%s) - t0 )) s"
-LUMINAV_TRITON_AOT_DIR=$(aot new) PYTHONPATH=$(site new) timeout ${TEST_S:-150} python3 -m pytest -q -p no:cacheprovider \
+[ "${TEST_S:-150}" -gt 0 ] && LUMINAV_TRITON_AOT_DIR=$(aot new) PYTHONPATH=$(site new) timeout ${TEST_S:-150} python3 -m pytest -q -p no:cacheprovider \
   -W ignore tests/optim/test_gpu_triton.py tests/optim/test_gpu_triton_aot.py > "$OUT/tests.log" 2>&1
 echo "tests rc=$? at $(( $(date +%s) - t0 )) s"; tail -2 "$OUT/tests.log"
 LUMINAV_TRITON_AOT_DIR=$(aot new) PYTHONPATH=$(site new) timeout 120 python3 bench/triton_step_bench.py --reps 30 \
@@ -33,6 +33,6 @@ for run in base new base new; do
 done
 echo "A/B done at $(( $(date +%s) - t0 )) s"
 LUMINAV_TRITON_AOT_DIR=$(aot new) PYTHONPATH=$(site new) timeout $(left) python3 bench/optim_training_loop.py --kinds \
-  torch_fused luminav_tdclm luminav_tdclm_triton luminav_tdclm_triton_aot --rounds 3 --reps 20 \
+  torch_fused luminav_tdclm luminav_tdclm_triton luminav_tdclm_triton_aot --rounds ${ROUNDS:-3} --reps 20 \
   --json "$OUT/loop.json" 2>&1 | tee "$OUT/loop.log" | grep -E "^(torch_fused|luminav)|Error|floor"
 echo "all done at $(( $(date +%s) - t0 )) s"
