@@ -3,7 +3,7 @@
 # [programs inside one row]) in issue 18's whole benchmark in one run: (1) the Triton GPU suites; (2) every case at
 # 2^28, nvcc / JIT / AOT / torch's fused AdamW, eager and by replay, the JIT's first step; (3) the TD-CLM cases
 # base (main before the note, cc3a24a) / new alternating twice; (4) the Llama 98M loop with torch's fused AdamW,
-# three rounds (TEST_S=0 leaves the suites out). Carry .gpu_bundle, build/aot_s35m, build/aot_s36, build/old_kernels.
+# three rounds (TEST_S=0 leaves the suites out; AB_MIN: the seconds (3) leaves to what follows). Carry .gpu_bundle, build/aot_s35m, build/aot_s36, build/old_kernels.
 set -u
 export OUT=${OUT:-$PWD/gpu_out}
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv > "$OUT/gpu.txt" 2>&1; cat "$OUT/gpu.txt"
@@ -25,14 +25,14 @@ LUMINAV_TRITON_AOT_DIR=$(aot new) PYTHONPATH=$(site new) timeout 120 python3 ben
   2>&1 | tee "$OUT/kernel_bench.log" | grep -E "copy|first step|Error|captured"
 echo "kernel bench done at $(( $(date +%s) - t0 )) s"
 for run in base new base new; do
-  [ "$(left)" -lt 200 ] && break
+  [ "$(left)" -lt ${AB_MIN:-200} ] && break
   LUMINAV_TRITON_AOT_DIR=$(aot $run) PYTHONPATH=$(site $run) timeout 60 python3 bench/triton_step_bench.py \
     --skip-compile --replay --reps 20 --cases tdclm_factored_bf16_master tdclm_factored_f32 tdclm_row_f32 \
     --kinds luminav_nvcc luminav_triton luminav_triton_aot 2>&1 | grep -E "copy|Error" | sed "s/^/$run /" \
     | tee -a "$OUT/bench_ab.log"
 done
 echo "A/B done at $(( $(date +%s) - t0 )) s"
-LUMINAV_TRITON_AOT_DIR=$(aot new) PYTHONPATH=$(site new) timeout $(left) python3 bench/optim_training_loop.py --kinds \
+[ "$(left)" -gt 60 ] && LUMINAV_TRITON_AOT_DIR=$(aot new) PYTHONPATH=$(site new) timeout $(left) python3 bench/optim_training_loop.py --kinds \
   torch_fused luminav_tdclm luminav_tdclm_triton luminav_tdclm_triton_aot --rounds ${ROUNDS:-3} --reps 20 \
   --json "$OUT/loop.json" 2>&1 | tee "$OUT/loop.log" | grep -E "^(torch_fused|luminav)|Error|floor"
 echo "all done at $(( $(date +%s) - t0 )) s"
