@@ -1,22 +1,12 @@
 #!/bin/bash
-# Session 37 (issue 18), for an H200 only (REQUIRE=H200 leaves at once on another card): main's kernels (Note
-# [programs inside one row]) in issue 18's whole benchmark in one run: (1) the Triton GPU suites; (2) every case at
-# 2^28, nvcc / JIT / AOT / torch's fused AdamW, eager and by replay, the JIT's first step; (3) the TD-CLM cases
-# base (main before the note, cc3a24a) / new alternating twice; (4) the Llama 98M loop with torch's fused AdamW,
-# three rounds (TEST_S=0 leaves the suites out; AB_MIN: the seconds (3) leaves to what follows). Carry .gpu_bundle, build/aot_s35m, build/aot_s36, build/old_kernels.
+# Session 37 (issue 18), for an H200 only (REQUIRE=H200: ab_setup.sh): main's kernels (Note [programs inside one
+# row]) in issue 18's whole benchmark in one run: (1) the Triton GPU suites (TEST_S=0 leaves them out); (2) every case
+# at 2^28, nvcc / JIT / AOT / torch's fused AdamW, eager and by replay, the JIT's first step; (3) the TD-CLM cases base
+# (main before the note, cc3a24a) / new alternating twice, while AB_MIN seconds are left; (4) the Llama 98M loop with
+# torch's fused AdamW, ROUNDS rounds (3). Carry .gpu_bundle, build/aot_s35m, build/aot_s36, build/old_kernels.
 set -u
-export OUT=${OUT:-$PWD/gpu_out}
-nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv > "$OUT/gpu.txt" 2>&1; cat "$OUT/gpu.txt"
-if [ -n "${REQUIRE:-}" ] && ! grep -q "$REQUIRE" "$OUT/gpu.txt"; then echo "not an $REQUIRE: nothing run"; exit 3; fi
-t0=$(date +%s)
-left() { echo $(( ${LIMIT:-575} - $(date +%s) + t0 )); }
-export LD_LIBRARY_PATH=$PWD/.gpu_bundle/prefix/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
-OUT=/tmp/build_new bash bench/gpu_suite.sh build 2>&1 | tail -1
-rm -rf /tmp/lm_site_base && cp -r /tmp/lm_site /tmp/lm_site_base
-cp build/old_kernels/triton_kernels.py /tmp/lm_site_base/luminamoon/optim/triton_kernels.py
-site() { [ "$1" = base ] && echo /tmp/lm_site_base || echo /tmp/lm_site; }
-aot() { [ "$1" = base ] && echo "$PWD/build/aot_s35m" || echo "$PWD/build/aot_s36"; }
-echo "built at $(( $(date +%s) - t0 )) s"
+LIMIT=${LIMIT:-575}
+source "$(dirname "$0")/ab_setup.sh"
 [ "${TEST_S:-150}" -gt 0 ] && LUMINAV_TRITON_AOT_DIR=$(aot new) PYTHONPATH=$(site new) timeout ${TEST_S:-150} python3 -m pytest -q -p no:cacheprovider \
   -W ignore tests/optim/test_gpu_triton.py tests/optim/test_gpu_triton_aot.py > "$OUT/tests.log" 2>&1
 echo "tests rc=$? at $(( $(date +%s) - t0 )) s"; tail -2 "$OUT/tests.log"
