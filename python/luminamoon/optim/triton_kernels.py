@@ -335,10 +335,10 @@ def second_of(v_ptr, gl_ptr, row_ptr, col_over_rho_ptr, offs, start, mask, cols,
     BLOCK divides C, and most when C >= BLOCK), that row's factor is one scalar load and the columns run
     on from start mod C, so no element computes its own row and column (Note [row index without
     division]) nor gathers its own row factor. In the sm_90 SASS of the factored bf16 + masters pass 2
-    (offline, Triton 3.6) that per-element work was about a third of the kernel's static instructions, and on
-    the H200 that step ran at 73-81% of the copy bandwidth against 94-96% for CLM's with the same bytes
-    (docs/benchmarks.md, issue 18 session 36). On an H100 that step then ran 3.6% faster on the AOT kernels
-    and 1.3% on the JIT (no H200 was left to measure it on). The products are the same operands in the same
+    (offline, Triton 3.6) that cuts the instructions a program runs by about a fifth (about 1,120 -> 900 a
+    warp for 8 elements a thread); on two H100s that step ran 3.2-4.6% faster on the AOT kernels (94% of
+    copy) and 1-3% on the JIT. On the H200 it ran at 73-81% of copy before this and is not yet measured
+    after (docs/benchmarks.md, issue 18 sessions 36 and 37). The products are the same operands in the same
     order: the same bits either way."""
     if KIND == 0:
         return tl.load(v_ptr + offs, mask=mask, other=0.0, eviction_policy="evict_first")
