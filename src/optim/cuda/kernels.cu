@@ -227,11 +227,12 @@ __device__ __forceinline__ void update_element(const StepConstants& k, const Ten
   x = core::apply_update(o, k, gl, x, e.u, g);
 }
 
-// Row and column of element i: one 32-bit division where both fit (the
-// 64-bit one is a long subroutine on the GPU).
+// Row and column of element i: a multiply and shifts where both fit in 32
+// bits (Note [division by an invariant divisor]; the 64-bit division is a
+// long subroutine on the GPU).
 __device__ __forceinline__ void row_and_column(const cuda::FactorView& f, uint64_t i, uint64_t* r, uint64_t* c) {
   if (((i | f.cols) >> 32) == 0) {
-    const uint32_t q = static_cast<uint32_t>(i) / static_cast<uint32_t>(f.cols);
+    const uint32_t q = core::divide(f.by_cols, static_cast<uint32_t>(i));
     *r = q;
     *c = static_cast<uint32_t>(i) - q * static_cast<uint32_t>(f.cols);
   } else {
@@ -254,7 +255,13 @@ __device__ __forceinline__ float tdclm_second(const TensorGlobals& gl, const cud
   return factor_vhat(*f, r, c);
 }
 
-// The same for the four elements i..i+3 (one division, then the next column).
+// The same for the four elements i..i+3, i a multiple of 4 (Note [access
+// pattern]).
+// Note [groups inside one row]: where C is a multiple of 4 (every matrix of a
+// transformer) the four lie in one row from a column that is a multiple of 4:
+// one load of the row factor and one 16-byte load of col/rho (its array is
+// 16-byte aligned: FactorArrays) instead of four gathers of each. vhat is the
+// same product of the same operands: the same bits either way.
 __device__ __forceinline__ void tdclm_second4(const TensorGlobals& gl, const cuda::FactorView* f, uint64_t i,
                                               float* v) {
   if (f == nullptr) {
@@ -264,6 +271,21 @@ __device__ __forceinline__ void tdclm_second4(const TensorGlobals& gl, const cud
   }
   uint64_t r, c;
   row_and_column(*f, i, &r, &c);
+  if ((f->cols & 3) == 0) {
+    const float row = f->row[r];
+    if (f->col_over_rho == nullptr) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) v[e] = row;
+    } else {
+      const float4 q = *reinterpret_cast<const float4*>(f->col_over_rho + c);
+      const ScalarOps o;
+      v[0] = core::factored_vhat(o, row, q.x);
+      v[1] = core::factored_vhat(o, row, q.y);
+      v[2] = core::factored_vhat(o, row, q.z);
+      v[3] = core::factored_vhat(o, row, q.w);
+    }
+    return;
+  }
 #pragma unroll
   for (int e = 0; e < 4; ++e) {
     v[e] = factor_vhat(*f, r, c);
@@ -939,6 +961,7 @@ __device__ void write_factor_view(const FactorSlot& f) {
   v.col_over_rho = f.col_over_rho;
   v.rows = f.rows;
   v.cols = f.cols;
+  v.by_cols = core::invariant_divisor(f.cols >> 32 == 0 ? static_cast<uint32_t>(f.cols) : 1u);
   *f.view = v;
 }
 

@@ -48,10 +48,12 @@ inline constexpr uint32_t kTilePartialStride = static_cast<uint32_t>(core::kTile
 inline constexpr int kMaxSlots = 128;  // Note [one launch for a model's tensors]; at most kBlockSize (a thread a slot)
 
 // The kernels' parameter list as manifest.json records it; change the tag
-// whenever LaunchParams changes, so that stale artifact directories are refused.
+// whenever LaunchParams or a struct the kernels share with the host through
+// the workspace (dispatch::FactorView: abi-8) changes, so that stale artifact
+// directories are refused.
 // (Every kernel takes one by-value struct: LaunchParams, or PrepareParams and
 // CommitParams for the first and last kernel of an asynchronous step.)
-inline constexpr const char* kLaunchAbi = "(const LaunchParams) luminav-cuda-abi-7";
+inline constexpr const char* kLaunchAbi = "(const LaunchParams) luminav-cuda-abi-8";
 
 // Which fields of luminav_partials a reduction fills (Note [reduction rounds]).
 enum ReduceFields : uint32_t {

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <span>
 
+#include "optim/core/invariant_divisor.h"
 #include "optim/core/reduction_tile.h"
 #include "optim/core/second_moment_layout.h"
 #include "optim/core/step_constants.h"
@@ -32,6 +33,7 @@ struct FactorView {
   const float* col;           // C new column factors (factored), else nullptr
   const float* col_over_rho;  // col_c / rho (factored), else nullptr
   uint64_t rows, cols;
+  core::InvariantDivisor by_cols;  // divides by cols when cols < 2^32 (Note [division by an invariant divisor])
 };
 
 // One row/factored tensor's arrays in the workspace, 16-byte aligned each.
