@@ -278,11 +278,9 @@ __device__ __forceinline__ void tdclm_second4(const TensorGlobals& gl, const cud
       for (int e = 0; e < 4; ++e) v[e] = row;
     } else {
       const float4 q = *reinterpret_cast<const float4*>(f->col_over_rho + c);
-      const ScalarOps o;
-      v[0] = core::factored_vhat(o, row, q.x);
-      v[1] = core::factored_vhat(o, row, q.y);
-      v[2] = core::factored_vhat(o, row, q.z);
-      v[3] = core::factored_vhat(o, row, q.w);
+      const float col_over_rho[4] = {q.x, q.y, q.z, q.w};
+#pragma unroll
+      for (int e = 0; e < 4; ++e) v[e] = core::factored_vhat(ScalarOps{}, row, col_over_rho[e]);
     }
     return;
   }
