@@ -1,9 +1,9 @@
 #!/bin/bash
 # Session 38, for a later call (any card; carry .gpu_bundle): main built as bench/gpu_suite.sh builds it, then the
 # kernels of a TD-CLM step at 2^28 one by one (session 36's kernel_profile.py, never run), then the same for the
-# Llama 98M loop's step
-# (../2026-12-06-s18-gpu/dev18_prof.py). Everything under $OUT is packed into one archive at the end: a call
-# brings back only a few files (session 38's call 1 lost its test log, its Nsight Compute report and its loop JSON).
+# Llama 98M loop's step (../2026-12-06-s18-gpu/dev18_prof.py). Everything under $OUT is packed into one archive at the
+# end: a call brings back only a few files (session 38's call 1 lost its test log, its Nsight Compute report and its
+# loop JSON).
 set -u
 export OUT=${OUT:-$PWD/gpu_out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 LD_LIBRARY_PATH=$PWD/.gpu_bundle/prefix/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
