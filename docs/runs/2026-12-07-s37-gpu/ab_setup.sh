@@ -1,4 +1,4 @@
-# Sourced by dev37c.sh and dev37d.sh: the card check, the build and the base / new sites of their A/B.
+# Sourced by dev37a.sh, dev37c.sh and dev37d.sh: the card check, the build and the base / new sites of their A/B.
 # REQUIRE=H200 leaves at once on any other card (its start is then all the call costs). Base is main before
 # Note [programs inside one row] (cc3a24a: build/old_kernels/triton_kernels.py, AOT set build/aot_s35m); new is
 # main (build/aot_s36).

@@ -4,19 +4,8 @@
 # cc3a24a) / new (main) alternating twice, JIT, AOT and nvcc, eager and by replay; (3) with time left, the Llama 98M
 # loop's TD-CLM step, base / new. Carry .gpu_bundle, build/aot_s35m, build/aot_s36, build/old_kernels.
 set -u
-export OUT=${OUT:-$PWD/gpu_out}
-nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv > "$OUT/gpu.txt" 2>&1; cat "$OUT/gpu.txt"
-# REQUIRE=H200: leave at once on any other card (its start is then all the call costs)
-if [ -n "${REQUIRE:-}" ] && ! grep -q "$REQUIRE" "$OUT/gpu.txt"; then echo "not an $REQUIRE: nothing run"; exit 3; fi
-t0=$(date +%s)
-left() { echo $(( ${LIMIT:-570} - $(date +%s) + t0 )); }
-export LD_LIBRARY_PATH=$PWD/.gpu_bundle/prefix/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
-OUT=/tmp/build_new bash bench/gpu_suite.sh build 2>&1 | tail -1
-rm -rf /tmp/lm_site_base && cp -r /tmp/lm_site /tmp/lm_site_base
-cp build/old_kernels/triton_kernels.py /tmp/lm_site_base/luminamoon/optim/triton_kernels.py
-site() { [ "$1" = base ] && echo /tmp/lm_site_base || echo /tmp/lm_site; }
-aot() { [ "$1" = base ] && echo "$PWD/build/aot_s35m" || echo "$PWD/build/aot_s36"; }
-echo "built at $(( $(date +%s) - t0 )) s"
+LIMIT=${LIMIT:-570}
+source "$(dirname "$0")/ab_setup.sh"
 LUMINAV_TRITON_AOT_DIR=$(aot new) PYTHONPATH=$(site new) timeout ${TEST_S:-240} python3 -m pytest -q -p no:cacheprovider \
   -W ignore --durations=5 tests/optim/test_gpu_triton.py tests/optim/test_gpu_triton_aot.py > "$OUT/tests.log" 2>&1
 echo "tests rc=$? at $(( $(date +%s) - t0 )) s"; tail -12 "$OUT/tests.log"
