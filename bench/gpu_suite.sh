@@ -14,17 +14,20 @@ mkdir -p "$out"
 export PYTHONUNBUFFERED=1
 prefix=$PWD/.gpu_bundle/prefix
 export LD_LIBRARY_PATH=$prefix/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
-site=/tmp/lm_site
-build_package() {  # the package from this tree into $site (log: $out/build.log); returns pip's status
+# LM_SITE / LM_SRC: another site and source tree for the build (an A/B builds main and a change side by side)
+site=${LM_SITE:-/tmp/lm_site}
+src=${LM_SRC:-$PWD}
+build_dir=${LM_SITE:+$site.build}; build_dir=${build_dir:-/tmp/lm_build}
+build_package() {  # the package from $src into $site (log: $out/build.log); returns pip's status
   nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | tee "$out/env.txt"
-  rm -rf $site /tmp/lm_build  # a warm machine keeps them; build from this tree
+  rm -rf $site $build_dir  # a warm machine keeps them; build from the tree
   local t0=$(date +%s) rc
   timeout 500 python3 -m pip install -q --no-build-isolation --no-deps --target $site \
-    -Cbuild-dir=/tmp/lm_build -Ccmake.define.LUMINA_WITH_DATA=OFF -Ccmake.define.LUMINA_WITH_SIMD=OFF \
+    -Cbuild-dir=$build_dir -Ccmake.define.LUMINA_WITH_DATA=OFF -Ccmake.define.LUMINA_WITH_SIMD=OFF \
     -Ccmake.define.LUMINA_WITH_VULKAN=OFF -Ccmake.define.LUMINA_TRITON_AOT=OFF "-Ccmake.define.LUMINA_CUDA_ARCHS=90" \
     -Ccmake.define.CMAKE_PREFIX_PATH="$prefix" -Ccmake.define.OPENSSL_ROOT_DIR="$prefix" \
     -Ccmake.define.OPENSSL_INCLUDE_DIR="$prefix/include" \
-    -Ccmake.define.OPENSSL_CRYPTO_LIBRARY="$prefix/lib/x86_64-linux-gnu/libcrypto.so" . > "$out/build.log" 2>&1
+    -Ccmake.define.OPENSSL_CRYPTO_LIBRARY="$prefix/lib/x86_64-linux-gnu/libcrypto.so" "$src" > "$out/build.log" 2>&1
   rc=$?
   echo "build rc=$rc in $(( $(date +%s) - t0 )) s"; grep -E "LuminaMoon:|rror" "$out/build.log" | head -20
   if [ $rc -eq 0 ] && ! PYTHONPATH=$site python3 -c "from luminamoon import optim

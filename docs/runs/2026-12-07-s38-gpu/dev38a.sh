@@ -13,18 +13,11 @@ export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 
 LIMIT=${LIMIT:-560}
 t0=$(date +%s)
 left() { echo $(( LIMIT - $(date +%s) + t0 )); }
-prefix=$PWD/.gpu_bundle/prefix
-export LD_LIBRARY_PATH=$prefix/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
+export LD_LIBRARY_PATH=$PWD/.gpu_bundle/prefix/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$OUT/gpu.txt"
 if [ -n "${REQUIRE:-}" ] && ! grep -q "$REQUIRE" "$OUT/gpu.txt"; then echo "not an $REQUIRE: nothing run"; exit 3; fi
-build() {  # $1 source tree, $2 target site
-  rm -rf $2 $2.build
-  timeout 300 python3 -m pip install -q --no-build-isolation --no-deps --target $2 \
-    -Cbuild-dir=$2.build -Ccmake.define.LUMINA_WITH_DATA=OFF -Ccmake.define.LUMINA_WITH_SIMD=OFF \
-    -Ccmake.define.LUMINA_WITH_VULKAN=OFF -Ccmake.define.LUMINA_TRITON_AOT=OFF "-Ccmake.define.LUMINA_CUDA_ARCHS=90" \
-    -Ccmake.define.CMAKE_PREFIX_PATH="$prefix" -Ccmake.define.OPENSSL_ROOT_DIR="$prefix" \
-    -Ccmake.define.OPENSSL_INCLUDE_DIR="$prefix/include" \
-    -Ccmake.define.OPENSSL_CRYPTO_LIBRARY="$prefix/lib/x86_64-linux-gnu/libcrypto.so" $1 > "$OUT/build_$(basename $2).log" 2>&1
+build() {  # $1 source tree, $2 target site: bench/gpu_suite.sh's build (log: $OUT/build_<site>/build.log)
+  OUT=$OUT/build_$(basename $2) LM_SRC=$1 LM_SITE=$2 bash bench/gpu_suite.sh build > /dev/null 2>&1
   echo "build $2 rc=$?"
 }
 builds="A B"; [ -f devC.tar.gz ] && builds="A B C"  # C only where its tarball was carried
